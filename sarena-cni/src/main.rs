@@ -1,0 +1,2 @@
+//! `sarena-cni`: the CNI plugin binary.
+fn main() {}

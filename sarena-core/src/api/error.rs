@@ -1,0 +1,119 @@
+//! Daemon API errors.
+
+use serde::{Deserialize, Serialize};
+
+/// The stable, machine-readable kind of an API error (`"kind"` in error bodies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiErrorKind {
+    /// Malformed or invalid request (400).
+    BadRequest,
+    /// No such route, endpoint or allocation (404).
+    NotFound,
+    /// Conflicts with existing state, e.g. an address owned by someone else (409).
+    Conflict,
+    /// No free address in the pool (409).
+    PoolExhausted,
+    /// Body too large (413).
+    PayloadTooLarge,
+    /// Wrong method (405).
+    MethodNotAllowed,
+    /// The daemon cannot serve now (503).
+    Unavailable,
+    /// Anything else (500).
+    Internal,
+}
+
+impl ApiErrorKind {
+    /// The HTTP status this kind is served with.
+    pub fn status(self) -> u16 {
+        match self {
+            ApiErrorKind::BadRequest => 400,
+            ApiErrorKind::NotFound => 404,
+            ApiErrorKind::MethodNotAllowed => 405,
+            ApiErrorKind::Conflict | ApiErrorKind::PoolExhausted => 409,
+            ApiErrorKind::PayloadTooLarge => 413,
+            ApiErrorKind::Unavailable => 503,
+            ApiErrorKind::Internal => 500,
+        }
+    }
+}
+
+/// The JSON body of an API error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiErrorBody {
+    /// Stable kind.
+    pub kind: ApiErrorKind,
+    /// Human-readable message.
+    pub message: String,
+}
+
+/// Errors from any [`crate::api::Daemon`] backend.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The daemon answered with an error.
+    #[error("daemon: {kind:?}: {message}")]
+    Api {
+        /// Stable kind.
+        kind: ApiErrorKind,
+        /// Message.
+        message: String,
+    },
+    /// The daemon could not be reached at all (connect failed, socket missing).
+    #[error("cannot reach the daemon at {endpoint}: {source}")]
+    Unreachable {
+        /// The endpoint tried.
+        endpoint: String,
+        /// Cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The connection broke or timed out mid-request.
+    #[error("request {method} {path} to the daemon failed: {source}")]
+    Transport {
+        /// HTTP method.
+        method: String,
+        /// Path.
+        path: String,
+        /// Cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The daemon's answer could not be decoded.
+    #[error("cannot decode the daemon's answer to {path}: {source}")]
+    Decode {
+        /// Path.
+        path: String,
+        /// Cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The endpoint string is not a socket path, `unix://` or `http://` URL.
+    #[error("invalid daemon endpoint {endpoint:?}: {reason}")]
+    InvalidEndpoint {
+        /// What was given.
+        endpoint: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+}
+
+impl DaemonError {
+    /// An API error of the given kind.
+    pub fn api(kind: ApiErrorKind, message: impl Into<String>) -> Self {
+        DaemonError::Api { kind, message: message.into() }
+    }
+
+    /// The kind, for API errors.
+    pub fn kind(&self) -> Option<ApiErrorKind> {
+        match self {
+            DaemonError::Api { kind, .. } => Some(*kind),
+            _ => None,
+        }
+    }
+
+    /// True when the daemon was never reached: the request had no effect.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, DaemonError::Unreachable { .. })
+    }
+}

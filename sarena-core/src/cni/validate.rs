@@ -1,0 +1,1 @@
+//! Validation of container ids, interface names and network names.

@@ -1,0 +1,18 @@
+//! # sarena-core
+//!
+//! Everything Sarena does, behind traits, so that the `sarena-cni` plugin and the
+//! `sarena-daemon` are thin adapters and a Rust container runtime can embed the
+//! same logic with a handful of calls.
+//!
+//! - [`cni`]: the CNI 1.1.0 protocol — network config, environment, `CNI_ARGS`,
+//!   versions, typed results and their conversion to older versions, errors.
+//! - [`plugin`]: the ADD / DEL / CHECK / STATUS / GC sequences, written against
+//!   the [`api::Daemon`] and [`links::Links`] traits.
+//! - [`api`]: the daemon's REST API types, the [`api::Daemon`] trait and its HTTP client.
+//! - [`links`]: the [`links::Links`] trait: netns handling and veth provisioning.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod api;
+pub mod cni;
+pub mod links;
+pub mod plugin;

@@ -1,0 +1,2 @@
+//! `sarena-daemon`: the node daemon.
+fn main() {}
