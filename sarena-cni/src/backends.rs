@@ -7,8 +7,11 @@ use sarena_core::api::Daemon;
 use sarena_core::cni::{CniError, ErrorCode, NetConf};
 use sarena_core::links::Links;
 
+/// What the plugin runs on: a daemon client and a links backend.
+pub(crate) type Backends = (Arc<dyn Daemon>, Arc<dyn Links>);
+
 /// The daemon client and links backend for `conf`.
-pub(crate) fn backends(conf: &NetConf) -> Result<(Arc<dyn Daemon>, Arc<dyn Links>), CniError> {
+pub(crate) fn backends(conf: &NetConf) -> Result<Backends, CniError> {
     Ok((daemon(conf)?, links()?))
 }
 

@@ -11,21 +11,46 @@ use tracing::level_filters::LevelFilter;
 /// Without a log file, or when it cannot be opened, it writes to stderr instead
 /// (warnings only, unless `debug`).
 pub(crate) fn dispatch(log_file: Option<&Path>, debug: bool) -> Dispatch {
-    let level = if debug { LevelFilter::DEBUG } else { LevelFilter::INFO };
-    let builder = tracing_subscriber::fmt().with_ansi(false).with_target(false);
+    let level = if debug {
+        LevelFilter::DEBUG
+    } else {
+        LevelFilter::INFO
+    };
+    let builder = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_target(false);
     let opened = log_file.map(|p| (p, OpenOptions::new().create(true).append(true).open(p)));
     match opened {
-        Some((_, Ok(file))) => Dispatch::new(builder.with_max_level(level).with_writer(Mutex::new(file)).finish()),
+        Some((_, Ok(file))) => Dispatch::new(
+            builder
+                .with_max_level(level)
+                .with_writer(Mutex::new(file))
+                .finish(),
+        ),
         Some((path, Err(e))) => {
-            let d = Dispatch::new(builder.with_max_level(level).with_writer(std::io::stderr).finish());
+            let d = Dispatch::new(
+                builder
+                    .with_max_level(level)
+                    .with_writer(std::io::stderr)
+                    .finish(),
+            );
             tracing::dispatcher::with_default(&d, || {
                 tracing::warn!(path = %path.display(), error = %e, "cannot open log-file; logging to stderr");
             });
             d
         }
         None => {
-            let level = if debug { LevelFilter::DEBUG } else { LevelFilter::WARN };
-            Dispatch::new(builder.with_max_level(level).with_writer(std::io::stderr).finish())
+            let level = if debug {
+                LevelFilter::DEBUG
+            } else {
+                LevelFilter::WARN
+            };
+            Dispatch::new(
+                builder
+                    .with_max_level(level)
+                    .with_writer(std::io::stderr)
+                    .finish(),
+            )
         }
     }
 }

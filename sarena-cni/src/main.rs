@@ -15,7 +15,10 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let mut stdin = Vec::new();
-    let read = std::io::stdin().lock().take(run::MAX_STDIN as u64 + 1).read_to_end(&mut stdin);
+    let read = std::io::stdin()
+        .lock()
+        .take(run::MAX_STDIN as u64 + 1)
+        .read_to_end(&mut stdin);
     let (out, code) = match read {
         Ok(_) => std::panic::catch_unwind(|| {
             run::run(|k| std::env::var(k).ok(), &stdin, backends::backends)
@@ -25,6 +28,12 @@ fn main() -> ExitCode {
     };
     let mut stdout = std::io::stdout().lock();
     // One write of the whole answer, so a runtime never sees a partial result.
-    let written = stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush());
-    if written.is_err() || code != 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    let written = stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush());
+    if written.is_err() || code != 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }

@@ -1,14 +1,11 @@
 //! [`run`]: one plugin invocation, from environment and stdin to the text to
 //! print and the exit code. Everything testable lives here; `main` only does I/O.
 
-use std::sync::Arc;
-
-use sarena_core::api::Daemon;
 use sarena_core::cni::{CniEnv, CniError, Command, ErrorCode, NetConf, Version};
-use sarena_core::links::Links;
 use sarena_core::plugin::{DeleteQueue, Plugin, dispatch, version_output};
 use serde_json::Value;
 
+use crate::backends::Backends;
 use crate::logging;
 
 /// The largest network config accepted on stdin.
@@ -21,7 +18,7 @@ pub(crate) const MAX_STDIN: usize = 1 << 20;
 pub(crate) fn run<L, B>(lookup: L, stdin: &[u8], make_backends: B) -> (String, i32)
 where
     L: Fn(&str) -> Option<String>,
-    B: FnOnce(&NetConf) -> Result<(Arc<dyn Daemon>, Arc<dyn Links>), CniError>,
+    B: FnOnce(&NetConf) -> Result<Backends, CniError>,
 {
     // Before the config is known, errors are printed in the version the input
     // asked for (if it is one we speak) and logged to stderr.
@@ -42,7 +39,10 @@ where
         Ok(conf) => conf,
         Err(e) => return fail(&early(), &e, early_version),
     };
-    let version = conf.cni_version.as_deref().and_then(|v| Version::parse(v).ok());
+    let version = conf
+        .cni_version
+        .as_deref()
+        .and_then(|v| Version::parse(v).ok());
     let log = logging::dispatch(conf.log_file.as_deref(), conf.enable_debug);
     tracing::dispatcher::with_default(&log, || {
         tracing::debug!(command = env.command.as_str(), container_id = ?env.container_id,
@@ -66,14 +66,17 @@ where
 /// undecodable stdin; every other command needs a valid config.
 fn parse_conf(command: Command, stdin: &[u8]) -> Result<NetConf, CniError> {
     if command == Command::Version {
-        return Ok(NetConf { cni_version: sniff_raw_version(stdin), ..NetConf::default() });
+        return Ok(NetConf {
+            cni_version: sniff_raw_version(stdin),
+            ..NetConf::default()
+        });
     }
     NetConf::parse(stdin)
 }
 
 fn execute<B>(env: &CniEnv, conf: &NetConf, make_backends: B) -> Result<Option<Value>, CniError>
 where
-    B: FnOnce(&NetConf) -> Result<(Arc<dyn Daemon>, Arc<dyn Links>), CniError>,
+    B: FnOnce(&NetConf) -> Result<Backends, CniError>,
 {
     if env.command == Command::Version {
         return Ok(Some(version_output(conf)));
@@ -81,12 +84,18 @@ where
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CniError::new(ErrorCode::Io, "cannot start the async runtime").with_details(e.to_string()))?;
+        .map_err(|e| {
+            CniError::new(ErrorCode::Io, "cannot start the async runtime")
+                .with_details(e.to_string())
+        })?;
     let (daemon, links) = {
         let _entered = runtime.enter();
         make_backends(conf)?
     };
-    let queue_dir = conf.delete_queue_dir.clone().unwrap_or_else(|| DeleteQueue::DEFAULT_DIR.into());
+    let queue_dir = conf
+        .delete_queue_dir
+        .clone()
+        .unwrap_or_else(|| DeleteQueue::DEFAULT_DIR.into());
     let plugin = Plugin::new(daemon, links).with_delete_queue(DeleteQueue::new(queue_dir));
     runtime.block_on(dispatch(&plugin, env, conf))
 }
@@ -102,12 +111,24 @@ fn fail(log: &tracing::Dispatch, e: &CniError, version: Option<Version>) -> (Str
 
 /// The error printed when `run` itself panicked (a bug).
 pub(crate) fn internal_error(msg: &str) -> (String, i32) {
-    (format!("{}\n", CniError::new(ErrorCode::Internal, msg).to_json(Version::LATEST.as_str())), 1)
+    (
+        format!(
+            "{}\n",
+            CniError::new(ErrorCode::Internal, msg).to_json(Version::LATEST.as_str())
+        ),
+        1,
+    )
 }
 
 /// The error printed when stdin cannot be read.
 pub(crate) fn io_error(msg: &str) -> (String, i32) {
-    (format!("{}\n", CniError::new(ErrorCode::Io, msg).to_json(Version::LATEST.as_str())), 1)
+    (
+        format!(
+            "{}\n",
+            CniError::new(ErrorCode::Io, msg).to_json(Version::LATEST.as_str())
+        ),
+        1,
+    )
 }
 
 /// The `cniVersion` string of stdin, if stdin is a JSON object that has one.

@@ -14,7 +14,12 @@ fn env(command: &str, extra: &[(&str, &str)]) -> CniEnv {
         vars.retain(|(key, _)| key != k);
         vars.push((k.to_string(), v.to_string()));
     }
-    CniEnv::from_lookup(|k| vars.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())).unwrap()
+    CniEnv::from_lookup(|k| {
+        vars.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+    })
+    .unwrap()
 }
 
 fn conf(v: serde_json::Value) -> NetConf {
@@ -35,12 +40,21 @@ fn add_request_takes_pod_ips_and_mac_from_cni_args() {
         )],
     );
     let r = AddRequest::from_cni(&e, &conf(base())).unwrap();
-    assert_eq!(r.attachment, Attachment { container_id: "abc123".into(), ifname: "eth0".into() });
+    assert_eq!(
+        r.attachment,
+        Attachment {
+            container_id: "abc123".into(),
+            ifname: "eth0".into()
+        }
+    );
     assert_eq!(r.netns, PathBuf::from("/var/run/netns/cni-1"));
     assert_eq!(r.pod.namespace.as_deref(), Some("default"));
     assert_eq!(r.pod.name.as_deref(), Some("web"));
     assert_eq!(r.pod.uid.as_deref(), Some("u1"));
-    assert_eq!(r.requested_ips, vec!["10.0.10.5".parse::<IpAddr>().unwrap()]);
+    assert_eq!(
+        r.requested_ips,
+        vec!["10.0.10.5".parse::<IpAddr>().unwrap()]
+    );
     assert_eq!(r.requested_mac.as_deref(), Some("02:00:00:00:00:05"));
     assert_eq!(r.version, Version::V1_0_0);
 }
@@ -56,9 +70,9 @@ fn prev_result_on_add_is_invalid_config_naming_it() {
 
 #[test]
 fn add_with_unsupported_version_is_error_1() {
-    let mut c = base();
-    c["cniVersion"] = json!("9.9.9");
-    let e = AddRequest::from_cni(&env("ADD", &[]), &conf(c)).unwrap_err();
+    let mut c = conf(base());
+    c.cni_version = Some("9.9.9".into());
+    let e = AddRequest::from_cni(&env("ADD", &[]), &c).unwrap_err();
     assert_eq!(e.code, ErrorCode::IncompatibleVersion);
 }
 
@@ -101,12 +115,30 @@ fn gc_requires_the_valid_attachment_list() {
     let mut c = base();
     c["cni.dev/valid-attachments"] = json!([{"containerID": "c1", "ifname": "eth0"}]);
     let r = GcRequest::from_cni(&env("GC", &[]), &conf(c)).unwrap();
-    assert_eq!(r.valid, vec![Attachment { container_id: "c1".into(), ifname: "eth0".into() }]);
+    assert_eq!(
+        r.valid,
+        vec![Attachment {
+            container_id: "c1".into(),
+            ifname: "eth0".into()
+        }]
+    );
+}
+
+#[test]
+fn requested_ips_merge_cni_args_and_runtime_config_without_duplicates() {
+    let mut c = base();
+    c["runtimeConfig"] = json!({"ips": ["10.0.10.5/24", "10.0.10.6"]});
+    let r = AddRequest::from_cni(&env("ADD", &[("CNI_ARGS", "IP=10.0.10.5")]), &conf(c)).unwrap();
+    let want: Vec<IpAddr> = vec!["10.0.10.5".parse().unwrap(), "10.0.10.6".parse().unwrap()];
+    assert_eq!(r.requested_ips, want);
 }
 
 #[test]
 fn hand_built_requests_are_validated() {
     let mut r = AddRequest::from_cni(&env("ADD", &[]), &conf(base())).unwrap();
     r.attachment.ifname = "this-name-is-far-too-long".into();
-    assert_eq!(r.validate().unwrap_err().code, ErrorCode::InvalidEnvironment);
+    assert_eq!(
+        r.validate().unwrap_err().code,
+        ErrorCode::InvalidEnvironment
+    );
 }
