@@ -4,3 +4,4 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod routes;
+pub mod server;
