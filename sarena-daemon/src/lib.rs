@@ -5,3 +5,5 @@
 
 pub mod routes;
 pub mod server;
+pub mod app;
+pub mod cli;
