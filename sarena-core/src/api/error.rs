@@ -101,7 +101,10 @@ pub enum DaemonError {
 impl DaemonError {
     /// An API error of the given kind.
     pub fn api(kind: ApiErrorKind, message: impl Into<String>) -> Self {
-        DaemonError::Api { kind, message: message.into() }
+        DaemonError::Api {
+            kind,
+            message: message.into(),
+        }
     }
 
     /// The kind, for API errors.

@@ -104,7 +104,11 @@ pub struct CniError {
 impl CniError {
     /// A new error with empty details.
     pub fn new(code: ErrorCode, msg: impl Into<String>) -> Self {
-        CniError { code, msg: msg.into(), details: String::new() }
+        CniError {
+            code,
+            msg: msg.into(),
+            details: String::new(),
+        }
     }
 
     /// Sets the details.

@@ -37,7 +37,11 @@ pub struct Interface {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<String>,
     /// vhost-user / similar socket path.
-    #[serde(default, rename = "socketPath", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "socketPath",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub socket_path: Option<String>,
     /// PCI id of a device-backed interface.
     #[serde(default, rename = "pciID", skip_serializing_if = "Option::is_none")]
