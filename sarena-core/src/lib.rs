@@ -10,9 +10,11 @@
 //!   the [`api::Daemon`] and [`links::Links`] traits.
 //! - [`api`]: the daemon's REST API types, the [`api::Daemon`] trait and its HTTP client.
 //! - [`links`]: the [`links::Links`] trait: netns handling and veth provisioning.
+//! - [`dataplane`]: the [`dataplane::Dataplane`] trait: how pod traffic is forwarded.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod api;
 pub mod cni;
+pub mod dataplane;
 pub mod links;
 pub mod plugin;
