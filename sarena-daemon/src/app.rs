@@ -62,10 +62,14 @@ pub fn load_config(cli: &Cli) -> Result<NodeConfig, StartError> {
     let Some(path) = &cli.config else {
         return Ok(NodeConfig::default());
     };
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| StartError::ReadConfig { path: path.clone(), source })?;
-    NodeConfig::from_toml_str(&text)
-        .map_err(|source| StartError::Config { path: path.clone(), source })
+    let text = std::fs::read_to_string(path).map_err(|source| StartError::ReadConfig {
+        path: path.clone(),
+        source,
+    })?;
+    NodeConfig::from_toml_str(&text).map_err(|source| StartError::Config {
+        path: path.clone(),
+        source,
+    })
 }
 
 /// Resolves on the first SIGTERM or SIGINT.
@@ -85,10 +89,8 @@ pub fn shutdown_signal() -> Result<impl Future<Output = ()>, StartError> {
 /// `None` when leases are disabled (`lease_seconds = 0`).
 pub fn lease_check_interval(lease_seconds: u64) -> Option<Duration> {
     (lease_seconds > 0).then(|| {
-        Duration::from_millis(lease_seconds.saturating_mul(250)).clamp(
-            Duration::from_millis(250),
-            Duration::from_secs(5),
-        )
+        Duration::from_millis(lease_seconds.saturating_mul(250))
+            .clamp(Duration::from_millis(250), Duration::from_secs(5))
     })
 }
 
@@ -104,9 +106,14 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         .await
         .map_err(|e| StartError::Node {
             state_dir: cli.state_dir.clone(),
-            source: NodeError::Task { reason: e.to_string() },
+            source: NodeError::Task {
+                reason: e.to_string(),
+            },
         })?
-        .map_err(|source| StartError::Node { state_dir: cli.state_dir.clone(), source })?;
+        .map_err(|source| StartError::Node {
+            state_dir: cli.state_dir.clone(),
+            source,
+        })?;
 
     let queue = DeleteQueue::new(cli.delete_queue_dir());
     let report = queue.replay(&node).await?;
@@ -124,7 +131,8 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         Some(addr) => Some(server::bind_tcp(addr, cli.allow_remote_tcp).await?),
         None => None,
     };
-    let expiry = lease_check_interval(lease_seconds).map(|every| spawn_lease_expiry(node.clone(), every));
+    let expiry =
+        lease_check_interval(lease_seconds).map(|every| spawn_lease_expiry(node.clone(), every));
     tracing::info!(
         socket = %cli.socket.display(),
         tcp = ?tcp.as_ref().and_then(|l| l.local_addr().ok()),

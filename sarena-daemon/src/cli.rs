@@ -53,7 +53,9 @@ pub struct Cli {
 impl Cli {
     /// The deletion queue directory: `--delete-queue` or `<state-dir>/delete-queue`.
     pub fn delete_queue_dir(&self) -> PathBuf {
-        self.delete_queue.clone().unwrap_or_else(|| self.state_dir.join("delete-queue"))
+        self.delete_queue
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join("delete-queue"))
     }
 }
 
@@ -74,7 +76,10 @@ mod tests {
         assert_eq!(cli.listen_tcp, None);
         assert!(!cli.allow_remote_tcp);
         assert_eq!(cli.log_level, "info");
-        assert_eq!(cli.delete_queue_dir(), PathBuf::from("/var/lib/sarena/delete-queue"));
+        assert_eq!(
+            cli.delete_queue_dir(),
+            PathBuf::from("/var/lib/sarena/delete-queue")
+        );
     }
 
     #[test]
@@ -98,13 +103,19 @@ mod tests {
         assert_eq!(cli.listen_tcp, Some("[::1]:7070".parse().unwrap()));
         assert!(cli.allow_remote_tcp);
         assert_eq!(cli.delete_queue_dir(), PathBuf::from("/tmp/q"));
-        assert_eq!(parse(&["--state-dir", "/x"]).unwrap().delete_queue_dir(), PathBuf::from("/x/delete-queue"));
+        assert_eq!(
+            parse(&["--state-dir", "/x"]).unwrap().delete_queue_dir(),
+            PathBuf::from("/x/delete-queue")
+        );
     }
 
     #[test]
     fn rejects_bad_input() {
         assert!(parse(&["--listen-tcp", "localhost:80"]).is_err());
-        assert!(parse(&["--allow-remote-tcp"]).is_err(), "needs --listen-tcp");
+        assert!(
+            parse(&["--allow-remote-tcp"]).is_err(),
+            "needs --listen-tcp"
+        );
         assert!(parse(&["--bogus"]).is_err());
     }
 }

@@ -3,7 +3,7 @@
 //! `main.rs` only wires these together.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
-pub mod routes;
-pub mod server;
 pub mod app;
 pub mod cli;
+pub mod routes;
+pub mod server;

@@ -3,6 +3,7 @@
 //! to an exit code (0 after a clean SIGTERM/SIGINT shutdown, 1 on a start-up
 //! failure, 2 on bad usage).
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -20,13 +21,23 @@ fn main() -> ExitCode {
     let filter = match EnvFilter::try_new(&cli.log_level) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("sarena-daemon: invalid --log-level {:?}: {e}", cli.log_level);
+            eprintln!(
+                "sarena-daemon: invalid --log-level {:?}: {e}",
+                cli.log_level
+            );
             return ExitCode::from(2);
         }
     };
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!("cannot start the async runtime: {e}");

@@ -9,8 +9,8 @@ use hyper::body::{Body, Bytes};
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode, header};
 use sarena_core::api::{
-    API_BASE, ApiErrorBody, ApiErrorKind, Attachment, Daemon, DaemonError, Deleted,
-    MAX_BODY_BYTES, Released, decode_segment, validate_attachment,
+    API_BASE, ApiErrorBody, ApiErrorKind, Attachment, Daemon, DaemonError, Deleted, MAX_BODY_BYTES,
+    Released, decode_segment, validate_attachment,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -41,7 +41,11 @@ struct ApiError {
 
 impl ApiError {
     fn new(kind: ApiErrorKind, message: impl Into<String>) -> Self {
-        ApiError { kind, message: message.into(), allow: None }
+        ApiError {
+            kind,
+            message: message.into(),
+            allow: None,
+        }
     }
 
     fn bad_request(message: impl Into<String>) -> Self {
@@ -100,9 +104,12 @@ where
             check_owner("owner", &req.owner)?;
             json(StatusCode::OK, &daemon.allocate(req).await?)
         }
-        Route::Release(owner) => {
-            json(StatusCode::OK, &Released { released: daemon.release(owner).await? })
-        }
+        Route::Release(owner) => json(
+            StatusCode::OK,
+            &Released {
+                released: daemon.release(owner).await?,
+            },
+        ),
         Route::Ipam => json(StatusCode::OK, &daemon.ipam_state().await?),
         Route::CreateEndpoint => {
             let req: sarena_core::api::EndpointCreate = read_json(parts, body).await?;
@@ -114,12 +121,18 @@ where
             Some(ep) => json(StatusCode::OK, &ep),
             None => Err(ApiError::new(
                 ApiErrorKind::NotFound,
-                format!("no endpoint for container {} ifname {}", owner.container_id, owner.ifname),
+                format!(
+                    "no endpoint for container {} ifname {}",
+                    owner.container_id, owner.ifname
+                ),
             )),
         },
-        Route::DeleteEndpoint(owner) => {
-            json(StatusCode::OK, &Deleted { deleted: daemon.delete_endpoint(owner).await? })
-        }
+        Route::DeleteEndpoint(owner) => json(
+            StatusCode::OK,
+            &Deleted {
+                deleted: daemon.delete_endpoint(owner).await?,
+            },
+        ),
         Route::Gc => {
             let req: sarena_core::api::GcRequest = read_json(parts, body).await?;
             for (i, owner) in req.valid.iter().enumerate() {
@@ -139,11 +152,16 @@ fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
         message: format!("{method} not allowed on {path}; allowed: {allow}"),
         allow: Some(allow),
     };
-    let rest =
-        path.strip_prefix(API_BASE).and_then(|r| r.strip_prefix('/')).ok_or_else(not_found)?;
+    let rest = path
+        .strip_prefix(API_BASE)
+        .and_then(|r| r.strip_prefix('/'))
+        .ok_or_else(not_found)?;
     let segments: Vec<&str> = rest.split('/').collect();
-    let (get, post, delete) =
-        (method == Method::GET, method == Method::POST, method == Method::DELETE);
+    let (get, post, delete) = (
+        method == Method::GET,
+        method == Method::POST,
+        method == Method::DELETE,
+    );
     match segments.as_slice() {
         ["daemon", "config"] if get => Ok(Route::Config),
         ["daemon", "health"] if get => Ok(Route::Health),
@@ -173,7 +191,10 @@ fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
 
 fn owner_from_segments(cid: &str, ifname: &str) -> Result<Attachment, ApiError> {
     let decode = |s: &str| decode_segment(s).map_err(|e| ApiError::bad_request(e.to_string()));
-    let owner = Attachment { container_id: decode(cid)?, ifname: decode(ifname)? };
+    let owner = Attachment {
+        container_id: decode(cid)?,
+        ifname: decode(ifname)?,
+    };
     validate_attachment(&owner).map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(owner)
 }
@@ -195,16 +216,63 @@ where
             format!("request body larger than {MAX_BODY_BYTES} bytes"),
         )
     };
-    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok());
-    if declared.and_then(|v| v.parse::<u64>().ok()).is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok());
+    let declared = declared.and_then(|v| v.parse::<u64>().ok());
+    let mut body = std::pin::pin!(Limited::new(body, MAX_BODY_BYTES));
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        if declared.is_some_and(|n| n <= DRAIN_BYTES) {
+            drain(body).await;
+        }
         return Err(too_large());
     }
-    let bytes = match Limited::new(body, MAX_BODY_BYTES).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
-        Err(e) => return Err(ApiError::bad_request(format!("cannot read request body: {e}"))),
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.as_mut().frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                drain(body).await;
+                return Err(too_large());
+            }
+            Err(e) => {
+                return Err(ApiError::bad_request(format!(
+                    "cannot read request body: {e}"
+                )));
+            }
+        }
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// An oversize body below this is read and discarded before the 413 goes out, so
+/// the client sees the answer instead of a reset connection.
+const DRAIN_BYTES: u64 = 1024 * 1024;
+
+/// Reads and discards what is left of a rejected body, bounded in frames and time.
+async fn drain<B>(mut body: std::pin::Pin<&mut Limited<B>>)
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let discard = async {
+        for _ in 0..256 {
+            match body.as_mut().frame().await {
+                None => break,
+                Some(Ok(_)) => {}
+                // Past the limit every data frame is an error; a read error ends it.
+                Some(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {}
+                Some(Err(_)) => break,
+            }
+        }
     };
-    serde_json::from_slice(&bytes).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), discard).await;
 }
 
 fn json<T: Serialize>(status: StatusCode, value: &T) -> Result<Response<Full<Bytes>>, ApiError> {
@@ -216,18 +284,27 @@ fn json<T: Serialize>(status: StatusCode, value: &T) -> Result<Response<Full<Byt
 fn error_response(err: &ApiError) -> Response<Full<Bytes>> {
     let status =
         StatusCode::from_u16(err.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let body = ApiErrorBody { kind: err.kind, message: err.message.clone() };
-    let bytes = serde_json::to_vec(&body).unwrap_or_else(|_| {
-        br#"{"kind":"internal","message":"cannot encode error"}"#.to_vec()
-    });
+    let body = ApiErrorBody {
+        kind: err.kind,
+        message: err.message.clone(),
+    };
+    let bytes = serde_json::to_vec(&body)
+        .unwrap_or_else(|_| br#"{"kind":"internal","message":"cannot encode error"}"#.to_vec());
     response(status, bytes, err.allow)
 }
 
-fn response(status: StatusCode, body: Vec<u8>, allow: Option<&'static str>) -> Response<Full<Bytes>> {
+fn response(
+    status: StatusCode,
+    body: Vec<u8>,
+    allow: Option<&'static str>,
+) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(Bytes::from(body)));
     *resp.status_mut() = status;
     let headers = resp.headers_mut();
-    headers.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
     if let Some(allow) = allow {
         headers.insert(header::ALLOW, header::HeaderValue::from_static(allow));
     }

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::Request;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::Request;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use sarena_core::api::Daemon;
@@ -114,15 +114,24 @@ impl UnixSocket {
         ));
         // A leftover from a crashed start of a process with the same pid.
         let _ = fs::remove_dir_all(&private);
-        fs::DirBuilder::new().mode(0o700).create(&private).map_err(socket_err("mkdir", &private))?;
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&private)
+            .map_err(socket_err("mkdir", &private))?;
         let staged = private.join("s");
         let result = (|| {
             let listener = UnixListener::bind(&staged).map_err(socket_err("bind", &staged))?;
             fs::set_permissions(&staged, fs::Permissions::from_mode(0o600))
                 .map_err(socket_err("chmod", &staged))?;
             fs::rename(&staged, path).map_err(socket_err("rename", path))?;
-            let ino = fs::symlink_metadata(path).map_err(socket_err("stat", path))?.ino();
-            Ok(UnixSocket { listener, path: path.to_owned(), ino })
+            let ino = fs::symlink_metadata(path)
+                .map_err(socket_err("stat", path))?
+                .ino();
+            Ok(UnixSocket {
+                listener,
+                path: path.to_owned(),
+                ino,
+            })
         })();
         let _ = fs::remove_dir_all(&private);
         result
@@ -155,10 +164,14 @@ fn remove_stale(path: &Path) -> Result<(), ServerError> {
         Err(e) => return Err(socket_err("stat", path)(e)),
     };
     if !meta.file_type().is_socket() {
-        return Err(ServerError::NotASocket { path: path.to_owned() });
+        return Err(ServerError::NotASocket {
+            path: path.to_owned(),
+        });
     }
     match std::os::unix::net::UnixStream::connect(path) {
-        Ok(_) => Err(ServerError::InUse { path: path.to_owned() }),
+        Ok(_) => Err(ServerError::InUse {
+            path: path.to_owned(),
+        }),
         Err(_) => {
             tracing::info!(path = %path.display(), "removing stale socket");
             fs::remove_file(path).map_err(socket_err("remove", path))
@@ -178,7 +191,9 @@ pub fn check_tcp_addr(addr: SocketAddr, allow_remote: bool) -> Result<(), Server
 /// Binds the TCP listener after [`check_tcp_addr`].
 pub async fn bind_tcp(addr: SocketAddr, allow_remote: bool) -> Result<TcpListener, ServerError> {
     check_tcp_addr(addr, allow_remote)?;
-    TcpListener::bind(addr).await.map_err(|source| ServerError::TcpBind { addr, source })
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::TcpBind { addr, source })
 }
 
 /// Serves `daemon` on `unix` (and `tcp`) until `shutdown` resolves; then stops
@@ -210,9 +225,18 @@ pub async fn serve(
     unix.remove_file();
     drop(unix);
     let open = graceful.count();
-    tracing::info!(open_connections = open, "stopped accepting; finishing in-flight requests");
-    if tokio::time::timeout(grace, graceful.shutdown()).await.is_err() {
-        tracing::warn!(?grace, "connections still open after the grace period; closing them");
+    tracing::info!(
+        open_connections = open,
+        "stopped accepting; finishing in-flight requests"
+    );
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?grace,
+            "connections still open after the grace period; closing them"
+        );
     }
 }
 

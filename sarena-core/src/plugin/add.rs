@@ -11,8 +11,8 @@ use std::cell::Cell;
 use std::future::Future;
 
 use crate::api::{AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, EndpointCreate};
-use crate::cni::result::{Interface, IpConfig, Route};
 use crate::cni::CniResult;
+use crate::cni::result::{Interface, IpConfig, Route};
 use crate::links::{Links, PodIfaceConfig, VethPair, VethSpec, host_ifname};
 
 use super::delqueue::DeleteQueue;
@@ -30,7 +30,9 @@ pub(crate) async fn add(
     // 1. Validate the input; refuse while a deletion of this attachment is queued.
     req.validate().map_err(PluginError::Invalid)?;
     if queue.is_some_and(|q| q.contains(att)) {
-        return Err(PluginError::DeletionPending { attachment: att.clone() });
+        return Err(PluginError::DeletionPending {
+            attachment: att.clone(),
+        });
     }
     // 2. Make ADD idempotent: remove a stale link of the same name in the pod netns.
     links
@@ -38,8 +40,10 @@ pub(crate) async fn add(
         .await
         .map_err(|e| PluginError::link(Step::RemoveStaleLink, att, e))?;
     // 3–4. The daemon's config (MTU).
-    let config =
-        daemon.config().await.map_err(|e| PluginError::daemon(Step::DaemonConfig, att, e))?;
+    let config = daemon
+        .config()
+        .await
+        .map_err(|e| PluginError::daemon(Step::DaemonConfig, att, e))?;
     // 5. Allocate the address; from here on the guard releases it on failure.
     let allocation = daemon
         .allocate(AllocateRequest {
@@ -130,7 +134,13 @@ impl<'a> AllocationGuard<'a> {
         attachment: &'a Attachment,
         registration_attempted: &'a Cell<bool>,
     ) -> Self {
-        AllocationGuard { daemon, queue, attachment, armed: true, registration_attempted }
+        AllocationGuard {
+            daemon,
+            queue,
+            attachment,
+            armed: true,
+            registration_attempted,
+        }
     }
 }
 
@@ -179,7 +189,12 @@ struct VethGuard<'a> {
 
 impl<'a> VethGuard<'a> {
     fn new(links: &'a dyn Links, attachment: &'a Attachment, host_ifname: &str) -> Self {
-        VethGuard { links, attachment, host_ifname: host_ifname.to_string(), armed: true }
+        VethGuard {
+            links,
+            attachment,
+            host_ifname: host_ifname.to_string(),
+            armed: true,
+        }
     }
 }
 
@@ -251,7 +266,11 @@ fn cni_result(
         ips: allocation
             .addresses
             .iter()
-            .map(|a| IpConfig { address: a.address, gateway: Some(a.gateway), interface: Some(1) })
+            .map(|a| IpConfig {
+                address: a.address,
+                gateway: Some(a.gateway),
+                interface: Some(1),
+            })
             .collect(),
         routes: allocation
             .routes

@@ -29,11 +29,24 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
         .withf(|netns, ifname| netns == std::path::Path::new(NETNS) && ifname == "eth0")
         .times(1)
         .in_sequence(&mut seq)
-        .returning(move |_, _| if fail == At::Stale { Err(netns_gone()) } else { Ok(true) });
-    if fail >= At::Config {
-        d.expect_config().times(1).in_sequence(&mut seq).returning(move || {
-            if fail == At::Config { Err(unreachable()) } else { Ok(config()) }
+        .returning(move |_, _| {
+            if fail == At::Stale {
+                Err(netns_gone())
+            } else {
+                Ok(true)
+            }
         });
+    if fail >= At::Config {
+        d.expect_config()
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(move || {
+                if fail == At::Config {
+                    Err(unreachable())
+                } else {
+                    Ok(config())
+                }
+            });
     }
     if fail >= At::Allocate {
         d.expect_allocate()
@@ -64,7 +77,13 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
             })
             .times(1)
             .in_sequence(&mut seq)
-            .returning(move |_| if fail == At::Veth { Err(netlink("link add")) } else { Ok(pair()) });
+            .returning(move |_| {
+                if fail == At::Veth {
+                    Err(netlink("link add"))
+                } else {
+                    Ok(pair())
+                }
+            });
     }
     if fail >= At::Configure {
         l.expect_configure_pod()
@@ -77,7 +96,11 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
             .times(1)
             .in_sequence(&mut seq)
             .returning(move |_, _, _| {
-                if fail == At::Configure { Err(netlink("addr add")) } else { Ok(()) }
+                if fail == At::Configure {
+                    Err(netlink("addr add"))
+                } else {
+                    Ok(())
+                }
             });
     }
     if fail >= At::Register {
@@ -94,7 +117,11 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
             .times(1)
             .in_sequence(&mut seq)
             .returning(move |r| {
-                if fail == At::Register { Err(register_error()) } else { Ok(endpoint_from(&r)) }
+                if fail == At::Register {
+                    Err(register_error())
+                } else {
+                    Ok(endpoint_from(&r))
+                }
             });
     }
     if fail != At::Never {
@@ -148,7 +175,11 @@ async fn add_runs_the_steps_in_order_and_builds_the_result() {
         routes,
         vec![
             ("10.0.0.7/32".parse().unwrap(), None, None),
-            ("0.0.0.0/0".parse().unwrap(), Some("10.0.0.7".parse().unwrap()), Some(MTU)),
+            (
+                "0.0.0.0/0".parse().unwrap(),
+                Some("10.0.0.7".parse().unwrap()),
+                Some(MTU)
+            ),
         ]
     );
     assert_eq!(result.dns, Default::default());
@@ -222,8 +253,11 @@ async fn cleanup_failures_do_not_mask_the_original_error() {
     d.expect_config().returning(|| Ok(config()));
     d.expect_allocate().returning(|_| Ok(allocation()));
     l.expect_create_veth().returning(|_| Ok(pair()));
-    l.expect_configure_pod().returning(|_, _, _| Err(netlink("route add")));
-    l.expect_remove_host_link().times(1).returning(|_| Err(netlink("link del")));
+    l.expect_configure_pod()
+        .returning(|_, _, _| Err(netlink("route add")));
+    l.expect_remove_host_link()
+        .times(1)
+        .returning(|_| Err(netlink("link del")));
     d.expect_release().times(1).returning(|_| Err(internal()));
     let e = add(&d, &l, None, &add_req()).await.unwrap_err();
     assert_eq!(e.step(), Some(Step::ConfigurePod));
@@ -239,8 +273,11 @@ async fn unreachable_release_is_queued_for_replay() {
     l.expect_remove_pod_link().returning(|_, _| Ok(false));
     d.expect_config().returning(|| Ok(config()));
     d.expect_allocate().returning(|_| Ok(allocation()));
-    l.expect_create_veth().returning(|_| Err(netlink("link add")));
-    d.expect_release().times(1).returning(|_| Err(unreachable()));
+    l.expect_create_veth()
+        .returning(|_| Err(netlink("link add")));
+    d.expect_release()
+        .times(1)
+        .returning(|_| Err(unreachable()));
     add(&d, &l, Some(&q), &add_req()).await.unwrap_err();
     assert_eq!(q.pending().unwrap(), vec![att()]);
 }

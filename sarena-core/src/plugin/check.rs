@@ -74,7 +74,11 @@ pub(crate) async fn check(
         .await
         .map_err(|e| PluginError::link(Step::InspectPod, att, e))?;
     let Some(pod) = pod else {
-        return mismatch(&format!("pod interface {}", att.ifname), &"present", &"missing");
+        return mismatch(
+            &format!("pod interface {}", att.ifname),
+            &"present",
+            &"missing",
+        );
     };
     if let Some(mac) = &want.pod_mac
         && !mac.eq_ignore_ascii_case(&pod.mac)
@@ -91,11 +95,19 @@ pub(crate) async fn check(
     if !pod.up {
         return mismatch("pod interface state", &"up", &"down");
     }
-    if let Some(route) = want.routes.iter().find(|r| !pod.routes.iter().any(|f| same_route(r, f))) {
+    if let Some(route) = want
+        .routes
+        .iter()
+        .find(|r| !pod.routes.iter().any(|f| same_route(r, f)))
+    {
         return mismatch(
             "pod routes",
             &format!("{} via {}", route.dst, show_gw(route.gw)),
-            &pod.routes.iter().map(|r| format!("{} via {}", r.dst, show_gw(r.gw))).collect::<Vec<_>>().join(", "),
+            &pod.routes
+                .iter()
+                .map(|r| format!("{} via {}", r.dst, show_gw(r.gw)))
+                .collect::<Vec<_>>()
+                .join(", "),
         );
     }
 
@@ -104,7 +116,11 @@ pub(crate) async fn check(
         .await
         .map_err(|e| PluginError::link(Step::InspectHostLink, att, e))?;
     if host.is_none() {
-        return mismatch(&format!("host link {}", want.host_ifname), &"present", &"missing");
+        return mismatch(
+            &format!("host link {}", want.host_ifname),
+            &"present",
+            &"missing",
+        );
     }
     tracing::info!(container_id = %att.container_id, ifname = %att.ifname, "CHECK passed");
     Ok(())
@@ -125,12 +141,20 @@ fn expected(req: &CheckRequest) -> Result<Expected, PluginError> {
             attachment: att.clone(),
             what: "prevResult interfaces".into(),
             expected: format!("an interface named {}", att.ifname),
-            found: prev.interfaces.iter().map(|i| i.name.as_str()).collect::<Vec<_>>().join(", "),
+            found: prev
+                .interfaces
+                .iter()
+                .map(|i| i.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
         });
     };
     let pod = &prev.interfaces[pod_index];
     let host_ifname = host_ifname(&att.container_id, &att.ifname);
-    if let Some(host) = prev.interfaces.iter().find(|i| i.sandbox.is_none() && i.name != att.ifname)
+    if let Some(host) = prev
+        .interfaces
+        .iter()
+        .find(|i| i.sandbox.is_none() && i.name != att.ifname)
         && host.name != host_ifname
     {
         return Err(PluginError::CheckMismatch {
@@ -172,7 +196,11 @@ fn list(nets: &[IpNet]) -> String {
     if nets.is_empty() {
         return "none".into();
     }
-    sorted(nets).iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    sorted(nets)
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

@@ -10,7 +10,11 @@ use crate::plugin::test_support::*;
 fn prev() -> CniResult {
     CniResult {
         interfaces: vec![
-            Interface { name: host(), mac: Some(HOST_MAC.into()), ..Default::default() },
+            Interface {
+                name: host(),
+                mac: Some(HOST_MAC.into()),
+                ..Default::default()
+            },
             Interface {
                 name: "eth0".into(),
                 mac: Some(POD_MAC.into()),
@@ -52,7 +56,10 @@ fn req(prev_result: CniResult) -> CheckRequest {
 fn pod_state() -> PodIfaceState {
     PodIfaceState {
         mac: POD_MAC.to_uppercase(),
-        addresses: vec!["10.0.10.30/24".parse().unwrap(), "fe80::1/64".parse().unwrap()],
+        addresses: vec![
+            "10.0.10.30/24".parse().unwrap(),
+            "fe80::1/64".parse().unwrap(),
+        ],
         routes: routes(),
         up: true,
     }
@@ -67,13 +74,21 @@ fn mocks(
     let mut d = MockDaemon::new();
     let mut l = MockLinks::new();
     if let Some(ep) = ep {
-        d.expect_endpoint().withf(|a| a == &att()).times(1).return_once(move |_| Ok(ep));
+        d.expect_endpoint()
+            .withf(|a| a == &att())
+            .times(1)
+            .return_once(move |_| Ok(ep));
     }
     if let Some(pod) = pod {
-        l.expect_inspect_pod().times(1).return_once(move |_, _| Ok(pod));
+        l.expect_inspect_pod()
+            .times(1)
+            .return_once(move |_, _| Ok(pod));
     }
     if let Some(idx) = host_index {
-        l.expect_host_link_index().withf(|n| n == host()).times(1).return_once(move |_| Ok(idx));
+        l.expect_host_link_index()
+            .withf(|n| n == host())
+            .times(1)
+            .return_once(move |_| Ok(idx));
     }
     (d, l)
 }
@@ -87,7 +102,11 @@ async fn mismatch(d: MockDaemon, l: MockLinks, r: CheckRequest) -> (String, Stri
 
 #[tokio::test]
 async fn matching_state_passes() {
-    let (d, l) = mocks(Some(Some(endpoint())), Some(Some(pod_state())), Some(Some(42)));
+    let (d, l) = mocks(
+        Some(Some(endpoint())),
+        Some(Some(pod_state())),
+        Some(Some(42)),
+    );
     check(&d, &l, &req(prev())).await.unwrap();
 }
 
@@ -105,7 +124,10 @@ async fn endpoint_with_other_addresses_differs() {
     let (d, l) = mocks(Some(Some(ep)), None, None);
     let (msg, details) = mismatch(d, l, req(prev())).await;
     assert_eq!(msg, "CHECK: endpoint addresses at the daemon differs");
-    assert!(details.contains("expected 10.0.10.30/24, found 10.0.10.31/24"), "{details}");
+    assert!(
+        details.contains("expected 10.0.10.30/24, found 10.0.10.31/24"),
+        "{details}"
+    );
 }
 
 #[tokio::test]
@@ -199,8 +221,12 @@ async fn prev_result_with_another_host_name_differs() {
 #[tokio::test]
 async fn unreachable_daemon_is_try_again_later() {
     let mut d = MockDaemon::new();
-    d.expect_endpoint().times(1).returning(|_| Err(unreachable()));
-    let e = check(&d, &MockLinks::new(), &req(prev())).await.unwrap_err();
+    d.expect_endpoint()
+        .times(1)
+        .returning(|_| Err(unreachable()));
+    let e = check(&d, &MockLinks::new(), &req(prev()))
+        .await
+        .unwrap_err();
     assert_eq!(e.to_cni().code, ErrorCode::TryAgainLater);
     let _: Option<DaemonError> = None;
 }
@@ -208,9 +234,13 @@ async fn unreachable_daemon_is_try_again_later() {
 #[tokio::test]
 async fn unopenable_netns_is_unknown_container() {
     let mut d = MockDaemon::new();
-    d.expect_endpoint().times(1).returning(|_| Ok(Some(endpoint())));
+    d.expect_endpoint()
+        .times(1)
+        .returning(|_| Ok(Some(endpoint())));
     let mut l = MockLinks::new();
-    l.expect_inspect_pod().times(1).returning(|_, _| Err(netns_gone()));
+    l.expect_inspect_pod()
+        .times(1)
+        .returning(|_, _| Err(netns_gone()));
     let e = check(&d, &l, &req(prev())).await.unwrap_err();
     assert_eq!(e.to_cni().code, ErrorCode::UnknownContainer);
 }

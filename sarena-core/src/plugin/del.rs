@@ -27,7 +27,9 @@ pub(crate) async fn del(
     let mut errors = Vec::new();
 
     match daemon.delete_endpoint(att.clone()).await {
-        Ok(existed) => tracing::debug!(attachment = %AttachmentDisplay(att), existed, "endpoint deleted"),
+        Ok(existed) => {
+            tracing::debug!(attachment = %AttachmentDisplay(att), existed, "endpoint deleted")
+        }
         Err(e) if is_transient(&e) => match queue {
             Some(q) => match q.enqueue(att) {
                 Ok(()) => tracing::warn!(attachment = %AttachmentDisplay(att), error = %e,

@@ -57,7 +57,11 @@ pub enum QueueError {
 }
 
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> QueueError + 'a {
-    move |source| QueueError::Io { op, path: path.to_path_buf(), source }
+    move |source| QueueError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// One queued deletion as stored on disk.
@@ -106,7 +110,10 @@ impl DeleteQueue {
 
     /// A queue in `dir` (created on the first enqueue) with the default capacity.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        DeleteQueue { dir: dir.into(), capacity: Self::DEFAULT_CAPACITY }
+        DeleteQueue {
+            dir: dir.into(),
+            capacity: Self::DEFAULT_CAPACITY,
+        }
     }
 
     /// Sets the bound on pending entries.
@@ -192,18 +199,26 @@ impl DeleteQueue {
             return Ok(());
         }
         if self.entry_files()?.len() >= self.capacity {
-            return Err(QueueError::Full { dir: self.dir.clone(), capacity: self.capacity });
+            return Err(QueueError::Full {
+                dir: self.dir.clone(),
+                capacity: self.capacity,
+            });
         }
         let entry = Entry {
             container_id: att.container_id.clone(),
             ifname: att.ifname.clone(),
-            queued_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            queued_at: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
         };
         let body = serde_json::to_vec(&entry)?;
-        let tmp = self.dir.join(format!("{TMP_PREFIX}{}.{}", std::process::id(), rand::random::<u64>()));
-        let written = write_synced(&tmp, &body).and_then(|()| {
-            fs::rename(&tmp, &path).map_err(io_err("rename", &tmp))
-        });
+        let tmp = self.dir.join(format!(
+            "{TMP_PREFIX}{}.{}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        let written = write_synced(&tmp, &body)
+            .and_then(|()| fs::rename(&tmp, &path).map_err(io_err("rename", &tmp)));
         if written.is_err() {
             let _ = fs::remove_file(&tmp);
         }
@@ -225,7 +240,11 @@ impl DeleteQueue {
 
     /// The queued attachments. Entries that cannot be read or decoded are skipped.
     pub fn pending(&self) -> Result<Vec<Attachment>, QueueError> {
-        Ok(self.entry_files()?.iter().filter_map(|p| read_entry(p).ok()).collect())
+        Ok(self
+            .entry_files()?
+            .iter()
+            .filter_map(|p| read_entry(p).ok())
+            .collect())
     }
 
     /// Asks the daemon to delete every queued attachment and removes the entries it
@@ -283,7 +302,9 @@ impl DeleteQueue {
 
     /// Removes temp files left by a writer that crashed; call with the lock held.
     fn remove_temp_files(&self) {
-        let Ok(read) = fs::read_dir(&self.dir) else { return };
+        let Ok(read) = fs::read_dir(&self.dir) else {
+            return;
+        };
         for item in read.flatten() {
             if item.file_name().to_string_lossy().starts_with(TMP_PREFIX) {
                 tracing::debug!(path = %item.path().display(), "removing leftover temp file");
@@ -307,7 +328,10 @@ fn write_synced(path: &Path, body: &[u8]) -> Result<(), QueueError> {
 fn read_entry(path: &Path) -> Result<Attachment, QueueError> {
     let body = fs::read(path).map_err(io_err("read", path))?;
     let entry: Entry = serde_json::from_slice(&body)?;
-    Ok(Attachment { container_id: entry.container_id, ifname: entry.ifname })
+    Ok(Attachment {
+        container_id: entry.container_id,
+        ifname: entry.ifname,
+    })
 }
 
 #[cfg(test)]

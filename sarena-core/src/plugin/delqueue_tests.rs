@@ -4,11 +4,17 @@ use super::*;
 use crate::api::{DaemonError, MockDaemon};
 
 fn att(id: &str) -> Attachment {
-    Attachment { container_id: id.into(), ifname: "eth0".into() }
+    Attachment {
+        container_id: id.into(),
+        ifname: "eth0".into(),
+    }
 }
 
 fn unreachable() -> DaemonError {
-    DaemonError::Unreachable { endpoint: "sock".into(), source: "refused".into() }
+    DaemonError::Unreachable {
+        endpoint: "sock".into(),
+        source: "refused".into(),
+    }
 }
 
 fn queue() -> (tempfile::TempDir, DeleteQueue) {
@@ -53,7 +59,11 @@ fn enqueue_is_durable_and_repeats_coalesce() {
 fn same_container_different_ifname_are_distinct() {
     let (_d, q) = queue();
     q.enqueue(&att("a")).unwrap();
-    q.enqueue(&Attachment { container_id: "a".into(), ifname: "net1".into() }).unwrap();
+    q.enqueue(&Attachment {
+        container_id: "a".into(),
+        ifname: "net1".into(),
+    })
+    .unwrap();
     assert_eq!(q.pending().unwrap().len(), 2);
 }
 
@@ -113,7 +123,12 @@ fn concurrent_enqueue_from_processes() {
     let children: Vec<_> = (0..4)
         .map(|p| {
             std::process::Command::new(&exe)
-                .args(["--ignored", "--exact", "plugin::delqueue::tests::child_enqueue", "--quiet"])
+                .args([
+                    "--ignored",
+                    "--exact",
+                    "plugin::delqueue::tests::child_enqueue",
+                    "--quiet",
+                ])
                 .env("SARENA_DELQ_TEST_DIR", q.dir())
                 .env("SARENA_DELQ_TEST_TAG", format!("p{p}"))
                 .stdout(std::process::Stdio::null())
@@ -139,7 +154,11 @@ fn crash_leftovers_are_never_read_and_are_cleaned_on_replay() {
     assert_eq!(q.pending().unwrap(), vec![att("a")]);
 
     let mut daemon = MockDaemon::new();
-    daemon.expect_delete_endpoint().times(1).withf(|a| a == &att("a")).returning(|_| Ok(true));
+    daemon
+        .expect_delete_endpoint()
+        .times(1)
+        .withf(|a| a == &att("a"))
+        .returning(|_| Ok(true));
     let report = block_on(q.replay(&daemon)).unwrap();
     assert_eq!(report.done, vec![att("a")]);
     assert!(leftovers(&q).is_empty());
@@ -161,7 +180,10 @@ fn undecodable_entries_are_dropped_on_replay_without_a_daemon_call() {
 fn replay_of_an_empty_queue_calls_nothing_and_creates_nothing() {
     let (_d, q) = queue();
     let daemon = MockDaemon::new();
-    assert_eq!(block_on(q.replay(&daemon)).unwrap(), ReplayReport::default());
+    assert_eq!(
+        block_on(q.replay(&daemon)).unwrap(),
+        ReplayReport::default()
+    );
     assert!(!q.dir().exists());
 }
 
@@ -172,15 +194,21 @@ fn replay_removes_done_entries_and_keeps_failed_ones() {
         q.enqueue(&att(id)).unwrap();
     }
     let mut daemon = MockDaemon::new();
-    daemon.expect_delete_endpoint().times(4).returning(|a| match a.container_id.as_str() {
-        "gone" => Ok(false),
-        "known" => Ok(true),
-        "notfound" => Err(DaemonError::api(ApiErrorKind::NotFound, "no such endpoint")),
-        _ => Err(DaemonError::api(ApiErrorKind::Internal, "db error")),
-    });
+    daemon
+        .expect_delete_endpoint()
+        .times(4)
+        .returning(|a| match a.container_id.as_str() {
+            "gone" => Ok(false),
+            "known" => Ok(true),
+            "notfound" => Err(DaemonError::api(ApiErrorKind::NotFound, "no such endpoint")),
+            _ => Err(DaemonError::api(ApiErrorKind::Internal, "db error")),
+        });
     let mut report = block_on(q.replay(&daemon)).unwrap();
     report.done.sort();
-    assert_eq!(report.done, vec![att("gone"), att("known"), att("notfound")]);
+    assert_eq!(
+        report.done,
+        vec![att("gone"), att("known"), att("notfound")]
+    );
     assert_eq!(report.remaining, 1);
     assert_eq!(q.pending().unwrap(), vec![att("broken")]);
 }
@@ -191,7 +219,10 @@ fn replay_stops_and_keeps_everything_when_the_daemon_is_unreachable() {
     q.enqueue(&att("a")).unwrap();
     q.enqueue(&att("b")).unwrap();
     let mut daemon = MockDaemon::new();
-    daemon.expect_delete_endpoint().times(1).returning(|_| Err(unreachable()));
+    daemon
+        .expect_delete_endpoint()
+        .times(1)
+        .returning(|_| Err(unreachable()));
     let report = block_on(q.replay(&daemon)).unwrap();
     assert!(report.daemon_unreachable);
     assert_eq!(report.remaining, 2);
@@ -212,5 +243,9 @@ fn replay_is_skipped_while_another_process_holds_the_lock() {
 
 /// Runs a future to completion on a fresh current-thread runtime.
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }

@@ -207,16 +207,28 @@ pub enum PluginError {
 }
 
 fn join(errors: &[PluginError]) -> String {
-    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    errors
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl PluginError {
     pub(crate) fn daemon(step: Step, attachment: &Attachment, source: DaemonError) -> Self {
-        PluginError::Daemon { step, attachment: Some(attachment.clone()), source }
+        PluginError::Daemon {
+            step,
+            attachment: Some(attachment.clone()),
+            source,
+        }
     }
 
     pub(crate) fn link(step: Step, attachment: &Attachment, source: LinkError) -> Self {
-        PluginError::Link { step, attachment: Some(attachment.clone()), source }
+        PluginError::Link {
+            step,
+            attachment: Some(attachment.clone()),
+            source,
+        }
     }
 
     /// Collapses a list of failures: none → `Ok`, one → itself, more → [`PluginError::Several`].
@@ -227,7 +239,10 @@ impl PluginError {
         match errors.len() {
             0 => Ok(()),
             1 => Err(errors.remove(0)),
-            _ => Err(PluginError::Several { attachment: attachment.cloned(), errors }),
+            _ => Err(PluginError::Several {
+                attachment: attachment.cloned(),
+                errors,
+            }),
         }
     }
 
@@ -257,7 +272,10 @@ impl PluginError {
         match self {
             PluginError::Invalid(e) => e.clone(),
             PluginError::Daemon { step, source, .. } => daemon_code(*step, source, details),
-            PluginError::Link { source: LinkError::Netns { path, .. }, .. } => CniError::new(
+            PluginError::Link {
+                source: LinkError::Netns { path, .. },
+                ..
+            } => CniError::new(
                 ErrorCode::UnknownContainer,
                 format!("CNI_NETNS: cannot open the network namespace {path}"),
             )
@@ -268,10 +286,11 @@ impl PluginError {
             PluginError::Queue { step, .. } => {
                 CniError::new(ErrorCode::Io, format!("cannot {step}")).with_details(details)
             }
-            PluginError::DeletionPending { .. } => {
-                CniError::new(ErrorCode::TryAgainLater, "a deletion of this attachment is queued")
-                    .with_details(details)
-            }
+            PluginError::DeletionPending { .. } => CniError::new(
+                ErrorCode::TryAgainLater,
+                "a deletion of this attachment is queued",
+            )
+            .with_details(details),
             PluginError::NotReady { message } => CniError::new(
                 ErrorCode::PluginNotAvailable,
                 format!("the Sarena daemon is not ready: {message}"),
@@ -310,8 +329,10 @@ impl From<PluginError> for CniError {
 /// True for daemon failures worth retrying later: the daemon was not reached, the
 /// request broke or timed out, or the daemon said it cannot serve now.
 pub(crate) fn is_transient(e: &DaemonError) -> bool {
-    matches!(e, DaemonError::Unreachable { .. } | DaemonError::Transport { .. })
-        || e.kind() == Some(ApiErrorKind::Unavailable)
+    matches!(
+        e,
+        DaemonError::Unreachable { .. } | DaemonError::Transport { .. }
+    ) || e.kind() == Some(ApiErrorKind::Unavailable)
 }
 
 fn daemon_code(step: Step, source: &DaemonError, details: String) -> CniError {
@@ -354,7 +375,10 @@ mod tests {
     use super::*;
 
     fn att() -> Attachment {
-        Attachment { container_id: "c1".into(), ifname: "eth0".into() }
+        Attachment {
+            container_id: "c1".into(),
+            ifname: "eth0".into(),
+        }
     }
 
     fn unreachable() -> DaemonError {
@@ -374,7 +398,11 @@ mod tests {
 
     #[test]
     fn unreachable_or_failing_daemon_on_status_is_50() {
-        let e = PluginError::Daemon { step: Step::Health, attachment: None, source: unreachable() };
+        let e = PluginError::Daemon {
+            step: Step::Health,
+            attachment: None,
+            source: unreachable(),
+        };
         assert_eq!(e.to_cni().code, ErrorCode::PluginNotAvailable);
         let e = PluginError::Daemon {
             step: Step::Health,
@@ -382,7 +410,10 @@ mod tests {
             source: DaemonError::api(ApiErrorKind::Internal, "boom"),
         };
         assert_eq!(e.to_cni().code, ErrorCode::PluginNotAvailable);
-        let e = PluginError::NotReady { message: "starting".into() }.to_cni();
+        let e = PluginError::NotReady {
+            message: "starting".into(),
+        }
+        .to_cni();
         assert_eq!(e.code, ErrorCode::PluginNotAvailable);
         assert!(e.msg.contains("starting"));
     }
@@ -400,7 +431,9 @@ mod tests {
     fn unavailable_and_transport_are_transient() {
         let e = DaemonError::api(ApiErrorKind::Unavailable, "restarting");
         assert_eq!(
-            PluginError::daemon(Step::DaemonConfig, &att(), e).to_cni().code,
+            PluginError::daemon(Step::DaemonConfig, &att(), e)
+                .to_cni()
+                .code,
             ErrorCode::TryAgainLater
         );
         let e = DaemonError::Transport {
@@ -416,7 +449,10 @@ mod tests {
 
     #[test]
     fn invalid_endpoint_is_invalid_config_naming_the_field() {
-        let e = DaemonError::InvalidEndpoint { endpoint: "ftp://x".into(), reason: "scheme".into() };
+        let e = DaemonError::InvalidEndpoint {
+            endpoint: "ftp://x".into(),
+            reason: "scheme".into(),
+        };
         let e = PluginError::daemon(Step::DaemonConfig, &att(), e).to_cni();
         assert_eq!(e.code, ErrorCode::InvalidConfig);
         assert!(e.msg.starts_with("daemon-endpoint"), "{}", e.msg);
@@ -435,7 +471,11 @@ mod tests {
 
     #[test]
     fn link_failure_is_kernel_error() {
-        let src = LinkError::Netlink { call: "link add", ifname: "lxc1".into(), message: "EEXIST".into() };
+        let src = LinkError::Netlink {
+            call: "link add",
+            ifname: "lxc1".into(),
+            message: "EEXIST".into(),
+        };
         let e = PluginError::link(Step::CreateVeth, &att(), src).to_cni();
         assert_eq!(e.code, ErrorCode::Kernel);
         assert!(e.details.contains("EEXIST"));
@@ -460,17 +500,27 @@ mod tests {
         let a = PluginError::link(
             Step::RemoveHostLink,
             &att(),
-            LinkError::Netlink { call: "link del", ifname: "lxc1".into(), message: "EPERM".into() },
+            LinkError::Netlink {
+                call: "link del",
+                ifname: "lxc1".into(),
+                message: "EPERM".into(),
+            },
         );
         let b = PluginError::daemon(
             Step::DeleteEndpoint,
             &att(),
             DaemonError::api(ApiErrorKind::Internal, "db"),
         );
-        let e = PluginError::collect(Some(&att()), vec![a, b]).unwrap_err().to_cni();
+        let e = PluginError::collect(Some(&att()), vec![a, b])
+            .unwrap_err()
+            .to_cni();
         assert_eq!(e.code, ErrorCode::Kernel);
         assert!(e.msg.contains("1 more"), "{}", e.msg);
-        assert!(e.details.contains("EPERM") && e.details.contains("db"), "{}", e.details);
+        assert!(
+            e.details.contains("EPERM") && e.details.contains("db"),
+            "{}",
+            e.details
+        );
         assert!(PluginError::collect(None, vec![]).is_ok());
     }
 

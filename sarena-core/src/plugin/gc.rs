@@ -16,19 +16,34 @@ pub(crate) async fn gc(
     req: &GcRequest,
 ) -> Result<(), PluginError> {
     let mut errors = Vec::new();
-    match daemon.gc(DaemonGcRequest { valid: req.valid.clone() }).await {
+    match daemon
+        .gc(DaemonGcRequest {
+            valid: req.valid.clone(),
+        })
+        .await
+    {
         Ok(report) => tracing::info!(
             endpoints = report.endpoints_removed.len(),
             allocations = report.allocations_released.len(),
             "daemon GC done"
         ),
-        Err(source) => errors.push(PluginError::Daemon { step: Step::DaemonGc, attachment: None, source }),
+        Err(source) => errors.push(PluginError::Daemon {
+            step: Step::DaemonGc,
+            attachment: None,
+            source,
+        }),
     }
-    let keep: HashSet<String> =
-        req.valid.iter().map(|a| host_ifname(&a.container_id, &a.ifname)).collect();
+    let keep: HashSet<String> = req
+        .valid
+        .iter()
+        .map(|a| host_ifname(&a.container_id, &a.ifname))
+        .collect();
     match links.list_host_links().await {
         Ok(names) => {
-            for name in names.into_iter().filter(|n| n.starts_with("lxc") && !keep.contains(n)) {
+            for name in names
+                .into_iter()
+                .filter(|n| n.starts_with("lxc") && !keep.contains(n))
+            {
                 match links.remove_host_link(&name).await {
                     Ok(_) => tracing::info!(ifname = %name, "stale host link removed"),
                     Err(source) => errors.push(PluginError::Link {
@@ -39,7 +54,11 @@ pub(crate) async fn gc(
                 }
             }
         }
-        Err(source) => errors.push(PluginError::Link { step: Step::ListHostLinks, attachment: None, source }),
+        Err(source) => errors.push(PluginError::Link {
+            step: Step::ListHostLinks,
+            attachment: None,
+            source,
+        }),
     }
     PluginError::collect(None, errors)
 }

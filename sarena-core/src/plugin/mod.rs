@@ -68,7 +68,9 @@ pub struct Plugin {
 
 impl fmt::Debug for Plugin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Plugin").field("queue", &self.queue).finish_non_exhaustive()
+        f.debug_struct("Plugin")
+            .field("queue", &self.queue)
+            .finish_non_exhaustive()
     }
 }
 
@@ -76,7 +78,11 @@ impl Plugin {
     /// A plugin without a deletion queue: a DEL that cannot reach the daemon fails
     /// (code 11) instead of being queued.
     pub fn new(daemon: Arc<dyn Daemon>, links: Arc<dyn Links>) -> Self {
-        Plugin { daemon, links, queue: None }
+        Plugin {
+            daemon,
+            links,
+            queue: None,
+        }
     }
 
     /// Queues DELs that cannot reach the daemon in `queue`, and replays the queue
@@ -97,7 +103,11 @@ impl Plugin {
         let Some(queue) = &self.queue else { return };
         match queue.replay(self.daemon.as_ref()).await {
             Ok(report) if !report.done.is_empty() || report.remaining > 0 => {
-                tracing::info!(done = report.done.len(), remaining = report.remaining, "deletion queue replayed");
+                tracing::info!(
+                    done = report.done.len(),
+                    remaining = report.remaining,
+                    "deletion queue replayed"
+                );
             }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "cannot replay the deletion queue"),
@@ -108,14 +118,26 @@ impl Plugin {
     /// the address is released, and after veth creation the veth is removed.
     pub async fn add(&self, req: &AddRequest) -> Result<CniResult, PluginError> {
         self.replay_pending().await;
-        add::add(self.daemon.as_ref(), self.links.as_ref(), self.queue.as_ref(), req).await
+        add::add(
+            self.daemon.as_ref(),
+            self.links.as_ref(),
+            self.queue.as_ref(),
+            req,
+        )
+        .await
     }
 
     /// DEL: detaches the pod, best effort and idempotent; queues the daemon-side
     /// deletion when the daemon cannot be reached.
     pub async fn del(&self, req: &DelRequest) -> Result<(), PluginError> {
         self.replay_pending().await;
-        del::del(self.daemon.as_ref(), self.links.as_ref(), self.queue.as_ref(), req).await
+        del::del(
+            self.daemon.as_ref(),
+            self.links.as_ref(),
+            self.queue.as_ref(),
+            req,
+        )
+        .await
     }
 
     /// CHECK: verifies that what `prevResult` describes still exists.

@@ -136,7 +136,10 @@ impl CheckRequest {
     pub fn from_cni(env: &CniEnv, conf: &NetConf) -> Result<CheckRequest, CniError> {
         let version = conf.version()?;
         let prev = conf.prev_result.as_ref().ok_or_else(|| {
-            CniError::new(ErrorCode::InvalidConfig, "prevResult: required by CHECK but missing")
+            CniError::new(
+                ErrorCode::InvalidConfig,
+                "prevResult: required by CHECK but missing",
+            )
         })?;
         let prev_result = CniResult::from_json(prev, version)?;
         let req = CheckRequest {
@@ -179,7 +182,10 @@ impl GcRequest {
         Ok(GcRequest {
             valid: list
                 .into_iter()
-                .map(|a| Attachment { container_id: a.container_id, ifname: a.ifname })
+                .map(|a| Attachment {
+                    container_id: a.container_id,
+                    ifname: a.ifname,
+                })
                 .collect(),
         })
     }

@@ -14,7 +14,12 @@ fn env(command: &str, extra: &[(&str, &str)]) -> CniEnv {
         vars.retain(|(key, _)| key != k);
         vars.push((k.to_string(), v.to_string()));
     }
-    CniEnv::from_lookup(|k| vars.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone())).unwrap()
+    CniEnv::from_lookup(|k| {
+        vars.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+    })
+    .unwrap()
 }
 
 fn conf(v: serde_json::Value) -> NetConf {
@@ -35,12 +40,21 @@ fn add_request_takes_pod_ips_and_mac_from_cni_args() {
         )],
     );
     let r = AddRequest::from_cni(&e, &conf(base())).unwrap();
-    assert_eq!(r.attachment, Attachment { container_id: "abc123".into(), ifname: "eth0".into() });
+    assert_eq!(
+        r.attachment,
+        Attachment {
+            container_id: "abc123".into(),
+            ifname: "eth0".into()
+        }
+    );
     assert_eq!(r.netns, PathBuf::from("/var/run/netns/cni-1"));
     assert_eq!(r.pod.namespace.as_deref(), Some("default"));
     assert_eq!(r.pod.name.as_deref(), Some("web"));
     assert_eq!(r.pod.uid.as_deref(), Some("u1"));
-    assert_eq!(r.requested_ips, vec!["10.0.10.5".parse::<IpAddr>().unwrap()]);
+    assert_eq!(
+        r.requested_ips,
+        vec!["10.0.10.5".parse::<IpAddr>().unwrap()]
+    );
     assert_eq!(r.requested_mac.as_deref(), Some("02:00:00:00:00:05"));
     assert_eq!(r.version, Version::V1_0_0);
 }
@@ -101,12 +115,21 @@ fn gc_requires_the_valid_attachment_list() {
     let mut c = base();
     c["cni.dev/valid-attachments"] = json!([{"containerID": "c1", "ifname": "eth0"}]);
     let r = GcRequest::from_cni(&env("GC", &[]), &conf(c)).unwrap();
-    assert_eq!(r.valid, vec![Attachment { container_id: "c1".into(), ifname: "eth0".into() }]);
+    assert_eq!(
+        r.valid,
+        vec![Attachment {
+            container_id: "c1".into(),
+            ifname: "eth0".into()
+        }]
+    );
 }
 
 #[test]
 fn hand_built_requests_are_validated() {
     let mut r = AddRequest::from_cni(&env("ADD", &[]), &conf(base())).unwrap();
     r.attachment.ifname = "this-name-is-far-too-long".into();
-    assert_eq!(r.validate().unwrap_err().code, ErrorCode::InvalidEnvironment);
+    assert_eq!(
+        r.validate().unwrap_err().code,
+        ErrorCode::InvalidEnvironment
+    );
 }

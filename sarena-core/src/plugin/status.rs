@@ -10,9 +10,15 @@ pub(crate) async fn status(daemon: &dyn Daemon) -> Result<(), PluginError> {
     let health = daemon
         .health()
         .await
-        .map_err(|source| PluginError::Daemon { step: Step::Health, attachment: None, source })?;
+        .map_err(|source| PluginError::Daemon {
+            step: Step::Health,
+            attachment: None,
+            source,
+        })?;
     if !health.ready {
-        return Err(PluginError::NotReady { message: health.message });
+        return Err(PluginError::NotReady {
+            message: health.message,
+        });
     }
     tracing::debug!(message = %health.message, "daemon ready");
     Ok(())
@@ -32,13 +38,23 @@ mod tests {
 
     #[tokio::test]
     async fn ready_daemon_is_ok() {
-        let d = daemon(|| Ok(Health { ready: true, message: "ok".into() }));
+        let d = daemon(|| {
+            Ok(Health {
+                ready: true,
+                message: "ok".into(),
+            })
+        });
         status(&d).await.unwrap();
     }
 
     #[tokio::test]
     async fn not_ready_daemon_is_50_with_its_message() {
-        let d = daemon(|| Ok(Health { ready: false, message: "restoring state".into() }));
+        let d = daemon(|| {
+            Ok(Health {
+                ready: false,
+                message: "restoring state".into(),
+            })
+        });
         let e = status(&d).await.unwrap_err().to_cni();
         assert_eq!(e.code, ErrorCode::PluginNotAvailable);
         assert!(e.msg.contains("restoring state"), "{}", e.msg);
@@ -47,7 +63,10 @@ mod tests {
     #[tokio::test]
     async fn unreachable_daemon_is_50() {
         let d = daemon(|| {
-            Err(DaemonError::Unreachable { endpoint: "/run/sarena/sarena.sock".into(), source: "ENOENT".into() })
+            Err(DaemonError::Unreachable {
+                endpoint: "/run/sarena/sarena.sock".into(),
+                source: "ENOENT".into(),
+            })
         });
         let e = status(&d).await.unwrap_err().to_cni();
         assert_eq!(e.code, ErrorCode::PluginNotAvailable);
@@ -57,6 +76,9 @@ mod tests {
     #[tokio::test]
     async fn failing_daemon_is_50() {
         let d = daemon(|| Err(DaemonError::api(ApiErrorKind::Internal, "boom")));
-        assert_eq!(status(&d).await.unwrap_err().to_cni().code, ErrorCode::PluginNotAvailable);
+        assert_eq!(
+            status(&d).await.unwrap_err().to_cni().code,
+            ErrorCode::PluginNotAvailable
+        );
     }
 }

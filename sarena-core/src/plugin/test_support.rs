@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use crate::api::{
-    AllocatedAddress, Allocation, Attachment, DaemonConfig, DaemonError, Endpoint,
-    EndpointCreate, PodRef, RouteSpec,
+    AllocatedAddress, Allocation, Attachment, DaemonConfig, DaemonError, Endpoint, EndpointCreate,
+    PodRef, RouteSpec,
 };
 use crate::cni::Version;
 use crate::links::{LinkError, VethPair, host_ifname};
@@ -17,7 +17,10 @@ pub(crate) const POD_MAC: &str = "9a:54:00:00:00:a7";
 pub(crate) const MTU: u32 = 1450;
 
 pub(crate) fn att() -> Attachment {
-    Attachment { container_id: "abc123".into(), ifname: "eth0".into() }
+    Attachment {
+        container_id: "abc123".into(),
+        ifname: "eth0".into(),
+    }
 }
 
 pub(crate) fn host() -> String {
@@ -28,7 +31,11 @@ pub(crate) fn add_req() -> AddRequest {
     AddRequest {
         attachment: att(),
         netns: PathBuf::from(NETNS),
-        pod: PodRef { namespace: Some("default".into()), name: Some("web".into()), uid: None },
+        pod: PodRef {
+            namespace: Some("default".into()),
+            name: Some("web".into()),
+            uid: None,
+        },
         requested_ips: vec!["10.0.10.30".parse().unwrap()],
         requested_mac: Some(POD_MAC.into()),
         version: Version::V1_1_0,
@@ -36,12 +43,19 @@ pub(crate) fn add_req() -> AddRequest {
 }
 
 pub(crate) fn config() -> DaemonConfig {
-    DaemonConfig { mtu: MTU, dataplane: "ebpf".into() }
+    DaemonConfig {
+        mtu: MTU,
+        dataplane: "ebpf".into(),
+    }
 }
 
 pub(crate) fn routes() -> Vec<RouteSpec> {
     vec![
-        RouteSpec { dst: "10.0.0.7/32".parse().unwrap(), gw: None, mtu: None },
+        RouteSpec {
+            dst: "10.0.0.7/32".parse().unwrap(),
+            gw: None,
+            mtu: None,
+        },
         RouteSpec {
             dst: "0.0.0.0/0".parse().unwrap(),
             gw: Some("10.0.0.7".parse().unwrap()),
@@ -101,11 +115,18 @@ pub(crate) fn endpoint() -> Endpoint {
 }
 
 pub(crate) fn unreachable() -> DaemonError {
-    DaemonError::Unreachable { endpoint: "/run/sarena/sarena.sock".into(), source: "refused".into() }
+    DaemonError::Unreachable {
+        endpoint: "/run/sarena/sarena.sock".into(),
+        source: "refused".into(),
+    }
 }
 
 pub(crate) fn netlink(call: &'static str) -> LinkError {
-    LinkError::Netlink { call, ifname: "x".into(), message: "EPERM".into() }
+    LinkError::Netlink {
+        call,
+        ifname: "x".into(),
+        message: "EPERM".into(),
+    }
 }
 
 pub(crate) fn netns_gone() -> LinkError {

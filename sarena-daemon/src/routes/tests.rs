@@ -27,11 +27,18 @@ async fn call(daemon: &MockDaemon, method: &str, path: &str, body: &str) -> Answ
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     let body = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(headers[header::CONTENT_TYPE], "application/json");
-    Answer { status, body, headers }
+    Answer {
+        status,
+        body,
+        headers,
+    }
 }
 
 fn owner(cid: &str) -> Attachment {
-    Attachment { container_id: cid.into(), ifname: "eth0".into() }
+    Attachment {
+        container_id: cid.into(),
+        ifname: "eth0".into(),
+    }
 }
 
 fn endpoint(cid: &str) -> Endpoint {
@@ -52,7 +59,10 @@ fn assert_error(a: &Answer, status: u16, kind: &str, needle: &str) {
     assert_eq!(a.status, status, "{}", a.body);
     assert_eq!(a.body["kind"], kind, "{}", a.body);
     let message = a.body["message"].as_str().unwrap();
-    assert!(message.contains(needle), "{message:?} should contain {needle:?}");
+    assert!(
+        message.contains(needle),
+        "{message:?} should contain {needle:?}"
+    );
 }
 
 #[test]
@@ -61,15 +71,30 @@ fn route_table() {
     assert_eq!(r("GET", "/v1/daemon/config"), Ok(Route::Config));
     assert_eq!(r("GET", "/v1/daemon/health"), Ok(Route::Health));
     assert_eq!(r("POST", "/v1/ipam/allocate"), Ok(Route::Allocate));
-    assert_eq!(r("DELETE", "/v1/ipam/allocations/c1/eth0"), Ok(Route::Release(owner("c1"))));
+    assert_eq!(
+        r("DELETE", "/v1/ipam/allocations/c1/eth0"),
+        Ok(Route::Release(owner("c1")))
+    );
     assert_eq!(r("GET", "/v1/ipam"), Ok(Route::Ipam));
     assert_eq!(r("POST", "/v1/endpoint/create"), Ok(Route::CreateEndpoint));
     assert_eq!(r("GET", "/v1/endpoints"), Ok(Route::Endpoints));
-    assert_eq!(r("GET", "/v1/endpoints/c1/eth0"), Ok(Route::GetEndpoint(owner("c1"))));
-    assert_eq!(r("DELETE", "/v1/endpoints/c1/eth0"), Ok(Route::DeleteEndpoint(owner("c1"))));
+    assert_eq!(
+        r("GET", "/v1/endpoints/c1/eth0"),
+        Ok(Route::GetEndpoint(owner("c1")))
+    );
+    assert_eq!(
+        r("DELETE", "/v1/endpoints/c1/eth0"),
+        Ok(Route::DeleteEndpoint(owner("c1")))
+    );
     assert_eq!(r("POST", "/v1/gc"), Ok(Route::Gc));
-    let odd = Attachment { container_id: "c1".into(), ifname: "a@b".into() };
-    assert_eq!(r("GET", "/v1/endpoints/c1/a%40b"), Ok(Route::GetEndpoint(odd)));
+    let odd = Attachment {
+        container_id: "c1".into(),
+        ifname: "a@b".into(),
+    };
+    assert_eq!(
+        r("GET", "/v1/endpoints/c1/a%40b"),
+        Ok(Route::GetEndpoint(odd))
+    );
 
     for (m, p) in [
         ("GET", "/"),
@@ -98,7 +123,11 @@ fn route_table() {
         ("HEAD", "/v1/daemon/config", "GET"),
     ] {
         let e = r(m, p).unwrap_err();
-        assert_eq!((e.kind, e.allow), (ApiErrorKind::MethodNotAllowed, Some(allow)), "{m} {p}");
+        assert_eq!(
+            (e.kind, e.allow),
+            (ApiErrorKind::MethodNotAllowed, Some(allow)),
+            "{m} {p}"
+        );
     }
     for (m, p) in [
         ("GET", "/v1/endpoints/-c1/eth0"),
@@ -110,19 +139,34 @@ fn route_table() {
         ("GET", "/v1/endpoints//eth0"),
         ("GET", "/v1/endpoints/c1/"),
     ] {
-        assert_eq!(r(m, p).unwrap_err().kind, ApiErrorKind::BadRequest, "{m} {p}");
+        assert_eq!(
+            r(m, p).unwrap_err().kind,
+            ApiErrorKind::BadRequest,
+            "{m} {p}"
+        );
     }
 }
 
 #[tokio::test]
 async fn config_and_health() {
     let mut d = MockDaemon::new();
-    d.expect_config().returning(|| Ok(DaemonConfig { mtu: 1500, dataplane: "kernel".into() }));
+    d.expect_config().returning(|| {
+        Ok(DaemonConfig {
+            mtu: 1500,
+            dataplane: "kernel".into(),
+        })
+    });
     d.expect_health().returning(|| {
-        Err(DaemonError::api(ApiErrorKind::Unavailable, "dataplane not loaded"))
+        Err(DaemonError::api(
+            ApiErrorKind::Unavailable,
+            "dataplane not loaded",
+        ))
     });
     let a = call(&d, "GET", "/v1/daemon/config", "").await;
-    assert_eq!((a.status, a.body), (200, json!({"mtu": 1500, "dataplane": "kernel"})));
+    assert_eq!(
+        (a.status, a.body),
+        (200, json!({"mtu": 1500, "dataplane": "kernel"}))
+    );
     let a = call(&d, "GET", "/v1/daemon/health", "").await;
     assert_error(&a, 503, "unavailable", "dataplane not loaded");
 }
@@ -137,9 +181,17 @@ async fn allocate_passes_the_request_through() {
     });
     let expected: AllocateRequest = serde_json::from_value(body.clone()).unwrap();
     let mut d = MockDaemon::new();
-    d.expect_allocate().withf(move |req| *req == expected).times(1).returning(|req| {
-        Ok(Allocation { owner: req.owner, addresses: vec![], routes: vec![], lease_expires_at: Some(9) })
-    });
+    d.expect_allocate()
+        .withf(move |req| *req == expected)
+        .times(1)
+        .returning(|req| {
+            Ok(Allocation {
+                owner: req.owner,
+                addresses: vec![],
+                routes: vec![],
+                lease_expires_at: Some(9),
+            })
+        });
     let a = call(&d, "POST", "/v1/ipam/allocate", &body.to_string()).await;
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.body["owner"]["container_id"], "c1");
@@ -149,8 +201,12 @@ async fn allocate_passes_the_request_through() {
 #[tokio::test]
 async fn daemon_errors_keep_their_kind() {
     let mut d = MockDaemon::new();
-    d.expect_allocate()
-        .returning(|_| Err(DaemonError::api(ApiErrorKind::PoolExhausted, "pool default is full")));
+    d.expect_allocate().returning(|_| {
+        Err(DaemonError::api(
+            ApiErrorKind::PoolExhausted,
+            "pool default is full",
+        ))
+    });
     let body = r#"{"owner":{"container_id":"c1","ifname":"eth0"}}"#;
     let a = call(&d, "POST", "/v1/ipam/allocate", body).await;
     assert_error(&a, 409, "pool_exhausted", "pool default is full");
@@ -162,7 +218,12 @@ async fn daemon_errors_keep_their_kind() {
             source: serde_json::from_str::<u8>("x").unwrap_err(),
         })
     });
-    assert_error(&call(&d, "GET", "/v1/ipam", "").await, 500, "internal", "decode");
+    assert_error(
+        &call(&d, "GET", "/v1/ipam", "").await,
+        500,
+        "internal",
+        "decode",
+    );
 }
 
 #[tokio::test]
@@ -171,13 +232,41 @@ async fn bad_bodies_are_400_and_never_reach_the_daemon() {
     let cases = [
         ("/v1/ipam/allocate", "", "invalid JSON body"),
         ("/v1/ipam/allocate", "{not json", "invalid JSON body"),
-        ("/v1/ipam/allocate", r#"{"owner":{"container_id":"c1","ifname":"eth0"},"bogus":1}"#, "unknown field `bogus`"),
-        ("/v1/ipam/allocate", r#"{"owner":{"container_id":"c1"}}"#, "missing field `ifname`"),
-        ("/v1/ipam/allocate", r#"{"owner":{"container_id":"-c1","ifname":"eth0"}}"#, "owner: invalid container id"),
-        ("/v1/ipam/allocate", r#"{"owner":{"container_id":"c1","ifname":"eth0"},"requested":["300.1.1.1"]}"#, "invalid JSON body"),
-        ("/v1/endpoint/create", r#"{"owner":{"container_id":"c1","ifname":"eth0"}}"#, "missing field"),
-        ("/v1/gc", r#"{"valid":[{"container_id":"c1","ifname":"eth0"},{"container_id":"c2","ifname":"a/b"}]}"#, "valid[1]: invalid interface name"),
-        ("/v1/gc", r#"{"valid":[],"extra":true}"#, "unknown field `extra`"),
+        (
+            "/v1/ipam/allocate",
+            r#"{"owner":{"container_id":"c1","ifname":"eth0"},"bogus":1}"#,
+            "unknown field `bogus`",
+        ),
+        (
+            "/v1/ipam/allocate",
+            r#"{"owner":{"container_id":"c1"}}"#,
+            "missing field `ifname`",
+        ),
+        (
+            "/v1/ipam/allocate",
+            r#"{"owner":{"container_id":"-c1","ifname":"eth0"}}"#,
+            "owner: invalid container id",
+        ),
+        (
+            "/v1/ipam/allocate",
+            r#"{"owner":{"container_id":"c1","ifname":"eth0"},"requested":["300.1.1.1"]}"#,
+            "invalid JSON body",
+        ),
+        (
+            "/v1/endpoint/create",
+            r#"{"owner":{"container_id":"c1","ifname":"eth0"}}"#,
+            "missing field",
+        ),
+        (
+            "/v1/gc",
+            r#"{"valid":[{"container_id":"c1","ifname":"eth0"},{"container_id":"c2","ifname":"a/b"}]}"#,
+            "valid[1]: invalid interface name",
+        ),
+        (
+            "/v1/gc",
+            r#"{"valid":[],"extra":true}"#,
+            "unknown field `extra`",
+        ),
     ];
     for (path, body, needle) in cases {
         let a = call(&d, "POST", path, body).await;
@@ -199,22 +288,38 @@ async fn oversize_bodies_are_413() {
         .header(header::CONTENT_LENGTH, "1000000")
         .body(Full::new(Bytes::from_static(b"{}")))
         .unwrap();
-    assert_eq!(handle(&d, req).await.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        handle(&d, req).await.status(),
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
 }
 
 #[tokio::test]
 async fn endpoint_lookup_release_delete() {
     let mut d = MockDaemon::new();
-    d.expect_endpoint().returning(|o| Ok((o.container_id == "c1").then(|| endpoint("c1"))));
-    d.expect_release().withf(|o| *o == owner("c1")).returning(|_| Ok(true));
-    d.expect_delete_endpoint().withf(|o| *o == owner("c2")).returning(|_| Ok(false));
+    d.expect_endpoint()
+        .returning(|o| Ok((o.container_id == "c1").then(|| endpoint("c1"))));
+    d.expect_release()
+        .withf(|o| *o == owner("c1"))
+        .returning(|_| Ok(true));
+    d.expect_delete_endpoint()
+        .withf(|o| *o == owner("c2"))
+        .returning(|_| Ok(false));
     d.expect_endpoints().returning(|| Ok(vec![endpoint("c1")]));
 
     let a = call(&d, "GET", "/v1/endpoints/c1/eth0", "").await;
     assert_eq!(a.status, 200);
-    assert_eq!(serde_json::from_value::<Endpoint>(a.body).unwrap(), endpoint("c1"));
+    assert_eq!(
+        serde_json::from_value::<Endpoint>(a.body).unwrap(),
+        endpoint("c1")
+    );
     let a = call(&d, "GET", "/v1/endpoints/c2/eth0", "").await;
-    assert_error(&a, 404, "not_found", "no endpoint for container c2 ifname eth0");
+    assert_error(
+        &a,
+        404,
+        "not_found",
+        "no endpoint for container c2 ifname eth0",
+    );
     let a = call(&d, "DELETE", "/v1/ipam/allocations/c1/eth0", "").await;
     assert_eq!((a.status, a.body), (200, json!({"released": true})));
     let a = call(&d, "DELETE", "/v1/endpoints/c2/eth0", "").await;
@@ -226,10 +331,21 @@ async fn endpoint_lookup_release_delete() {
 #[tokio::test]
 async fn gc_and_405_and_404_answers() {
     let mut d = MockDaemon::new();
-    d.expect_gc().withf(|r| r.valid == [owner("c1")]).returning(|_| {
-        Ok(GcReport { endpoints_removed: vec![owner("c9")], allocations_released: vec![] })
-    });
-    let a = call(&d, "POST", "/v1/gc", r#"{"valid":[{"container_id":"c1","ifname":"eth0"}]}"#).await;
+    d.expect_gc()
+        .withf(|r| r.valid == [owner("c1")])
+        .returning(|_| {
+            Ok(GcReport {
+                endpoints_removed: vec![owner("c9")],
+                allocations_released: vec![],
+            })
+        });
+    let a = call(
+        &d,
+        "POST",
+        "/v1/gc",
+        r#"{"valid":[{"container_id":"c1","ifname":"eth0"}]}"#,
+    )
+    .await;
     assert_eq!(a.status, 200);
     assert_eq!(a.body["endpoints_removed"][0]["container_id"], "c9");
 

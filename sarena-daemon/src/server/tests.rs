@@ -12,13 +12,19 @@ use super::*;
 fn bind_creates_parent_and_mode_0600_socket() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a/b/sarena.sock");
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let sock = rt.block_on(async { UnixSocket::bind(&path) }).unwrap();
     let meta = fs::symlink_metadata(&path).unwrap();
     assert!(meta.file_type().is_socket());
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
     // The private staging directory is gone.
-    let names: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, ["sarena.sock"]);
     // A live socket is not stolen.
     let err = rt.block_on(async { UnixSocket::bind(&path) }).unwrap_err();
@@ -55,7 +61,12 @@ async fn shutdown_leaves_a_replaced_socket_alone() {
 
 #[test]
 fn tcp_is_loopback_only_unless_allowed() {
-    for ok in ["127.0.0.1:80", "127.1.2.3:0", "[::1]:80", "[::ffff:127.0.0.1]:80"] {
+    for ok in [
+        "127.0.0.1:80",
+        "127.1.2.3:0",
+        "[::1]:80",
+        "[::ffff:127.0.0.1]:80",
+    ] {
         assert!(check_tcp_addr(ok.parse().unwrap(), false).is_ok(), "{ok}");
     }
     for remote in ["0.0.0.0:80", "10.0.0.1:80", "[::]:80", "[fd00::1]:80"] {
@@ -79,10 +90,16 @@ impl Daemon for Slow {
         self.started.notify_one();
         self.release.notified().await;
         self.finished.store(true, Ordering::SeqCst);
-        Ok(DaemonConfig { mtu: 1400, dataplane: "kernel".into() })
+        Ok(DaemonConfig {
+            mtu: 1400,
+            dataplane: "kernel".into(),
+        })
     }
     async fn health(&self) -> Result<Health, DaemonError> {
-        Ok(Health { ready: true, message: String::new() })
+        Ok(Health {
+            ready: true,
+            message: String::new(),
+        })
     }
     async fn allocate(&self, _: AllocateRequest) -> Result<Allocation, DaemonError> {
         Err(DaemonError::api(ApiErrorKind::Internal, "unused"))
@@ -119,7 +136,9 @@ async fn shutdown_finishes_in_flight_requests_then_removes_the_socket() {
         release: Notify::new(),
         finished: AtomicBool::new(false),
     });
-    let tcp = bind_tcp("127.0.0.1:0".parse().unwrap(), false).await.unwrap();
+    let tcp = bind_tcp("127.0.0.1:0".parse().unwrap(), false)
+        .await
+        .unwrap();
     let tcp_addr = tcp.local_addr().unwrap();
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let server = tokio::spawn(serve(
@@ -155,6 +174,9 @@ async fn shutdown_finishes_in_flight_requests_then_removes_the_socket() {
     let answer = in_flight.await.unwrap().unwrap();
     assert_eq!(answer.mtu, 1400);
     assert!(slow.finished.load(Ordering::SeqCst));
-    tokio::time::timeout(Duration::from_secs(5), server).await.unwrap().unwrap();
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .unwrap()
+        .unwrap();
     assert!(tcp_client.health().await.unwrap_err().is_unreachable());
 }
