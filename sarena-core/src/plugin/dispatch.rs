@@ -22,12 +22,7 @@ pub async fn dispatch(
     conf: &NetConf,
 ) -> Result<Option<Value>, CniError> {
     if env.command == Command::Version {
-        let echoed = conf
-            .cni_version
-            .as_deref()
-            .and_then(|v| Version::parse(v).ok())
-            .unwrap_or(Version::LATEST);
-        return Ok(Some(version_answer(echoed.as_str())));
+        return Ok(Some(version_output(conf)));
     }
     let version = conf.version()?;
     check_command_version(env.command, version)?;
@@ -54,8 +49,20 @@ pub async fn dispatch(
             plugin.gc(&GcRequest::from_cni(env, conf)?).await?;
             Ok(None)
         }
-        Command::Version => Ok(Some(version_answer(version.as_str()))),
+        Command::Version => Ok(Some(version_output(conf))),
     }
+}
+
+/// The answer to VERSION: the supported versions, echoing the config's `cniVersion`
+/// when Sarena speaks it and the newest version otherwise (an absent, empty or newer
+/// input never fails VERSION).
+pub fn version_output(conf: &NetConf) -> Value {
+    let echoed = conf
+        .cni_version
+        .as_deref()
+        .and_then(|v| Version::parse(v).ok())
+        .unwrap_or(Version::LATEST);
+    version_answer(echoed.as_str())
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ use crate::cni::CniResult;
 use crate::links::Links;
 
 pub use delqueue::{DeleteQueue, QueueError, ReplayReport};
-pub use dispatch::dispatch;
+pub use dispatch::{dispatch, version_output};
 pub use error::{Operation, PluginError, Step};
 pub use request::{AddRequest, CheckRequest, DelRequest, GcRequest};
 

@@ -70,9 +70,9 @@ fn prev_result_on_add_is_invalid_config_naming_it() {
 
 #[test]
 fn add_with_unsupported_version_is_error_1() {
-    let mut c = base();
-    c["cniVersion"] = json!("9.9.9");
-    let e = AddRequest::from_cni(&env("ADD", &[]), &conf(c)).unwrap_err();
+    let mut c = conf(base());
+    c.cni_version = Some("9.9.9".into());
+    let e = AddRequest::from_cni(&env("ADD", &[]), &c).unwrap_err();
     assert_eq!(e.code, ErrorCode::IncompatibleVersion);
 }
 
@@ -122,6 +122,15 @@ fn gc_requires_the_valid_attachment_list() {
             ifname: "eth0".into()
         }]
     );
+}
+
+#[test]
+fn requested_ips_merge_cni_args_and_runtime_config_without_duplicates() {
+    let mut c = base();
+    c["runtimeConfig"] = json!({"ips": ["10.0.10.5/24", "10.0.10.6"]});
+    let r = AddRequest::from_cni(&env("ADD", &[("CNI_ARGS", "IP=10.0.10.5")]), &conf(c)).unwrap();
+    let want: Vec<IpAddr> = vec!["10.0.10.5".parse().unwrap(), "10.0.10.6".parse().unwrap()];
+    assert_eq!(r.requested_ips, want);
 }
 
 #[test]

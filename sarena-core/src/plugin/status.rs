@@ -32,7 +32,7 @@ mod tests {
 
     fn daemon(answer: fn() -> Result<Health, DaemonError>) -> MockDaemon {
         let mut d = MockDaemon::new();
-        d.expect_health().times(1).returning(move || answer());
+        d.expect_health().times(1).returning(answer);
         d
     }
 
