@@ -3,6 +3,7 @@
 //! to an exit code (0 after a clean SIGTERM/SIGINT shutdown, 1 on a start-up
 //! failure, 2 on bad usage).
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -30,6 +31,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 
     let runtime = match tokio::runtime::Builder::new_multi_thread()

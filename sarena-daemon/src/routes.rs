@@ -220,23 +220,59 @@ where
         .headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok());
-    if declared
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|n| n > MAX_BODY_BYTES as u64)
-    {
+    let declared = declared.and_then(|v| v.parse::<u64>().ok());
+    let mut body = std::pin::pin!(Limited::new(body, MAX_BODY_BYTES));
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        if declared.is_some_and(|n| n <= DRAIN_BYTES) {
+            drain(body).await;
+        }
         return Err(too_large());
     }
-    let bytes = match Limited::new(body, MAX_BODY_BYTES).collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large()),
-        Err(e) => {
-            return Err(ApiError::bad_request(format!(
-                "cannot read request body: {e}"
-            )));
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.as_mut().frame().await {
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                drain(body).await;
+                return Err(too_large());
+            }
+            Err(e) => {
+                return Err(ApiError::bad_request(format!(
+                    "cannot read request body: {e}"
+                )));
+            }
         }
-    };
+    }
     serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// An oversize body below this is read and discarded before the 413 goes out, so
+/// the client sees the answer instead of a reset connection.
+const DRAIN_BYTES: u64 = 1024 * 1024;
+
+/// Reads and discards what is left of a rejected body, bounded in frames and time.
+async fn drain<B>(mut body: std::pin::Pin<&mut Limited<B>>)
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let discard = async {
+        for _ in 0..256 {
+            match body.as_mut().frame().await {
+                None => break,
+                Some(Ok(_)) => {}
+                // Past the limit every data frame is an error; a read error ends it.
+                Some(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {}
+                Some(Err(_)) => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), discard).await;
 }
 
 fn json<T: Serialize>(status: StatusCode, value: &T) -> Result<Response<Full<Bytes>>, ApiError> {

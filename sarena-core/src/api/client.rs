@@ -143,13 +143,58 @@ impl HttpDaemon {
         decode(path, &body)
     }
 
-    /// One request; `Ok` carries a 2xx body, any other status becomes [`DaemonError::Api`].
+    /// One call; `Ok` carries a 2xx body, any other status becomes [`DaemonError::Api`].
+    ///
+    /// A call that fails mid-exchange (typically: a pooled connection the daemon
+    /// closed when it restarted, found broken on write) is retried once on a fresh
+    /// connection. Every route is idempotent, so a retry is safe even if the first
+    /// attempt reached the daemon. A retry that finds the daemon unreachable reports
+    /// the first failure rather than [`DaemonError::Unreachable`] (which promises the
+    /// call had no effect), unless that failure proves the request never left:
+    /// a broken pipe while writing it.
     async fn call(
         &self,
         method: Method,
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Bytes, DaemonError> {
+        let body = body.map(Bytes::from);
+        let exchange = async {
+            match self.exchange(&method, path, body.clone()).await {
+                Err(first @ DaemonError::Transport { .. }) => {
+                    tracing::debug!("retrying on a fresh connection after: {first}");
+                    match self.exchange(&method, path, body).await {
+                        Err(e) if e.is_unreachable() && !never_sent(&first) => Err(first),
+                        other => other,
+                    }
+                }
+                other => other,
+            }
+        };
+        let (status, bytes) = tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| DaemonError::Transport {
+                method: method.to_string(),
+                path: path.to_owned(),
+                source: Box::new(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("no answer within {:?}", self.timeout),
+                )),
+            })??;
+        if status.is_success() {
+            Ok(bytes)
+        } else {
+            Err(api_error(status, &bytes))
+        }
+    }
+
+    /// One HTTP request and its whole answer.
+    async fn exchange(
+        &self,
+        method: &Method,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> Result<(StatusCode, Bytes), DaemonError> {
         let transport_err =
             |source: Box<dyn std::error::Error + Send + Sync>| DaemonError::Transport {
                 method: method.to_string(),
@@ -167,36 +212,20 @@ impl HttpDaemon {
             builder = builder.header(header::CONTENT_TYPE, "application/json");
         }
         let req = builder
-            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .body(Full::new(body.unwrap_or_default()))
             .map_err(|e| transport_err(Box::new(e)))?;
-
-        let exchange = async {
-            let resp = match &self.transport {
-                Transport::Unix { client, .. } => client.request(req).await,
-                Transport::Tcp { client, .. } => client.request(req).await,
-            }
-            .map_err(|e| self.request_error(e, &transport_err))?;
-            let status = resp.status();
-            let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
-                .collect()
-                .await
-                .map_err(transport_err)?
-                .to_bytes();
-            Ok::<_, DaemonError>((status, bytes))
-        };
-        let (status, bytes) = tokio::time::timeout(self.timeout, exchange)
-            .await
-            .map_err(|_| {
-                transport_err(Box::new(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("no answer within {:?}", self.timeout),
-                )))
-            })??;
-        if status.is_success() {
-            Ok(bytes)
-        } else {
-            Err(api_error(status, &bytes))
+        let resp = match &self.transport {
+            Transport::Unix { client, .. } => client.request(req).await,
+            Transport::Tcp { client, .. } => client.request(req).await,
         }
+        .map_err(|e| self.request_error(e, &transport_err))?;
+        let status = resp.status();
+        let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+            .collect()
+            .await
+            .map_err(transport_err)?
+            .to_bytes();
+        Ok((status, bytes))
     }
 
     fn request_error(
@@ -268,6 +297,24 @@ fn root_io_error(err: &(dyn std::error::Error + 'static)) -> io::Error {
         Some(e) => io::Error::new(e.kind(), e.to_string()),
         None => io::Error::other(err.to_string()),
     }
+}
+
+/// True when a transport error is a broken pipe: the daemon had closed the
+/// connection before the request was written, so it cannot have acted on it.
+fn never_sent(err: &DaemonError) -> bool {
+    let DaemonError::Transport { source, .. } = err else {
+        return false;
+    };
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
+    while let Some(e) = cur {
+        if e.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+        {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
 }
 
 fn decode<T: DeserializeOwned>(path: &str, body: &[u8]) -> Result<T, DaemonError> {

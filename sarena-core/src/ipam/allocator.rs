@@ -210,7 +210,7 @@ impl Allocator {
 
     /// Hands out one address per family `pool` serves: the requested address of that
     /// family if any (it must be in `pool`, usable and free), else the next free one.
-    /// All or nothing: on error nothing stays taken.
+    /// All or nothing: on error nothing stays taken. IPv4 comes first in the answer.
     pub fn allocate(
         &mut self,
         pool: &str,
@@ -236,6 +236,8 @@ impl Allocator {
                 self.release(a.address.addr());
             }
         }
+        // IPv4 first, then IPv6, whatever was requested.
+        taken.sort_by_key(|a| a.address.addr().is_ipv6());
         result.map(|()| taken)
     }
 
@@ -330,6 +332,18 @@ impl Allocator {
             return Err(IpamError::InUse { address: addr });
         }
         Ok(())
+    }
+
+    /// Moves the cursor of the CIDR holding `addr` just past it, so dynamic
+    /// allocation resumes there (used at start-up with the latest allocations, so a
+    /// restart does not hand out recently released addresses first).
+    pub fn resume_after(&mut self, addr: IpAddr) {
+        if let Some((pi, ci)) = self.locate(addr) {
+            let cidr = &mut self.pools[pi].cidrs[ci];
+            if let Some(off) = cidr.offset(addr) {
+                cidr.free.set_cursor(off.wrapping_add(1));
+            }
+        }
     }
 
     /// Gives `addr` back. False when it was free already or is not an address this

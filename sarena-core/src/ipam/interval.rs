@@ -64,6 +64,11 @@ impl FreeSet {
         Some(pick)
     }
 
+    /// Moves the cursor: the next [`FreeSet::take_next`] looks at `off` first.
+    pub fn set_cursor(&mut self, off: u128) {
+        self.cursor = off;
+    }
+
     /// Takes `off` if it is free; false when it was not.
     pub fn take(&mut self, off: u128) -> bool {
         let Some((&start, &end)) = self.free.range(..=off).next_back() else {

@@ -161,6 +161,11 @@ impl Node {
             }
             allocations.insert(entry.owner.clone(), entry);
         }
+        let mut by_age: Vec<&AllocationEntry> = allocations.values().collect();
+        by_age.sort_by_key(|e| e.allocated_at);
+        for a in by_age.iter().flat_map(|e| &e.addresses) {
+            alloc.resume_after(a.address.addr());
+        }
         let rows: HashMap<IpAddr, Attachment> = snap.addresses.into_iter().collect();
         for (addr, owner) in &rows {
             if owners.get(addr) != Some(owner) {
@@ -214,8 +219,8 @@ impl Node {
         })
     }
 
-    /// The configuration the node runs with.
-    pub fn config(&self) -> &NodeConfig {
+    /// The configuration the node runs with (named apart from [`crate::api::Daemon::config`]).
+    pub fn node_config(&self) -> &NodeConfig {
         &self.inner.config
     }
 

@@ -338,3 +338,66 @@ async fn silent_daemon_times_out_as_transport_error() {
     );
     holder.abort();
 }
+
+/// Accepts one connection, reads the request and hangs up without answering;
+/// then, unless `vanish`, serves the next connections normally; if `vanish`,
+/// removes the socket first so the retry finds nobody.
+async fn hang_up_once(vanish: bool) -> (tempfile::TempDir, PathBuf, Arc<AtomicUsize>) {
+    use tokio::io::AsyncReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("d.sock");
+    let listener = UnixListener::bind(&socket).unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let (count, path) = (conns.clone(), socket.clone());
+    tokio::spawn(async move {
+        let (mut first, _) = listener.accept().await.unwrap();
+        count.fetch_add(1, Ordering::SeqCst);
+        let mut buf = [0u8; 1024];
+        let _ = first.read(&mut buf).await;
+        if vanish {
+            std::fs::remove_file(&path).unwrap();
+            drop(listener);
+            drop(first);
+            return;
+        }
+        drop(first);
+        while let Ok((stream, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let svc = service_fn(|req: Request<Incoming>| async move {
+                let (s, body) = happy(req.method().as_str(), req.uri().path(), b"");
+                Ok::<_, Infallible>(
+                    Response::builder()
+                        .status(s)
+                        .body(Full::new(Bytes::from(body)))
+                        .unwrap(),
+                )
+            });
+            tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(stream), svc));
+        }
+    });
+    (dir, socket, conns)
+}
+
+#[tokio::test]
+async fn a_broken_exchange_is_retried_once_on_a_fresh_connection() {
+    let (_dir, socket, conns) = hang_up_once(false).await;
+    let d = HttpDaemon::new(socket.to_str().unwrap()).unwrap();
+    assert_eq!(d.config().await.unwrap().mtu, 1450);
+    assert_eq!(conns.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_request_that_may_have_arrived_is_never_reported_unreachable() {
+    let (_dir, socket, _) = hang_up_once(true).await;
+    let d = HttpDaemon::new(socket.to_str().unwrap()).unwrap();
+    let err = d
+        .allocate(AllocateRequest {
+            owner: owner(),
+            pod: PodRef::default(),
+            requested: vec![],
+            pool: None,
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DaemonError::Transport { .. }), "{err}");
+}
