@@ -62,8 +62,11 @@ pub(crate) async fn add(
         .config()
         .await
         .map_err(|e| PluginError::daemon(Step::DaemonConfig, att, e))?;
-    // 5. Allocate the address; from here on the guard releases it on failure.
-    let allocation = daemon
+    // 5. Allocate the address; from here on the guard releases it on failure (also
+    //    when the allocation's own outcome is unknown).
+    let endpoint_may_exist = Cell::new(false);
+    let mut allocated = AllocationGuard::new(daemon, queue, att, &endpoint_may_exist);
+    let allocation = match daemon
         .allocate(AllocateRequest {
             owner: att.clone(),
             pod: req.pod.clone(),
@@ -71,9 +74,17 @@ pub(crate) async fn add(
             pool: None,
         })
         .await
-        .map_err(|e| PluginError::daemon(Step::Allocate, att, e))?;
-    let endpoint_may_exist = Cell::new(false);
-    let mut allocated = AllocationGuard::new(daemon, queue, att, &endpoint_may_exist);
+    {
+        Ok(allocation) => allocation,
+        Err(e) => {
+            if outcome_unknown(&e) {
+                allocated.rollback().await;
+            } else {
+                allocated.disarm();
+            }
+            return Err(PluginError::daemon(Step::Allocate, att, e));
+        }
+    };
     let result = guarded(&mut allocated, async {
         // 6. Create the veth pair; from here on the guard removes it on failure.
         let pair = links

@@ -223,6 +223,28 @@ async fn allocation_failure_releases_nothing() {
 }
 
 #[tokio::test]
+async fn allocation_with_unknown_outcome_is_released() {
+    let mut d = MockDaemon::new();
+    let mut l = MockLinks::new();
+    l.expect_remove_pod_link().returning(|_, _| Ok(false));
+    d.expect_config().returning(|| Ok(config()));
+    d.expect_allocate().times(1).returning(|_| {
+        Err(DaemonError::Transport {
+            method: "POST".into(),
+            path: "/v1/ipam/allocate".into(),
+            source: "timed out".into(),
+        })
+    });
+    d.expect_release()
+        .withf(|a| a == &att())
+        .times(1)
+        .returning(|_| Ok(true));
+    let e = add(&d, &l, None, &add_req()).await.unwrap_err();
+    assert_eq!(e.step(), Some(Step::Allocate));
+    assert_eq!(e.to_cni().code, ErrorCode::TryAgainLater);
+}
+
+#[tokio::test]
 async fn veth_failure_releases_the_address_only() {
     let (d, l) = mocks(At::Veth, internal);
     let e = add(&d, &l, None, &add_req()).await.unwrap_err();
