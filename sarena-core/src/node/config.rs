@@ -1,6 +1,7 @@
 //! [`NodeConfig`]: the daemon's configuration file (TOML) and its embedded default.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use ipnet::{IpNet, Ipv4Net};
 use serde::{Deserialize, Serialize};
@@ -57,6 +58,15 @@ pub enum ConfigError {
         #[source]
         source: toml::de::Error,
     },
+    /// The configuration file could not be read.
+    #[error("cannot read daemon configuration {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// A field has a value the daemon cannot use.
     #[error("invalid daemon configuration: {field} = {value}: {reason}")]
     Invalid {
@@ -70,7 +80,7 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    /// An [`ConfigError::Invalid`].
+    /// A [`ConfigError::Invalid`].
     pub fn invalid(
         field: impl Into<String>,
         value: impl fmt::Display,
@@ -176,6 +186,15 @@ impl NodeConfig {
             toml::from_str(text).map_err(|source| ConfigError::Parse { source })?;
         cfg.validate()?;
         Ok(cfg)
+    }
+
+    /// Reads, parses and validates a TOML configuration file.
+    pub fn load(path: &Path) -> Result<NodeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        NodeConfig::from_toml_str(&text)
     }
 
     /// Checks every field; the error names the first bad one.

@@ -56,6 +56,11 @@ fn routes(entry: &AllocationEntry) -> Vec<RouteSpec> {
     out
 }
 
+/// When an allocation made (or re-requested) at `now` expires without an endpoint.
+fn renewed_lease(lease_seconds: u64, now: u64) -> Option<u64> {
+    (lease_seconds > 0).then(|| now.saturating_add(lease_seconds))
+}
+
 fn allocation_of(entry: &AllocationEntry) -> Allocation {
     Allocation {
         owner: entry.owner.clone(),
@@ -82,8 +87,9 @@ impl State {
 }
 
 impl Node {
-    /// `POST /ipam/allocate` at time `now`. Idempotent per owner; the answer is given
-    /// only after the allocation is durably committed.
+    /// `POST /ipam/allocate` at time `now`. Idempotent per owner (same addresses; a
+    /// pending lease is renewed from `now`); the answer is given only after the
+    /// allocation is durably committed.
     pub fn allocate_at(&self, req: AllocateRequest, now: u64) -> Result<Allocation, NodeError> {
         check_owner(&req.owner)?;
         let mut guard = self.lock()?;
@@ -95,7 +101,19 @@ impl Node {
                 let (owner, pool) = (req.owner.clone(), entry.pool.clone());
                 return Err(NodeError::AllocationMismatch { owner, held, pool });
             }
-            return Ok(allocation_of(entry));
+            if entry.lease_expires_at.is_none() {
+                return Ok(allocation_of(entry));
+            }
+            // A retried ADD: the lease runs from the latest attempt.
+            let lease = renewed_lease(self.inner.config.lease_seconds, now);
+            let entry = AllocationEntry {
+                lease_expires_at: lease,
+                ..entry.clone()
+            };
+            self.inner.store.put_allocation(&entry)?;
+            let out = allocation_of(&entry);
+            st.allocations.insert(entry.owner.clone(), entry);
+            return Ok(out);
         }
         let pool = st.alloc.select_pool(
             req.pool.as_deref(),
@@ -122,7 +140,7 @@ impl Node {
             pool,
             addresses,
             allocated_at: now,
-            lease_expires_at: (lease > 0).then(|| now.saturating_add(lease)),
+            lease_expires_at: renewed_lease(lease, now),
         };
         if let Err(e) = self.inner.store.put_allocation(&entry) {
             for a in &entry.addresses {

@@ -84,7 +84,7 @@ fn default_config_toml_is_the_default() {
 fn config_errors_name_the_field() {
     let invalid = |text: &str| match NodeConfig::from_toml_str(text).unwrap_err() {
         ConfigError::Invalid { field, .. } => field,
-        ConfigError::Parse { source } => format!("parse: {source}"),
+        other => format!("{other}"),
     };
     assert_eq!(invalid("mtu = 100"), "mtu");
     assert_eq!(
@@ -114,10 +114,12 @@ fn allocate_is_idempotent_and_durable_across_reopen() {
     assert_eq!(a.routes[0].dst.to_string(), "10.200.0.1/32");
     assert_eq!(a.routes[1].dst.to_string(), "0.0.0.0/0");
     assert_eq!(a.routes[1].gw, Some(ip("10.200.0.1")));
+    let again = node.allocate_at(req("c1"), 2_000).unwrap();
+    assert_eq!(again.addresses, a.addresses, "same owner, same addresses");
     assert_eq!(
-        node.allocate_at(req("c1"), 2_000).unwrap(),
-        a,
-        "same owner, same answer"
+        again.lease_expires_at,
+        Some(2_180),
+        "a retried ADD renews the lease"
     );
     let b = node.allocate_at(req("c2"), 1_001).unwrap();
     assert_eq!(b.addresses[0].address.to_string(), "10.200.0.3/16");
@@ -126,7 +128,10 @@ fn allocate_is_idempotent_and_durable_across_reopen() {
     drop(node);
     let (node, _) = node_at(dir.path(), NodeConfig::default());
     assert_eq!(node.open_report().allocations, 2);
-    assert_eq!(node.allocate_at(req("c1"), 3_000).unwrap(), a);
+    assert_eq!(
+        node.allocate_at(req("c1"), 3_000).unwrap().addresses,
+        a.addresses
+    );
     let c = node.allocate_at(req("c4"), 3_000).unwrap();
     assert_eq!(
         c.addresses[0].address.to_string(),
@@ -341,7 +346,11 @@ fn allocations_outside_new_pools_are_kept_and_reported() {
     let report = node.open_report();
     assert_eq!(report.outside_pools.len(), 1);
     assert_eq!(report.outside_pools[0].1, a.addresses[0].address.addr());
-    assert_eq!(node.allocate_at(req("old"), 2).unwrap(), a, "kept");
+    assert_eq!(
+        node.allocate_at(req("old"), 2).unwrap().addresses,
+        a.addresses,
+        "kept"
+    );
     assert!(node.delete_owner(&owner("old")).unwrap());
 }
 
@@ -373,5 +382,20 @@ async fn concurrent_allocations_never_collide() {
         (ok, exhausted),
         (61, 19),
         "a /26 has 61 usable addresses besides the gateway"
+    );
+}
+
+#[test]
+fn config_file_is_loaded_and_missing_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sarena.toml");
+    std::fs::write(&path, "mtu = 9000\nlease_seconds = 30\n").unwrap();
+    let cfg = NodeConfig::load(&path).unwrap();
+    assert_eq!((cfg.mtu, cfg.lease_seconds), (9000, 30));
+    let missing = dir.path().join("nope.toml");
+    let err = NodeConfig::load(&missing).unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::Read { path, .. } if *path == missing),
+        "{err}"
     );
 }

@@ -249,28 +249,36 @@ impl RedbStore {
     /// transaction. Fails with [`StoreError::AddressTaken`], writing nothing, when an
     /// address is recorded for another owner.
     pub fn put_allocation(&self, entry: &AllocationEntry) -> Result<(), StoreError> {
-        let bytes = encode("allocation", entry)?;
+        self.put_allocations(std::slice::from_ref(entry))
+    }
+
+    /// [`RedbStore::put_allocation`] for many entries in one transaction (imports,
+    /// benchmarks): all are written or none.
+    pub fn put_allocations(&self, entries: &[AllocationEntry]) -> Result<(), StoreError> {
         self.write("put allocation", |txn| {
             let mut addresses = txn.open_table(ADDRESSES).map_err(redb_err("open table"))?;
-            for a in &entry.addresses {
-                let address = a.address.addr();
-                let text = address.to_string();
-                let prev = addresses
-                    .insert(text.as_str(), key(&entry.owner))
-                    .map_err(redb_err("write"))?;
-                if let Some(prev) = prev {
-                    let owner = owner_of(prev.value());
-                    if owner != entry.owner {
-                        return Err(StoreError::AddressTaken { address, owner });
-                    }
-                }
-            }
             let mut allocations = txn
                 .open_table(ALLOCATIONS)
                 .map_err(redb_err("open table"))?;
-            allocations
-                .insert(key(&entry.owner), bytes.as_slice())
-                .map_err(redb_err("write"))?;
+            for entry in entries {
+                let bytes = encode("allocation", entry)?;
+                for a in &entry.addresses {
+                    let address = a.address.addr();
+                    let text = address.to_string();
+                    let prev = addresses
+                        .insert(text.as_str(), key(&entry.owner))
+                        .map_err(redb_err("write"))?;
+                    if let Some(prev) = prev {
+                        let owner = owner_of(prev.value());
+                        if owner != entry.owner {
+                            return Err(StoreError::AddressTaken { address, owner });
+                        }
+                    }
+                }
+                allocations
+                    .insert(key(&entry.owner), bytes.as_slice())
+                    .map_err(redb_err("write"))?;
+            }
             Ok(())
         })
     }
