@@ -42,9 +42,9 @@ pub enum StartError {
     Node {
         /// `--state-dir`.
         state_dir: PathBuf,
-        /// Cause.
+        /// Cause (boxed: it is large).
         #[source]
-        source: NodeError,
+        source: Box<NodeError>,
     },
     /// The deletion queue could not be read.
     #[error("cannot replay the deletion queue: {0}")]
@@ -102,18 +102,17 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     let config = load_config(cli)?;
     let lease_seconds = config.lease_seconds;
     let state_dir = cli.state_dir.clone();
-    let node = tokio::task::spawn_blocking(move || Node::open(&state_dir, config))
+    let opened = tokio::task::spawn_blocking(move || Node::open(&state_dir, config))
         .await
-        .map_err(|e| StartError::Node {
-            state_dir: cli.state_dir.clone(),
-            source: NodeError::Task {
+        .unwrap_or_else(|e| {
+            Err(NodeError::Task {
                 reason: e.to_string(),
-            },
-        })?
-        .map_err(|source| StartError::Node {
-            state_dir: cli.state_dir.clone(),
-            source,
-        })?;
+            })
+        });
+    let node = opened.map_err(|e| StartError::Node {
+        state_dir: cli.state_dir.clone(),
+        source: Box::new(e),
+    })?;
 
     let queue = DeleteQueue::new(cli.delete_queue_dir());
     let report = queue.replay(&node).await?;

@@ -229,7 +229,13 @@ where
         return Err(too_large());
     }
     let mut bytes = Vec::new();
-    while let Some(frame) = body.as_mut().frame().await {
+    let deadline = tokio::time::Instant::now() + BODY_TIMEOUT;
+    let timed_out =
+        || ApiError::bad_request(format!("request body not received within {BODY_TIMEOUT:?}"));
+    while let Some(frame) = tokio::time::timeout_at(deadline, body.as_mut().frame())
+        .await
+        .map_err(|_| timed_out())?
+    {
         match frame {
             Ok(frame) => {
                 if let Ok(data) = frame.into_data() {
@@ -250,6 +256,9 @@ where
     serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
 }
+
+/// How long a client may take to send a request body.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// An oversize body below this is read and discarded before the 413 goes out, so
 /// the client sees the answer instead of a reset connection.

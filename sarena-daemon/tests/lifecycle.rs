@@ -24,7 +24,11 @@ fn endpoint_create(alloc: &Allocation) -> EndpointCreate {
 
 async fn owners_allocated(d: &HttpDaemon) -> Vec<String> {
     let state = d.ipam_state().await.unwrap();
-    state.allocations.into_iter().map(|r| r.owner.container_id).collect()
+    state
+        .allocations
+        .into_iter()
+        .map(|r| r.owner.container_id)
+        .collect()
 }
 
 #[tokio::test]
@@ -36,13 +40,26 @@ async fn unclaimed_allocations_expire_claimed_ones_stay() {
 
     let started = Instant::now();
     let orphan = d.allocate(alloc_req("orphan")).await.unwrap();
-    let lease = orphan.lease_expires_at.expect("an unclaimed allocation has a lease");
+    let lease = orphan
+        .lease_expires_at
+        .expect("an unclaimed allocation has a lease");
     let kept = d.allocate(alloc_req("kept")).await.unwrap();
     d.create_endpoint(endpoint_create(&kept)).await.unwrap();
     let state = d.ipam_state().await.unwrap();
-    let kept_record = state.allocations.iter().find(|r| r.owner == owner("kept")).unwrap();
-    assert_eq!(kept_record.lease_expires_at, None, "an endpoint ends the lease");
-    let orphan_record = state.allocations.iter().find(|r| r.owner == owner("orphan")).unwrap();
+    let kept_record = state
+        .allocations
+        .iter()
+        .find(|r| r.owner == owner("kept"))
+        .unwrap();
+    assert_eq!(
+        kept_record.lease_expires_at, None,
+        "an endpoint ends the lease"
+    );
+    let orphan_record = state
+        .allocations
+        .iter()
+        .find(|r| r.owner == owner("orphan"))
+        .unwrap();
     assert_eq!(orphan_record.lease_expires_at, Some(lease));
 
     loop {
@@ -51,7 +68,10 @@ async fn unclaimed_allocations_expire_claimed_ones_stay() {
             assert_eq!(owners, ["kept"]);
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "lease never expired");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "lease never expired"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The expired address is free again and the endpoint is untouched.
@@ -81,8 +101,13 @@ async fn deletion_queue_is_replayed_at_start_up() {
     assert_eq!(queue.pending().unwrap().len(), 4);
 
     let _daemon = site.start(&[]).await;
-    let endpoints: Vec<_> =
-        d.endpoints().await.unwrap().into_iter().map(|e| e.owner.container_id).collect();
+    let endpoints: Vec<_> = d
+        .endpoints()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.owner.container_id)
+        .collect();
     assert_eq!(endpoints, ["q2"]);
     assert_eq!(owners_allocated(&d).await, ["q2"]);
     assert!(queue.is_empty().unwrap(), "replayed entries are removed");
@@ -93,14 +118,18 @@ async fn deletion_queue_dir_can_be_moved() {
     let site = Site::new();
     let qdir = site.dir.path().join("elsewhere/queue");
     let queue = DeleteQueue::new(&qdir);
-    let daemon = site.start(&["--delete-queue", qdir.to_str().unwrap()]).await;
+    let daemon = site
+        .start(&["--delete-queue", qdir.to_str().unwrap()])
+        .await;
     let d = site.client();
     let a = d.allocate(alloc_req("m1")).await.unwrap();
     d.create_endpoint(endpoint_create(&a)).await.unwrap();
     daemon.kill();
     queue.enqueue(&owner("m1")).unwrap();
 
-    let _daemon = site.start(&["--delete-queue", qdir.to_str().unwrap()]).await;
+    let _daemon = site
+        .start(&["--delete-queue", qdir.to_str().unwrap()])
+        .await;
     assert_eq!(d.endpoint(owner("m1")).await.unwrap(), None);
     assert!(queue.is_empty().unwrap());
 }

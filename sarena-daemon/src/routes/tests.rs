@@ -357,3 +357,39 @@ async fn gc_and_405_and_404_answers() {
     let a = call(&d, "GET", "/v1/endpoints/c%2F1/eth0", "").await;
     assert_error(&a, 400, "bad_request", "invalid container id \"c/1\"");
 }
+
+/// A body whose client never sends anything.
+struct Silent;
+
+impl Body for Silent {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Pending
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_that_never_comes_times_out() {
+    let d = MockDaemon::new();
+    let req = Request::builder()
+        .method("POST")
+        .uri("/v1/gc")
+        .body(Silent)
+        .unwrap();
+    let resp = handle(&d, req).await;
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("not received within 10s"),
+        "{body}"
+    );
+}
