@@ -1,5 +1,5 @@
 //! IPAM benchmarks: allocate + release on the default `/16`, with 0 and with 50,000
-//! existing allocations, through the in-memory [`Allocator`] alone and through
+//! existing allocations (and 25,000 in a fragmented free set), through the in-memory [`Allocator`] alone and through
 //! [`Node`] (each operation one durable redb commit), plus `Node::open` of a store
 //! holding 50,000 allocations (daemon start-up).
 //!
@@ -63,6 +63,18 @@ fn bench_allocator(c: &mut Criterion) {
             })
         });
     }
+    // Worst case for the interval set: every other address of the first 50,000 free
+    // again (25,000 one-address intervals).
+    let mut alloc = allocator_with(50_000);
+    for i in (2..50_002u32).step_by(2) {
+        alloc.release(std::net::Ipv4Addr::from(0x0AC8_0000 + i).into());
+    }
+    group.bench_function("allocate_release/25000_existing_fragmented", |b| {
+        b.iter(|| {
+            let got = alloc.allocate("default", &[]).unwrap();
+            assert!(alloc.release(black_box(got[0].address.addr())));
+        })
+    });
     group.finish();
 }
 
