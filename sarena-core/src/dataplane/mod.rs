@@ -6,6 +6,8 @@
 //! an endpoint is registered, [`Dataplane::detach`] when it is removed, and
 //! [`Dataplane::reconcile`] at start-up with the registry's endpoints.
 
+pub mod kernel;
+
 use std::net::IpAddr;
 
 use async_trait::async_trait;
@@ -13,6 +15,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use crate::api::Endpoint;
+pub use kernel::KernelDataplane;
 
 /// Which dataplane the daemon runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
