@@ -1,6 +1,7 @@
 //! [`run`]: one plugin invocation, from environment and stdin to the text to
 //! print and the exit code. Everything testable lives here; `main` only does I/O.
 
+use sarena_core::cni::version::decode_cni_version;
 use sarena_core::cni::{CniEnv, CniError, Command, ErrorCode, NetConf, Version};
 use sarena_core::plugin::{DeleteQueue, Plugin, dispatch, version_output};
 use serde_json::Value;
@@ -133,8 +134,7 @@ pub(crate) fn io_error(msg: &str) -> (String, i32) {
 
 /// The `cniVersion` string of stdin, if stdin is a JSON object that has one.
 fn sniff_raw_version(stdin: &[u8]) -> Option<String> {
-    let value: Value = serde_json::from_slice(stdin).ok()?;
-    value.get("cniVersion")?.as_str().map(str::to_string)
+    decode_cni_version(stdin).ok().flatten()
 }
 
 /// The supported version named by stdin's `cniVersion`, if any.
