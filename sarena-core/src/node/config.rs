@@ -1,5 +1,6 @@
 //! [`NodeConfig`]: the daemon's configuration file (TOML) and its embedded default.
 
+use crate::dataplane::DataplaneMode;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -94,27 +95,6 @@ impl ConfigError {
     }
 }
 
-/// The dataplane the daemon drives.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Dataplane {
-    /// eBPF programs on the host veth ends.
-    #[default]
-    Ebpf,
-    /// Plain kernel routing.
-    Kernel,
-}
-
-impl Dataplane {
-    /// The name used in the config file and the API (`ebpf`, `kernel`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Dataplane::Ebpf => "ebpf",
-            Dataplane::Kernel => "kernel",
-        }
-    }
-}
-
 /// The daemon's configuration. See [`DEFAULT_CONFIG_TOML`] for the file format.
 ///
 /// ```
@@ -132,7 +112,7 @@ pub struct NodeConfig {
     pub mtu: u32,
     /// Dataplane mode (default `ebpf`).
     #[serde(default)]
-    pub dataplane: Dataplane,
+    pub dataplane: DataplaneMode,
     /// Masquerade pod traffic leaving the node (default false).
     #[serde(default)]
     pub masquerade: bool,
@@ -171,7 +151,7 @@ impl Default for NodeConfig {
     fn default() -> Self {
         NodeConfig {
             mtu: default_mtu(),
-            dataplane: Dataplane::default(),
+            dataplane: DataplaneMode::default(),
             masquerade: false,
             lease_seconds: default_lease_seconds(),
             ipam: IpamConfig::default(),

@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use config::{ConfigError, DEFAULT_CONFIG_TOML, Dataplane, NodeConfig};
+pub use config::{ConfigError, DEFAULT_CONFIG_TOML, NodeConfig};
 pub use error::NodeError;
 
 use crate::api::{Attachment, Endpoint};

@@ -74,7 +74,7 @@ fn default_config_toml_is_the_default() {
     let d = NodeConfig::default();
     assert_eq!(
         (d.mtu, d.dataplane, d.masquerade, d.lease_seconds),
-        (1500, Dataplane::Ebpf, false, 180)
+        (1500, crate::dataplane::DataplaneMode::Ebpf, false, 180)
     );
     let alloc = Allocator::new(&d.ipam).unwrap();
     assert_eq!(alloc.pools()[0].cidrs[0].gateway, ip("10.200.0.1"));
