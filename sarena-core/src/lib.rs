@@ -14,10 +14,12 @@
 //! - [`store`]: [`store::RedbStore`], the crash-safe redb store of allocations and endpoints.
 //! - [`node`]: [`node::Node`], the in-process [`api::Daemon`] (IPAM + endpoint registry) and
 //!   the daemon's [`node::NodeConfig`].
+//! - [`dataplane`]: the [`dataplane::Dataplane`] trait: how pod traffic is forwarded.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod api;
 pub mod cni;
+pub mod dataplane;
 pub mod ipam;
 pub mod links;
 pub mod node;

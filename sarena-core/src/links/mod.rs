@@ -1,7 +1,7 @@
 //! Netns handling and veth provisioning, behind the [`Links`] trait.
 //!
-//! The rtnetlink implementation (`RtnetlinkLinks`) comes with the host
-//! integration work; the plugin sequences are written and tested against the trait.
+//! [`RtnetlinkLinks`] is the real backend; the plugin sequences are written and
+//! tested against the trait.
 
 use std::path::Path;
 
@@ -9,6 +9,12 @@ use async_trait::async_trait;
 use ipnet::IpNet;
 
 use crate::api::RouteSpec;
+
+pub mod mac;
+mod netns;
+mod rtnl;
+
+pub use rtnl::RtnetlinkLinks;
 
 /// What to create for one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]

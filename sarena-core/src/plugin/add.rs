@@ -1,16 +1,27 @@
 //! ADD: the seed's eight steps, in order, each one trait call away.
 //!
-//! Failure handling: once the address is allocated, an [`AllocationGuard`] owns
-//! it; once the veth exists, a [`VethGuard`] owns it. Both are consumed either by
-//! `disarm()` after the endpoint is registered or by an async `rollback()` that
-//! [`guarded`] runs on every error path. Drop cannot await, so a guard dropped
-//! armed (only possible if the ADD future itself is cancelled) logs a warning;
-//! the daemon's allocation lease is the backstop in that case.
+//! Idempotence: step 2 removes a link left in the pod netns by a previous ADD of
+//! the same attachment and, when there was one, that ADD's endpoint at the daemon
+//! (which releases its address), so a repeated ADD starts from scratch.
+//!
+//! Failure handling: once the address is allocated, an `AllocationGuard` owns
+//! it; once the veth exists, a `VethGuard` owns it. [`guarded`] runs each later
+//! step and, on error, awaits the guard's `rollback()` before returning the
+//! error (veth first, then the address), or `disarm()`s it on success, so no
+//! error path can skip the cleanup. Rollback failures are logged and never
+//! replace the original error; an address the daemon cannot be told to release
+//! goes into the deletion queue. Drop cannot await, so a guard dropped armed
+//! (only when the ADD future itself is cancelled) logs a warning, and the
+//! daemon's allocation lease is the backstop. If `POST /endpoint/create` fails in
+//! a way that may have created the endpoint (a broken connection), rollback
+//! deletes the endpoint rather than releasing the bare allocation.
 
 use std::cell::Cell;
 use std::future::Future;
 
-use crate::api::{AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, EndpointCreate};
+use crate::api::{
+    AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, EndpointCreate,
+};
 use crate::cni::CniResult;
 use crate::cni::result::{Interface, IpConfig, Route};
 use crate::links::{Links, PodIfaceConfig, VethPair, VethSpec, host_ifname};
@@ -34,11 +45,18 @@ pub(crate) async fn add(
             attachment: att.clone(),
         });
     }
-    // 2. Make ADD idempotent: remove a stale link of the same name in the pod netns.
-    links
+    // 2. Make ADD idempotent: remove a stale link of the same name in the pod netns;
+    //    if there was one, the endpoint a previous ADD registered for it is stale too.
+    let stale = links
         .remove_pod_link(&req.netns, &att.ifname)
         .await
         .map_err(|e| PluginError::link(Step::RemoveStaleLink, att, e))?;
+    if stale {
+        daemon
+            .delete_endpoint(att.clone())
+            .await
+            .map_err(|e| PluginError::daemon(Step::RemoveStaleEndpoint, att, e))?;
+    }
     // 3–4. The daemon's config (MTU).
     let config = daemon
         .config()
@@ -54,8 +72,8 @@ pub(crate) async fn add(
         })
         .await
         .map_err(|e| PluginError::daemon(Step::Allocate, att, e))?;
-    let registering = Cell::new(false);
-    let mut allocated = AllocationGuard::new(daemon, queue, att, &registering);
+    let endpoint_may_exist = Cell::new(false);
+    let mut allocated = AllocationGuard::new(daemon, queue, att, &endpoint_may_exist);
     let result = guarded(&mut allocated, async {
         // 6. Create the veth pair; from here on the guard removes it on failure.
         let pair = links
@@ -76,11 +94,13 @@ pub(crate) async fn add(
                 .await
                 .map_err(|e| PluginError::link(Step::ConfigurePod, att, e))?;
             // 8. Register the endpoint: the point of no return.
-            registering.set(true);
             daemon
                 .create_endpoint(endpoint_create(req, &pair, &allocation))
                 .await
-                .map_err(|e| PluginError::daemon(Step::RegisterEndpoint, att, e))?;
+                .map_err(|e| {
+                    endpoint_may_exist.set(outcome_unknown(&e));
+                    PluginError::daemon(Step::RegisterEndpoint, att, e)
+                })?;
             Ok(cni_result(req, &config, &pair, &allocation))
         })
         .await
@@ -88,6 +108,13 @@ pub(crate) async fn add(
     .await?;
     tracing::info!(attachment = %AttachmentDisplay(att), "ADD done");
     Ok(result)
+}
+
+/// True when a failed request may still have taken effect at the daemon: the
+/// connection broke mid-request, or a success answer could not be decoded. A
+/// refusal (an API error) or an unreachable daemon means nothing happened.
+fn outcome_unknown(e: &DaemonError) -> bool {
+    !matches!(e, DaemonError::Api { .. } | DaemonError::Unreachable { .. })
 }
 
 /// Something ADD created that must be undone if a later step fails.
@@ -109,7 +136,6 @@ async fn guarded<T, G: Undo>(
             Ok(value)
         }
         Err(e) => {
-            tracing::warn!(error = %e, "ADD failed; rolling back");
             guard.rollback().await;
             Err(e)
         }
@@ -122,9 +148,10 @@ struct AllocationGuard<'a> {
     queue: Option<&'a DeleteQueue>,
     attachment: &'a Attachment,
     armed: bool,
-    /// Set before `POST /endpoint/create`: if that fails mid-way, the endpoint may
-    /// exist, so rollback deletes the endpoint (which also releases the address).
-    registration_attempted: &'a Cell<bool>,
+    /// Set when `POST /endpoint/create` failed in a way that may have created the
+    /// endpoint: rollback then deletes the endpoint (which also releases the address)
+    /// instead of releasing the bare allocation.
+    endpoint_may_exist: &'a Cell<bool>,
 }
 
 impl<'a> AllocationGuard<'a> {
@@ -132,14 +159,14 @@ impl<'a> AllocationGuard<'a> {
         daemon: &'a dyn Daemon,
         queue: Option<&'a DeleteQueue>,
         attachment: &'a Attachment,
-        registration_attempted: &'a Cell<bool>,
+        endpoint_may_exist: &'a Cell<bool>,
     ) -> Self {
         AllocationGuard {
             daemon,
             queue,
             attachment,
             armed: true,
-            registration_attempted,
+            endpoint_may_exist,
         }
     }
 }
@@ -148,7 +175,7 @@ impl Undo for AllocationGuard<'_> {
     async fn rollback(&mut self) {
         self.armed = false;
         let att = self.attachment;
-        let outcome = if self.registration_attempted.get() {
+        let outcome = if self.endpoint_may_exist.get() {
             self.daemon.delete_endpoint(att.clone()).await
         } else {
             self.daemon.release(att.clone()).await

@@ -33,7 +33,7 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
             if fail == At::Stale {
                 Err(netns_gone())
             } else {
-                Ok(true)
+                Ok(false)
             }
         });
     if fail >= At::Config {
@@ -132,7 +132,7 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
                 .in_sequence(&mut seq)
                 .returning(|_| Ok(true));
         }
-        if fail == At::Register {
+        if fail == At::Register && outcome_unknown(&register_error()) {
             d.expect_delete_endpoint()
                 .withf(|a| a == &att())
                 .times(1)
@@ -238,7 +238,7 @@ async fn pod_config_failure_removes_the_veth_then_releases() {
 }
 
 #[tokio::test]
-async fn registration_failure_removes_the_veth_and_deletes_the_endpoint() {
+async fn refused_registration_removes_the_veth_and_releases_the_address() {
     let (d, l) = mocks(At::Register, internal);
     let e = add(&d, &l, None, &add_req()).await.unwrap_err();
     assert_eq!(e.step(), Some(Step::RegisterEndpoint));
@@ -294,7 +294,66 @@ async fn queued_deletion_of_the_same_attachment_blocks_add() {
 }
 
 #[tokio::test]
-async fn transport_failure_at_registration_still_rolls_back() {
+async fn unreachable_daemon_at_registration_releases_the_address() {
+    let (d, l) = mocks(At::Register, unreachable);
+    let e = add(&d, &l, None, &add_req()).await.unwrap_err();
+    assert_eq!(e.to_cni().code, ErrorCode::TryAgainLater);
+}
+
+#[tokio::test]
+async fn stale_link_from_a_previous_add_also_drops_its_endpoint_first() {
+    let mut seq = Sequence::new();
+    let mut d = MockDaemon::new();
+    let mut l = MockLinks::new();
+    l.expect_remove_pod_link()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Ok(true));
+    d.expect_delete_endpoint()
+        .withf(|a| a == &att())
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(true));
+    d.expect_config()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|| Ok(config()));
+    d.expect_allocate()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(allocation()));
+    l.expect_create_veth()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(pair()));
+    l.expect_configure_pod()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _, _| Ok(()));
+    d.expect_create_endpoint()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|r| Ok(endpoint_from(&r)));
+    add(&d, &l, None, &add_req()).await.unwrap();
+}
+
+#[tokio::test]
+async fn stale_endpoint_that_cannot_be_removed_fails_before_allocation() {
+    let mut d = MockDaemon::new();
+    let mut l = MockLinks::new();
+    l.expect_remove_pod_link()
+        .times(1)
+        .returning(|_, _| Ok(true));
+    d.expect_delete_endpoint()
+        .times(1)
+        .returning(|_| Err(unreachable()));
+    let e = add(&d, &l, None, &add_req()).await.unwrap_err();
+    assert_eq!(e.step(), Some(Step::RemoveStaleEndpoint));
+    assert_eq!(e.to_cni().code, ErrorCode::TryAgainLater);
+}
+
+#[tokio::test]
+async fn transport_failure_at_registration_deletes_the_maybe_created_endpoint() {
     let (d, l) = mocks(At::Register, || DaemonError::Transport {
         method: "POST".into(),
         path: "/v1/endpoint/create".into(),

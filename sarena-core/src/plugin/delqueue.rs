@@ -253,6 +253,17 @@ impl DeleteQueue {
     /// without locking, when the queue is empty; returns `busy` when another process
     /// is replaying. Leftover temp files and undecodable entries are removed.
     pub async fn replay(&self, daemon: &dyn Daemon) -> Result<ReplayReport, QueueError> {
+        self.replay_at_most(daemon, usize::MAX).await
+    }
+
+    /// [`DeleteQueue::replay`], asking the daemon about at most `max` entries, so that
+    /// a plugin run after a long daemon outage is not delayed by the whole backlog
+    /// (the daemon replays the rest at start-up, or later runs do).
+    pub async fn replay_at_most(
+        &self,
+        daemon: &dyn Daemon,
+        max: usize,
+    ) -> Result<ReplayReport, QueueError> {
         let mut report = ReplayReport::default();
         if self.entry_files()?.is_empty() {
             return Ok(report);
@@ -264,7 +275,12 @@ impl DeleteQueue {
         self.remove_temp_files();
         let files = self.entry_files()?;
         let mut removed = false;
+        let mut asked = 0;
         for (i, path) in files.iter().enumerate() {
+            if asked == max {
+                report.remaining += files.len() - i;
+                break;
+            }
             let att = match read_entry(path) {
                 Ok(att) => att,
                 Err(e) => {
@@ -273,6 +289,7 @@ impl DeleteQueue {
                     continue;
                 }
             };
+            asked += 1;
             match daemon.delete_endpoint(att.clone()).await {
                 Err(e) if is_transient(&e) => {
                     tracing::info!(error = %e, "daemon unavailable; deletions stay queued");

@@ -214,6 +214,23 @@ fn replay_removes_done_entries_and_keeps_failed_ones() {
 }
 
 #[test]
+fn replay_at_most_bounds_the_daemon_calls() {
+    let (_d, q) = queue();
+    for id in ["a", "b", "c", "d", "e"] {
+        q.enqueue(&att(id)).unwrap();
+    }
+    let mut daemon = MockDaemon::new();
+    daemon
+        .expect_delete_endpoint()
+        .times(2)
+        .returning(|_| Ok(true));
+    let report = block_on(q.replay_at_most(&daemon, 2)).unwrap();
+    assert_eq!(report.done.len(), 2);
+    assert_eq!(report.remaining, 3);
+    assert_eq!(q.pending().unwrap().len(), 3);
+}
+
+#[test]
 fn replay_stops_and_keeps_everything_when_the_daemon_is_unreachable() {
     let (_d, q) = queue();
     q.enqueue(&att("a")).unwrap();

@@ -29,6 +29,8 @@ pub enum Operation {
 pub enum Step {
     /// ADD 2: delete a stale link of the same name in the pod netns.
     RemoveStaleLink,
+    /// ADD 2: delete the endpoint a previous ADD registered for that stale link.
+    RemoveStaleEndpoint,
     /// ADD 4: `GET /daemon/config`.
     DaemonConfig,
     /// ADD 5: `POST /ipam/allocate`.
@@ -68,6 +70,7 @@ impl Step {
     pub fn operation(self) -> Operation {
         match self {
             Step::RemoveStaleLink
+            | Step::RemoveStaleEndpoint
             | Step::DaemonConfig
             | Step::Allocate
             | Step::CreateVeth
@@ -88,6 +91,7 @@ impl Step {
     pub fn describe(self) -> &'static str {
         match self {
             Step::RemoveStaleLink => "remove a stale pod link",
+            Step::RemoveStaleEndpoint => "remove the stale endpoint of a previous ADD",
             Step::DaemonConfig => "get the daemon config",
             Step::Allocate => "allocate an address",
             Step::CreateVeth => "create the veth pair",

@@ -75,6 +75,9 @@ impl fmt::Debug for Plugin {
 }
 
 impl Plugin {
+    /// How many queued deletions one ADD or DEL replays at most.
+    pub const REPLAY_BATCH: usize = 64;
+
     /// A plugin without a deletion queue: a DEL that cannot reach the daemon fails
     /// (code 11) instead of being queued.
     pub fn new(daemon: Arc<dyn Daemon>, links: Arc<dyn Links>) -> Self {
@@ -97,11 +100,14 @@ impl Plugin {
         self.queue.as_ref()
     }
 
-    /// Replays queued deletions (cheap when the queue is empty). Failures are logged:
+    /// Replays up to [`Plugin::REPLAY_BATCH`] queued deletions (cheap when the queue is empty). Failures are logged:
     /// they never fail the operation that triggered the replay.
     async fn replay_pending(&self) {
         let Some(queue) = &self.queue else { return };
-        match queue.replay(self.daemon.as_ref()).await {
+        match queue
+            .replay_at_most(self.daemon.as_ref(), Self::REPLAY_BATCH)
+            .await
+        {
             Ok(report) if !report.done.is_empty() || report.remaining > 0 => {
                 tracing::info!(
                     done = report.done.len(),

@@ -1,0 +1,117 @@
+//! The node's dataplane: how pod traffic is forwarded, behind the [`Dataplane`] trait.
+//!
+//! Two backends: the kernel's routing table (`kernel` mode: per-pod host routes,
+//! the host answering for the gateway) and eBPF programs on each pod's host-side
+//! veth (`ebpf` mode, the default). The daemon calls [`Dataplane::attach`] when
+//! an endpoint is registered, [`Dataplane::detach`] when it is removed, and
+//! [`Dataplane::reconcile`] at start-up with the registry's endpoints.
+
+use std::net::IpAddr;
+
+use async_trait::async_trait;
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use crate::api::Endpoint;
+
+/// Which dataplane the daemon runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DataplaneMode {
+    /// eBPF programs on the host-side veths (default).
+    #[default]
+    Ebpf,
+    /// Kernel routing: host routes per pod, the host answers for the gateway.
+    Kernel,
+}
+
+impl DataplaneMode {
+    /// `ebpf` or `kernel`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DataplaneMode::Ebpf => "ebpf",
+            DataplaneMode::Kernel => "kernel",
+        }
+    }
+}
+
+/// Node-wide settings the dataplane needs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeNetwork {
+    /// Gateway address of every pool (the pods' next hop).
+    pub gateways: Vec<IpAddr>,
+    /// Every pool CIDR (for masquerading).
+    pub pools: Vec<IpNet>,
+    /// Masquerade traffic from the pools leaving the node.
+    pub masquerade: bool,
+}
+
+/// What [`Dataplane::reconcile`] changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReconcileReport {
+    /// Host ifnames attached (they were missing).
+    pub attached: Vec<String>,
+    /// Stale entries removed (pod addresses or ifnames).
+    pub removed: Vec<String>,
+}
+
+/// Errors from a dataplane backend.
+#[derive(Debug, thiserror::Error)]
+pub enum DataplaneError {
+    /// A netlink request failed.
+    #[error("dataplane: {call} for {object}: {message}")]
+    Netlink {
+        /// What was asked.
+        call: &'static str,
+        /// Route, link or address involved.
+        object: String,
+        /// The kernel's answer.
+        message: String,
+    },
+    /// A sysctl or other file write failed.
+    #[error("dataplane: {call} {path}: {source}")]
+    Io {
+        /// What was done.
+        call: &'static str,
+        /// The file.
+        path: String,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An external command (e.g. nft for masquerading) failed.
+    #[error("dataplane: {command} failed: {message}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// Its stderr or spawn error.
+        message: String,
+    },
+    /// eBPF load, attach or map operations failed.
+    #[error("dataplane: eBPF {call} on {object}: {message}")]
+    Ebpf {
+        /// What was asked.
+        call: &'static str,
+        /// Program, map or interface involved.
+        object: String,
+        /// Details.
+        message: String,
+    },
+}
+
+/// How pod traffic is forwarded on this node.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait Dataplane: Send + Sync {
+    /// The mode this backend implements.
+    fn mode(&self) -> DataplaneMode;
+    /// Node-level set-up: forwarding, the gateway addresses, masquerading. Idempotent.
+    async fn setup(&self, node: &NodeNetwork) -> Result<(), DataplaneError>;
+    /// Makes an endpoint reachable. Idempotent.
+    async fn attach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError>;
+    /// Removes what [`Dataplane::attach`] set up. Idempotent; missing pieces are fine.
+    async fn detach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError>;
+    /// Brings the dataplane in line with the registry: attaches what is
+    /// missing, removes what is stale.
+    async fn reconcile(&self, endpoints: &[Endpoint]) -> Result<ReconcileReport, DataplaneError>;
+}

@@ -1,0 +1,192 @@
+//! The pod side: addresses, routes and link state inside the pod netns.
+
+use std::net::IpAddr;
+
+use futures_util::TryStreamExt;
+use ipnet::IpNet;
+use rtnetlink::packet_route::address::AddressAttribute;
+use rtnetlink::packet_route::route::{
+    RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteScope,
+};
+use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
+
+use super::query::{errno, link_by_name, link_is_up, link_mac, netlink_error};
+use crate::api::RouteSpec;
+use crate::links::mac::format_mac;
+use crate::links::{LinkError, PodIfaceConfig, PodIfaceState};
+
+/// `ip addr add` each address, `ip link set IFNAME up`, then `ip route replace` each route.
+pub(crate) async fn configure(
+    handle: &Handle,
+    ifname: &str,
+    config: &PodIfaceConfig,
+) -> Result<(), LinkError> {
+    let index = index_of(handle, ifname).await?;
+    for address in &config.addresses {
+        match handle
+            .address()
+            .add(index, address.addr(), address.prefix_len())
+            .execute()
+            .await
+        {
+            Ok(()) => {}
+            Err(e) if errno(&e) == Some(libc::EEXIST) => {}
+            Err(e) => return Err(netlink_error("addr add", ifname, e)),
+        }
+    }
+    handle
+        .link()
+        .set(LinkUnspec::new_with_index(index).up().build())
+        .execute()
+        .await
+        .map_err(|e| netlink_error("link set up", ifname, e))?;
+    for route in &config.routes {
+        let message = route_message(index, route).map_err(|message| LinkError::Netlink {
+            call: "route add",
+            ifname: ifname.to_string(),
+            message,
+        })?;
+        handle
+            .route()
+            .add(message)
+            .replace()
+            .execute()
+            .await
+            .map_err(|e| netlink_error("route add", ifname, e))?;
+    }
+    Ok(())
+}
+
+/// Builds the netlink message for one route out of `index`.
+fn route_message(index: u32, route: &RouteSpec) -> Result<RouteMessage, String> {
+    let mut builder = RouteMessageBuilder::<IpAddr>::new()
+        .destination_prefix(route.dst.addr(), route.dst.prefix_len())
+        .map_err(|e| e.to_string())?
+        .output_interface(index);
+    builder = match route.gw {
+        Some(gw) => builder.gateway(gw).map_err(|e| e.to_string())?,
+        None => builder.scope(RouteScope::Link),
+    };
+    let mut message = builder.build();
+    if let Some(mtu) = route.mtu {
+        message
+            .attributes
+            .push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(mtu)]));
+    }
+    Ok(message)
+}
+
+/// Reads the pod interface: MAC, up, global addresses, routes out of it (main table).
+pub(crate) async fn inspect(
+    handle: &Handle,
+    ifname: &str,
+) -> Result<Option<PodIfaceState>, LinkError> {
+    let Some(link) = link_by_name(handle, ifname).await? else {
+        return Ok(None);
+    };
+    let index = link.header.index;
+    let addresses = handle
+        .address()
+        .get()
+        .set_link_index_filter(index)
+        .execute()
+        .try_collect::<Vec<_>>()
+        .await
+        .map_err(|e| netlink_error("addr dump", ifname, e))?
+        .into_iter()
+        .filter(|a| a.header.index == index)
+        .filter_map(|a| {
+            let prefix = a.header.prefix_len;
+            a.attributes.iter().find_map(|attr| match attr {
+                AddressAttribute::Address(ip) => IpNet::new(*ip, prefix).ok(),
+                _ => None,
+            })
+        })
+        .filter(|net| !is_link_local(net.addr()))
+        .collect();
+    let mut routes = Vec::new();
+    let families = [
+        RouteMessageBuilder::<std::net::Ipv4Addr>::new().build(),
+        RouteMessageBuilder::<std::net::Ipv6Addr>::new().build(),
+    ];
+    for family in families {
+        let found: Vec<RouteMessage> = handle
+            .route()
+            .get(family)
+            .execute()
+            .try_collect()
+            .await
+            .map_err(|e| netlink_error("route dump", ifname, e))?;
+        routes.extend(found.iter().filter_map(|r| route_spec(r, index)));
+    }
+    Ok(Some(PodIfaceState {
+        mac: link_mac(&link).map(format_mac).unwrap_or_default(),
+        addresses,
+        routes,
+        up: link_is_up(&link),
+    }))
+}
+
+/// The index of `ifname`, or an error naming it.
+async fn index_of(handle: &Handle, ifname: &str) -> Result<u32, LinkError> {
+    match link_by_name(handle, ifname).await? {
+        Some(link) => Ok(link.header.index),
+        None => Err(LinkError::Netlink {
+            call: "link get",
+            ifname: ifname.to_string(),
+            message: "no such interface in the pod netns".into(),
+        }),
+    }
+}
+
+/// A [`RouteSpec`] for a main-table route out of `index`; `None` for others.
+fn route_spec(route: &RouteMessage, index: u32) -> Option<RouteSpec> {
+    const MAIN_TABLE: u32 = 254;
+    let mut oif = None;
+    let mut table = u32::from(route.header.table);
+    let mut dst = None;
+    let mut gw = None;
+    let mut mtu = None;
+    for attribute in &route.attributes {
+        match attribute {
+            RouteAttribute::Oif(i) => oif = Some(*i),
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::Destination(a) => dst = route_ip(a),
+            RouteAttribute::Gateway(a) => gw = route_ip(a),
+            RouteAttribute::Metrics(metrics) => {
+                mtu = metrics.iter().find_map(|m| match m {
+                    RouteMetric::Mtu(v) => Some(*v),
+                    _ => None,
+                })
+            }
+            _ => {}
+        }
+    }
+    if oif != Some(index) || table != MAIN_TABLE {
+        return None;
+    }
+    let prefix = route.header.destination_prefix_length;
+    let dst = match dst {
+        Some(ip) => IpNet::new(ip, prefix).ok()?,
+        None if route.header.address_family == rtnetlink::packet_route::AddressFamily::Inet6 => {
+            IpNet::new(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), 0).ok()?
+        }
+        None => IpNet::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0).ok()?,
+    };
+    Some(RouteSpec { dst, gw, mtu })
+}
+
+fn route_ip(address: &RouteAddress) -> Option<IpAddr> {
+    match address {
+        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
+        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    }
+}
+
+fn is_link_local(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+    }
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Idempotent set-up of everything Sarena's build, demo and tests need on a fresh
+# Debian machine (run as root). Safe to run again: each step checks first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# Debian packages the tests and the demo use.
+APT_PACKAGES=(iproute2 jq iputils-ping nftables curl)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# bpffs for the eBPF dataplane's pins.
+if [ "$(id -u)" = 0 ] && ! mount | grep -q ' /sys/fs/bpf type bpf'; then
+  log "mounting bpffs on /sys/fs/bpf"
+  mount -t bpf bpf /sys/fs/bpf
+fi
+
+log "done"
