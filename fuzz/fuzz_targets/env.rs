@@ -19,8 +19,14 @@ enum Entry {
     Other(String, String),
 }
 
-const VARS: [&str; 6] =
-    ["CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH"];
+const VARS: [&str; 6] = [
+    "CNI_COMMAND",
+    "CNI_CONTAINERID",
+    "CNI_NETNS",
+    "CNI_IFNAME",
+    "CNI_ARGS",
+    "CNI_PATH",
+];
 
 fuzz_target!(|entries: Vec<Entry>| {
     let mut map = HashMap::new();
@@ -45,10 +51,14 @@ fuzz_target!(|entries: Vec<Entry>| {
             return;
         }
     };
-    assert_eq!(Some(env.command.as_str()), map.get("CNI_COMMAND").map(String::as_str));
+    assert_eq!(
+        Some(env.command.as_str()),
+        map.get("CNI_COMMAND").map(String::as_str)
+    );
     assert!(env.path.iter().all(|p| !p.as_os_str().is_empty()));
     if env.command.is_attachment() {
-        validate::container_id(env.container_id.as_deref().expect("container id")).expect("valid id");
+        validate::container_id(env.container_id.as_deref().expect("container id"))
+            .expect("valid id");
         validate::interface_name(env.ifname.as_deref().expect("ifname")).expect("valid ifname");
         if env.command != Command::Del {
             assert!(env.netns.is_some());

@@ -14,7 +14,10 @@ fuzz_target!(|data: &[u8]| {
         Ok(conf) => conf,
         Err(e) => {
             assert!(
-                matches!(e.code, ErrorCode::Decode | ErrorCode::InvalidConfig | ErrorCode::IncompatibleVersion),
+                matches!(
+                    e.code,
+                    ErrorCode::Decode | ErrorCode::InvalidConfig | ErrorCode::IncompatibleVersion
+                ),
                 "unexpected code {e}"
             );
             return;
@@ -24,13 +27,19 @@ fuzz_target!(|data: &[u8]| {
     validate::network_name(&conf.name).expect("parse accepted the name");
     assert!(!conf.plugin_type.is_empty());
     for cmd in Command::ALL {
-        assert_eq!(check_command_version(cmd, v).is_ok(), v >= cmd.min_version());
+        assert_eq!(
+            check_command_version(cmd, v).is_ok(),
+            v >= cmd.min_version()
+        );
     }
     if let Err(e) = conf.requested_ips() {
         assert_eq!(e.code, ErrorCode::InvalidConfig);
     }
     let gc = conf.gc_valid_attachments();
-    assert_eq!(gc.is_some(), conf.valid_attachments.is_some() || conf.attachments.is_some());
+    assert_eq!(
+        gc.is_some(),
+        conf.valid_attachments.is_some() || conf.attachments.is_some()
+    );
 
     let back = serde_json::to_vec(&conf).expect("serializes");
     let again = NetConf::parse(&back).expect("own output parses");
@@ -38,7 +47,10 @@ fuzz_target!(|data: &[u8]| {
 
     if let Some(prev) = &conf.prev_result {
         if let Ok(result) = CniResult::from_json(prev, v) {
-            for out in [sarena_core::cni::Version::V1_0_0, sarena_core::cni::Version::V1_1_0] {
+            for out in [
+                sarena_core::cni::Version::V1_0_0,
+                sarena_core::cni::Version::V1_1_0,
+            ] {
                 result.to_json(out).expect("1.x can print any result");
             }
         }

@@ -110,6 +110,38 @@ pub fn version_answer(cni_version: &str) -> serde_json::Value {
     })
 }
 
+/// Reads just the `cniVersion` of a stdin document, without validating the
+/// rest: what VERSION echoes, and what an error answer for an unparsable
+/// config should carry.
+///
+/// Empty (or blank) input, and a missing, `null` or empty `cniVersion`, give
+/// `Ok(None)`; the string is returned unvalidated. Input that is not a JSON
+/// object, or a `cniVersion` that is not a string, is error 6.
+///
+/// ```
+/// use sarena_core::cni::version::decode_cni_version;
+/// assert_eq!(decode_cni_version(br#"{"cniVersion":"1.0.0"}"#).unwrap().as_deref(), Some("1.0.0"));
+/// assert_eq!(decode_cni_version(b"").unwrap(), None);
+/// ```
+pub fn decode_cni_version(stdin: &[u8]) -> Result<Option<String>, CniError> {
+    if stdin.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let decode = |msg: &str| CniError::new(ErrorCode::Decode, msg.to_string());
+    let value: serde_json::Value = serde_json::from_slice(stdin).map_err(|e| {
+        decode("failed to decode cniVersion from stdin").with_details(e.to_string())
+    })?;
+    let serde_json::Value::Object(map) = value else {
+        return Err(decode("stdin is not a JSON object"));
+    };
+    match map.get("cniVersion") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) if s.is_empty() => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(decode("`cniVersion` is not a string")),
+    }
+}
+
 /// Shortens untrusted input echoed in an error message.
 pub(crate) fn truncate(s: &str) -> &str {
     const MAX: usize = 64;
@@ -172,6 +204,26 @@ mod tests {
         let long = "é".repeat(100);
         let err = Version::parse(&long).unwrap_err();
         assert!(err.msg.len() < 250, "{}", err.msg);
+    }
+
+    #[test]
+    fn decode_cni_version_reads_only_the_version() {
+        let got = decode_cni_version(br#"{"cniVersion":"0.3.1","name":1}"#).unwrap();
+        assert_eq!(got.as_deref(), Some("0.3.1"));
+        let got = decode_cni_version(br#"{"cniVersion":"7.7.7"}"#).unwrap();
+        assert_eq!(got.as_deref(), Some("7.7.7"));
+        for none in [
+            &b""[..],
+            b"  \n",
+            b"{}",
+            br#"{"cniVersion":null}"#,
+            br#"{"cniVersion":""}"#,
+        ] {
+            assert_eq!(decode_cni_version(none).unwrap(), None);
+        }
+        for bad in [&b"{"[..], b"[]", b"\"1.0.0\"", br#"{"cniVersion":1}"#] {
+            assert_eq!(decode_cni_version(bad).unwrap_err().code, ErrorCode::Decode);
+        }
     }
 
     #[test]
