@@ -5,5 +5,6 @@
 
 pub mod app;
 pub mod cli;
+pub mod dataplane;
 pub mod routes;
 pub mod server;

@@ -28,6 +28,9 @@ pub enum DataplaneMode {
     Ebpf,
     /// Kernel routing: host routes per pod, the host answers for the gateway.
     Kernel,
+    /// No forwarding at all: the daemon only does IPAM and the endpoint
+    /// registry (development, or another component forwards pod traffic).
+    None,
 }
 
 impl DataplaneMode {
@@ -36,6 +39,7 @@ impl DataplaneMode {
         match self {
             DataplaneMode::Ebpf => "ebpf",
             DataplaneMode::Kernel => "kernel",
+            DataplaneMode::None => "none",
         }
     }
 }
