@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::Endpoint;
 
+pub mod ebpf;
+
 /// Which dataplane the daemon runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
