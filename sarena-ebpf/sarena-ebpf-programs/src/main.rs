@@ -26,8 +26,7 @@ use sarena_common::{EndpointCounters, EndpointInfo, EndpointKey, MAX_ENDPOINTS};
 
 /// Pod address → where it lives (filled by user space, pinned).
 #[map(name = "SARENA_ENDPOINTS")]
-static SARENA_ENDPOINTS: HashMap<EndpointKey, EndpointInfo> =
-    HashMap::pinned(MAX_ENDPOINTS, 0);
+static SARENA_ENDPOINTS: HashMap<EndpointKey, EndpointInfo> = HashMap::pinned(MAX_ENDPOINTS, 0);
 
 /// Host veth ifindex → counters (entries created by user space, pinned).
 #[map(name = "SARENA_COUNTERS")]

@@ -22,7 +22,11 @@ pub fn ifindex(ctx: &TcContext) -> u32 {
 pub fn pull_headers(ctx: &TcContext) {
     let linear = ctx.data_end().saturating_sub(ctx.data());
     if (linear as u32) < PULL_LEN {
-        let want = if ctx.len() < PULL_LEN { ctx.len() } else { PULL_LEN };
+        let want = if ctx.len() < PULL_LEN {
+            ctx.len()
+        } else {
+            PULL_LEN
+        };
         let _ = ctx.pull_data(want);
     }
 }

@@ -166,7 +166,7 @@ impl AyaDataplane {
                 }
                 Ok(Some(total))
             }
-            Err(aya::maps::MapError::KeyNotFound) => Ok(None),
+            Err(e) if is_not_found(&e) => Ok(None),
             Err(e) => Err(ebpf_err("read counters", host_ifindex.to_string(), e)),
         }
     }
@@ -290,7 +290,7 @@ impl AyaDataplane {
             let path = self.link_path(&wanted);
             // Dropping the pinned link closes our fd; the pin keeps it attached.
             link.pin(&path)
-                .map_err(|e| ebpf_err("pin link", path.display().to_string(), e))?;
+                .map_err(|e| ebpf_err("pin link", path.display().to_string(), error_chain(&e)))?;
             changed = true;
         }
         Ok(changed)
@@ -317,7 +317,7 @@ impl AyaDataplane {
             }
         }
         if let Err(e) = state.counters.remove(&endpoint.host_ifindex)
-            && !matches!(e, aya::maps::MapError::KeyNotFound)
+            && !is_not_found(&e)
         {
             errors.push(format!("counters: {e}"));
         }
@@ -334,11 +334,7 @@ impl AyaDataplane {
 
     fn unpin(&self, link: &PinnedAttachment) -> Result<(), DataplaneError> {
         let path = self.link_path(link);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err("unpin link", &path, e)),
-        }
+        pins::detach_and_unpin(&path).map_err(|e| io_err("detach link", &path, e))
     }
 
     /// Removes whatever the registry does not know; returns what was removed.
@@ -411,6 +407,15 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+/// A lookup or delete of a missing key (reported either way by aya).
+fn is_not_found(e: &aya::maps::MapError) -> bool {
+    match e {
+        aya::maps::MapError::KeyNotFound => true,
+        aya::maps::MapError::SyscallError(s) => s.io_error.raw_os_error() == Some(libc::ENOENT),
+        _ => false,
+    }
 }
 
 fn if_nametoindex(ifname: &str) -> Option<u32> {
