@@ -73,8 +73,10 @@ fn main() {
 /// `Err(what)` when nightly, its rust-src or bpf-linker is missing.
 fn toolchain_present() -> Result<(), String> {
     let ok = |cmd: &mut Command| cmd.output().is_ok_and(|o| o.status.success());
-    if !ok(Command::new("bpf-linker").arg("--version")) {
-        return Err("bpf-linker not found".into());
+    // Through rustup, as aya-build runs it: bpf-linker links nightly's
+    // libLLVM, which rustup puts on the library path.
+    if !ok(Command::new("rustup").args(["run", "nightly", "bpf-linker", "--version"])) {
+        return Err("bpf-linker not found or not runnable with nightly".into());
     }
     let sysroot = Command::new("rustup")
         .args(["run", "nightly", "rustc", "--print", "sysroot"])

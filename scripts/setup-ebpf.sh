@@ -36,7 +36,8 @@ if [ -z "$llvm_lib" ]; then
   exit 1
 fi
 stamp="${CARGO_HOME:-$HOME/.cargo}/.sarena-bpf-linker-llvm"
-if command -v bpf-linker >/dev/null 2>&1 && [ "$(cat "$stamp" 2>/dev/null)" = "$llvm_lib" ]; then
+if rustup run "$NIGHTLY" bpf-linker --version >/dev/null 2>&1 \
+  && [ "$(cat "$stamp" 2>/dev/null)" = "$llvm_lib" ]; then
   log "bpf-linker already built against $(basename "$llvm_lib")"
   exit 0
 fi
@@ -45,7 +46,8 @@ prefix="${CARGO_HOME:-$HOME/.cargo}/sarena-llvm-prefix"
 mkdir -p "$prefix/lib"
 ln -sf "$llvm_lib" "$prefix/lib/libLLVM.so"
 log "building bpf-linker against $(basename "$llvm_lib") (about a minute)"
-LLVM_PREFIX="$prefix" cargo install bpf-linker --locked --force \
+# The rpath lets bpf-linker find libLLVM outside `rustup run` too.
+RUSTFLAGS="-C link-arg=-Wl,-rpath,$sysroot/lib" LLVM_PREFIX="$prefix" cargo install bpf-linker --locked --force \
   --no-default-features --features "$LLVM_FEATURE"
 printf '%s' "$llvm_lib" > "$stamp"
 log "done"

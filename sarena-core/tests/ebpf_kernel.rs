@@ -511,3 +511,104 @@ async fn pins_survive_the_loader_and_reconcile_repairs_drift() {
         "{report:?}"
     );
 }
+
+/// Sends raw Ethernet frames out of the pod's `eth0` (AF_PACKET, from a
+/// thread inside the pod's netns).
+fn send_raw_frames(pod: &Pod, frames: Vec<Vec<u8>>) {
+    in_netns(&pod.netns.path(), move || {
+        // SAFETY: plain socket calls with valid arguments; the fd is closed below.
+        unsafe {
+            let proto = (libc::ETH_P_ALL as u16).to_be() as i32;
+            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto);
+            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+            let ifindex = libc::if_nametoindex(c"eth0".as_ptr());
+            assert!(ifindex > 0);
+            let mut addr: libc::sockaddr_ll = std::mem::zeroed();
+            addr.sll_family = libc::AF_PACKET as u16;
+            addr.sll_protocol = proto as u16;
+            addr.sll_ifindex = ifindex as i32;
+            addr.sll_halen = 6;
+            for frame in &frames {
+                let sent = libc::sendto(
+                    fd,
+                    frame.as_ptr().cast(),
+                    frame.len(),
+                    0,
+                    (&raw const addr).cast(),
+                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
+                );
+                assert!(
+                    sent == frame.len() as isize,
+                    "sendto: {}",
+                    std::io::Error::last_os_error()
+                );
+            }
+            libc::close(fd);
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+#[tokio::test]
+async fn malformed_frames_are_dropped_and_counted() {
+    if !require_root("malformed_frames_are_dropped_and_counted") {
+        return;
+    }
+    let Some(object) = object("malformed_frames_are_dropped_and_counted") else {
+        return;
+    };
+    let pins = PinDir::new();
+    let links = RtnetlinkLinks::new().unwrap();
+    let (a, b) = (Pod::new(&links, 2).await, Pod::new(&links, 3).await);
+    let dp = AyaDataplane::open(&object, &pins.0).unwrap();
+    dp.attach(&a.endpoint).await.unwrap();
+    dp.attach(&b.endpoint).await.unwrap();
+
+    let host_mac = sarena_core::links::mac::parse_mac(&a.endpoint.host_mac).unwrap();
+    let pod_mac = sarena_core::links::mac::parse_mac(&a.endpoint.pod_mac).unwrap();
+    let eth = |ether_type: [u8; 2]| {
+        let mut f = Vec::new();
+        f.extend_from_slice(&host_mac);
+        f.extend_from_slice(&pod_mac);
+        f.extend_from_slice(&ether_type);
+        f
+    };
+    let mut truncated_ip = eth([0x08, 0x00]);
+    truncated_ip.extend_from_slice(&[0x45, 0, 0, 20, 0, 0]);
+    let mut bad_version = eth([0x08, 0x00]);
+    let mut header = [0u8; 20];
+    header[0] = 0x65; // version 6 in an IPv4 ethertype
+    header[8] = 64;
+    header[16..20].copy_from_slice(&b.ip().octets());
+    bad_version.extend_from_slice(&header);
+    let mut short_ihl = bad_version.clone();
+    short_ihl[14] = 0x44; // header length 16 bytes
+    let mut truncated_arp = eth([0x08, 0x06]);
+    truncated_arp.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    let mut bad_arp_lengths = eth([0x08, 0x06]);
+    bad_arp_lengths.extend_from_slice(&[0, 1, 8, 0, 8, 4, 0, 1]);
+    bad_arp_lengths.extend_from_slice(&[0u8; 24]);
+    // (A frame shorter than an Ethernet header cannot be sent: the kernel
+    // refuses it before any program sees it.)
+    send_raw_frames(
+        &a,
+        vec![
+            truncated_ip,
+            bad_version,
+            short_ihl,
+            truncated_arp,
+            bad_arp_lengths,
+        ],
+    );
+
+    let c = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    assert_eq!(
+        c.drops,
+        [0, 3, 2, 0],
+        "drops by reason (ethernet, ipv4, arp, rewrite): {c:?}"
+    );
+    assert_eq!(c.redirected_packets, 0, "{c:?}");
+    // Nothing was forwarded, and traffic still flows.
+    assert!(a.ping(&b, 1));
+}

@@ -1,10 +1,13 @@
 //! Answering the pod's ARP requests with the host end's MAC.
 
-use aya_ebpf::{bindings::TC_ACT_OK, helpers::generated::bpf_redirect, programs::TcContext};
+use aya_ebpf::{helpers::generated::bpf_redirect, programs::TcContext};
 use network_types::{arp::ArpHdr, eth::EthHdr};
 use sarena_common::{DropReason, EndpointKey};
 
-use crate::{SARENA_ENDPOINTS, counters, packet::ptr_at};
+use crate::{
+    SARENA_ENDPOINTS, counters,
+    packet::{ptr_at, verdict},
+};
 
 const ARP_HTYPE_ETHERNET: [u8; 2] = [0, 1];
 const ARP_PTYPE_IPV4: [u8; 2] = [0x08, 0x00];
@@ -22,24 +25,24 @@ pub fn try_arp(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
     // SAFETY: both pointers were bounds-checked against data_end above.
     let (eth, arp) = unsafe { (&mut *eth, &mut *arp) };
     if arp.htype != ARP_HTYPE_ETHERNET || arp.ptype != ARP_PTYPE_IPV4 {
-        return Ok(TC_ACT_OK as i32);
+        return Ok(verdict::OK);
     }
     if arp.hlen != 6 || arp.plen != 4 {
         return Err(DropReason::MalformedArp);
     }
     if arp.oper != ARP_OP_REQUEST || arp.tpa == arp.spa {
         // Replies and gratuitous ARP are the host stack's business.
-        return Ok(TC_ACT_OK as i32);
+        return Ok(verdict::OK);
     }
     // The sender must be the pod on this very veth (a probe from 0.0.0.0 or a
     // foreign address is left to the host stack).
     let Some(sender) = SARENA_ENDPOINTS.get_ptr(EndpointKey::new(arp.spa)) else {
-        return Ok(TC_ACT_OK as i32);
+        return Ok(verdict::OK);
     };
     // SAFETY: a map value pointer returned by the lookup helper.
     let sender = unsafe { *sender };
     if sender.ifindex != ifindex {
-        return Ok(TC_ACT_OK as i32);
+        return Ok(verdict::OK);
     }
 
     let asked = arp.tpa;

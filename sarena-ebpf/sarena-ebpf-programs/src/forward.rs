@@ -1,7 +1,6 @@
 //! Pod → pod forwarding on this node.
 
 use aya_ebpf::{
-    bindings::{TC_ACT_OK, TC_ACT_REDIRECT},
     helpers::generated::{bpf_redirect, bpf_redirect_peer},
     programs::TcContext,
 };
@@ -10,7 +9,7 @@ use sarena_common::{DropReason, ENDPOINT_F_ACTIVE, EndpointKey};
 
 use crate::{
     SARENA_ENDPOINTS, arp, counters,
-    packet::{ifindex, ptr_at, pull_headers},
+    packet::{ifindex, ptr_at, pull_headers, verdict},
 };
 
 const ETH_P_IP: u16 = 0x0800;
@@ -26,7 +25,7 @@ pub fn try_from_container(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReas
     match ether_type {
         ETH_P_ARP => arp::try_arp(ctx, ifindex),
         ETH_P_IP => try_ipv4(ctx, ifindex),
-        _ => Ok(TC_ACT_OK as i32),
+        _ => Ok(verdict::OK),
     }
 }
 
@@ -42,14 +41,14 @@ fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
         return Err(DropReason::MalformedIpv4);
     }
     let Some(dst) = SARENA_ENDPOINTS.get_ptr(EndpointKey::new(ip.dst_addr)) else {
-        return Ok(TC_ACT_OK as i32);
+        return Ok(verdict::OK);
     };
     // SAFETY: a map value pointer returned by the lookup helper.
     let dst = unsafe { *dst };
     if dst.flags & ENDPOINT_F_ACTIVE == 0 || dst.ifindex == ifindex || ip.ttl <= 1 {
         // Hairpin, not ready, or expiring: the host stack handles it (and
         // sends ICMP time exceeded where due).
-        return Ok(TC_ACT_OK as i32);
+        return Ok(verdict::OK);
     }
 
     eth.dst_addr = dst.pod_mac;
@@ -62,12 +61,12 @@ fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
     // of the destination's host veth instead.
     // SAFETY: plain helper calls; they only record the target device.
     let action = unsafe { bpf_redirect_peer(dst.ifindex, 0) };
-    if action == i64::from(TC_ACT_REDIRECT) {
+    if action == verdict::REDIRECT {
         return Ok(action as i32);
     }
     // SAFETY: as above.
     let action = unsafe { bpf_redirect(dst.ifindex, 0) };
-    if action == i64::from(TC_ACT_REDIRECT) {
+    if action == verdict::REDIRECT {
         Ok(action as i32)
     } else {
         Err(DropReason::RewriteFailed)
@@ -88,5 +87,5 @@ fn decrement_ttl(ip: &mut Ipv4Hdr) {
 #[inline(always)]
 pub fn try_to_container(ctx: &TcContext) -> Result<i32, i32> {
     counters::to_pod(ifindex(ctx), ctx.len());
-    Ok(TC_ACT_OK as i32)
+    Ok(verdict::OK)
 }

@@ -17,11 +17,11 @@ mod forward;
 mod packet;
 
 use aya_ebpf::{
-    bindings::TC_ACT_SHOT,
     macros::{classifier, map},
     maps::{HashMap, PerCpuHashMap},
     programs::TcContext,
 };
+use packet::verdict;
 use sarena_common::{EndpointCounters, EndpointInfo, EndpointKey, MAX_ENDPOINTS};
 
 /// Pod address → where it lives (filled by user space, pinned).
@@ -42,7 +42,7 @@ pub fn from_container(ctx: TcContext) -> i32 {
         Ok(action) => action,
         Err(reason) => {
             counters::dropped(ifindex, reason);
-            TC_ACT_SHOT as i32
+            verdict::SHOT
         }
     }
 }

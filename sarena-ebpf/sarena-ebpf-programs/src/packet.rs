@@ -41,3 +41,17 @@ pub fn ptr_at<T>(ctx: &TcContext, offset: usize, reason: DropReason) -> Result<*
     }
     Ok((start + offset) as *mut T)
 }
+
+/// TC verdicts as the programs return them. The bindings' integer type
+/// differs between targets, hence the casts in one place.
+#[allow(clippy::unnecessary_cast)]
+pub mod verdict {
+    use aya_ebpf::bindings::{TC_ACT_OK, TC_ACT_REDIRECT, TC_ACT_SHOT};
+
+    /// Continue: to the host stack (ingress) or out of the device (egress).
+    pub const OK: i32 = TC_ACT_OK as i32;
+    /// Drop.
+    pub const SHOT: i32 = TC_ACT_SHOT as i32;
+    /// What the redirect helpers return on success.
+    pub const REDIRECT: i64 = TC_ACT_REDIRECT as i64;
+}
