@@ -300,10 +300,10 @@ impl AyaDataplane {
     fn detach_locked(&self, state: &mut State, endpoint: &Endpoint) -> Result<(), DataplaneError> {
         let mut errors = Vec::new();
         for link in self.pinned_links()? {
-            if link.ifname == endpoint.host_ifname || link.ifindex == endpoint.host_ifindex {
-                if let Err(e) = self.unpin(&link) {
-                    errors.push(e.to_string());
-                }
+            if link.ifname == endpoint.host_ifname
+                && let Err(e) = self.unpin(&link)
+            {
+                errors.push(e.to_string());
             }
         }
         for addr in entries::ipv4_addresses(&endpoint.addresses) {
