@@ -21,7 +21,8 @@ use aya::programs::tc::TcAttachType;
 use common::{HostLinkGuard, TestNetns, require_root, run};
 use sarena_core::api::{Attachment, Endpoint, PodRef, RouteSpec};
 use sarena_core::dataplane::ebpf::{AyaDataplane, EndpointInfo, EndpointKey};
-use sarena_core::dataplane::{Dataplane, NodeNetwork};
+use sarena_core::dataplane::kernel::KernelNames;
+use sarena_core::dataplane::{Dataplane, KernelDataplane, NodeNetwork};
 use sarena_core::links::{Links, PodIfaceConfig, RtnetlinkLinks, VethSpec, host_ifname};
 
 const GATEWAY: &str = "10.251.0.1";
@@ -105,6 +106,11 @@ struct Pod {
 
 impl Pod {
     async fn new(links: &RtnetlinkLinks, host: u8) -> Pod {
+        Pod::in_subnet(links, GATEWAY, host).await
+    }
+
+    /// A pod `<subnet>.<host>/24` whose gateway is `gateway` (`<subnet>.1`).
+    async fn in_subnet(links: &RtnetlinkLinks, gateway: &str, host: u8) -> Pod {
         let netns = TestNetns::new();
         let container = common::unique("ebpf");
         let spec = VethSpec {
@@ -116,13 +122,14 @@ impl Pod {
         };
         let guard = HostLinkGuard(spec.host_ifname.clone());
         let pair = links.create_veth(&spec).await.unwrap();
-        let address = format!("10.251.0.{host}/24").parse().unwrap();
-        let gw: IpAddr = GATEWAY.parse().unwrap();
+        let prefix = gateway.rsplit_once('.').unwrap().0;
+        let address = format!("{prefix}.{host}/24").parse().unwrap();
+        let gw: IpAddr = gateway.parse().unwrap();
         let config = PodIfaceConfig {
             addresses: vec![address],
             routes: vec![
                 RouteSpec {
-                    dst: format!("{GATEWAY}/32").parse().unwrap(),
+                    dst: format!("{gateway}/32").parse().unwrap(),
                     gw: None,
                     mtu: None,
                 },
@@ -171,10 +178,13 @@ impl Pod {
 
     /// `ping` from this pod; true when every echo was answered.
     fn ping(&self, to: &Pod, count: u32) -> bool {
+        self.ping_addr(&to.ip().to_string(), count)
+    }
+
+    fn ping_addr(&self, to: &str, count: u32) -> bool {
         let out = std::process::Command::new("ip")
             .args(["netns", "exec", &self.netns.name, "ping", "-n", "-q"])
-            .args(["-c", &count.to_string(), "-i", "0.2", "-W", "1"])
-            .arg(to.ip().to_string())
+            .args(["-c", &count.to_string(), "-i", "0.2", "-W", "1", to])
             .output()
             .unwrap();
         out.status.success()
@@ -611,4 +621,85 @@ async fn malformed_frames_are_dropped_and_counted() {
     assert_eq!(c.redirected_packets, 0, "{c:?}");
     // Nothing was forwarded, and traffic still flows.
     assert!(a.ping(&b, 1));
+}
+
+/// The kernel dataplane's objects under unique names, torn down on drop.
+struct HostStack {
+    names: KernelNames,
+}
+
+impl HostStack {
+    fn new() -> Self {
+        HostStack {
+            names: KernelNames {
+                gateway_device: common::unique("srgw"),
+                gateway_peer: common::unique("srgp"),
+                nft_table: common::unique("srt"),
+            },
+        }
+    }
+}
+
+impl Drop for HostStack {
+    fn drop(&mut self) {
+        // The test's runtime is blocked in this drop: tear down on a fresh one.
+        let names = self.names.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async { KernelDataplane::with_names(names).unwrap().teardown().await })
+        })
+        .join();
+    }
+}
+
+#[tokio::test]
+async fn with_the_kernel_dataplane_as_host_stack_pods_also_reach_the_host() {
+    let test = "with_the_kernel_dataplane_as_host_stack_pods_also_reach_the_host";
+    if !require_root(test) {
+        return;
+    }
+    let Some(object) = object(test) else {
+        return;
+    };
+    let gateway = "10.254.0.1";
+    let pins = PinDir::new();
+    let host = HostStack::new();
+    let links = RtnetlinkLinks::new().unwrap();
+    let a = Pod::in_subnet(&links, gateway, 2).await;
+    let b = Pod::in_subnet(&links, gateway, 3).await;
+    let kernel = KernelDataplane::with_names(host.names.clone()).unwrap();
+    let dp = AyaDataplane::open(&object, &pins.0)
+        .unwrap()
+        .with_host_stack(std::sync::Arc::new(kernel));
+    dp.setup(&NodeNetwork {
+        gateways: vec![gateway.parse().unwrap()],
+        pools: vec!["10.254.0.0/24".parse().unwrap()],
+        masquerade: false,
+    })
+    .await
+    .unwrap();
+    dp.attach(&a.endpoint).await.unwrap();
+    dp.attach(&b.endpoint).await.unwrap();
+
+    // The host routes exist now, yet pod ↔ pod still takes the eBPF path.
+    assert!(a.ping(&b, 2));
+    let ca = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    assert!(ca.redirected_packets >= 2, "{ca:?}");
+    // The gateway is the host: answered through the host stack, and the
+    // reply comes back through to_container.
+    let before = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    assert!(a.ping_addr(gateway, 2), "pod -> gateway (host)");
+    let after = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    assert!(
+        after.to_pod_packets >= before.to_pod_packets + 2,
+        "{after:?}"
+    );
+    assert_eq!(after.redirected_packets, before.redirected_packets);
+
+    dp.detach(&a.endpoint).await.unwrap();
+    dp.detach(&b.endpoint).await.unwrap();
+    assert!(!a.ping(&b, 1));
 }
