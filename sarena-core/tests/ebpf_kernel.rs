@@ -703,3 +703,138 @@ async fn with_the_kernel_dataplane_as_host_stack_pods_also_reach_the_host() {
     dp.detach(&b.endpoint).await.unwrap();
     assert!(!a.ping(&b, 1));
 }
+
+/// iperf3 TCP throughput (Gbit/s) from `client` netns to `server_ip` in `server` netns.
+fn iperf3_gbits(client: &str, server: &str, server_ip: &str) -> f64 {
+    let mut srv = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", server, "iperf3", "-s", "-1", "-B", server_ip,
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = run(&[
+        "ip", "netns", "exec", client, "iperf3", "-c", server_ip, "-t", "3", "-J",
+    ]);
+    let _ = srv.wait();
+    let json: serde_json::Value = serde_json::from_str(&out).unwrap();
+    json["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap()
+        / 1e9
+}
+
+/// Round trips per second of 1-byte request/response over one TCP connection
+/// (TCP_NODELAY) for `secs` seconds.
+fn request_response_rate(client: &Path, server: &Path, server_ip: Ipv4Addr, secs: u64) -> f64 {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let srv = in_netns(server, move || {
+        let listener = TcpListener::bind(SocketAddr::from((server_ip, 0))).unwrap();
+        tx.send(listener.local_addr().unwrap().port()).unwrap();
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.set_nodelay(true).unwrap();
+        let mut byte = [0u8; 1];
+        while conn.read_exact(&mut byte).is_ok() {
+            if conn.write_all(&byte).is_err() {
+                break;
+            }
+        }
+    });
+    let port = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let cli = in_netns(client, move || {
+        let mut conn = TcpStream::connect(SocketAddr::from((server_ip, port))).unwrap();
+        conn.set_nodelay(true).unwrap();
+        let start = std::time::Instant::now();
+        let mut n = 0u64;
+        let mut byte = [7u8; 1];
+        while start.elapsed() < Duration::from_secs(secs) {
+            conn.write_all(&byte).unwrap();
+            conn.read_exact(&mut byte).unwrap();
+            n += 1;
+        }
+        n as f64 / start.elapsed().as_secs_f64()
+    });
+    let rate = cli.join().unwrap();
+    srv.join().unwrap();
+    rate
+}
+
+/// Throughput and request/response rate between two pods for eBPF mode,
+/// kernel mode and a raw veth pair between two netns, in one run. Not part
+/// of the normal suite (slow, and numbers are machine-dependent):
+/// `cargo test -p sarena-core --test ebpf_kernel -- --ignored --nocapture dataplane_benchmark`
+#[tokio::test]
+#[ignore = "benchmark: run explicitly with --ignored --nocapture"]
+async fn dataplane_benchmark() {
+    if !require_root("dataplane_benchmark") {
+        return;
+    }
+    let Some(object) = object("dataplane_benchmark") else {
+        return;
+    };
+    let links = RtnetlinkLinks::new().unwrap();
+    let mut rows = Vec::new();
+
+    // Raw veth pair between two netns.
+    {
+        let (x, y) = (TestNetns::new(), TestNetns::new());
+        let (vx, vy) = (common::unique("bvx"), common::unique("bvy"));
+        let _guard = HostLinkGuard(vx.clone());
+        run(&[
+            "ip", "link", "add", &vx, "type", "veth", "peer", "name", &vy,
+        ]);
+        run(&["ip", "link", "set", &vx, "netns", &x.name]);
+        run(&["ip", "link", "set", &vy, "netns", &y.name]);
+        x.exec(&["ip", "addr", "add", "10.249.0.1/24", "dev", &vx]);
+        y.exec(&["ip", "addr", "add", "10.249.0.2/24", "dev", &vy]);
+        x.exec(&["ip", "link", "set", &vx, "up"]);
+        y.exec(&["ip", "link", "set", &vy, "up"]);
+        let ip: Ipv4Addr = "10.249.0.2".parse().unwrap();
+        let gbits = iperf3_gbits(&x.name, &y.name, "10.249.0.2");
+        let rr = request_response_rate(&x.path(), &y.path(), ip, 3);
+        rows.push(("raw veth pair", gbits, rr));
+    }
+
+    // eBPF mode.
+    {
+        let pins = PinDir::new();
+        let (a, b) = (Pod::new(&links, 2).await, Pod::new(&links, 3).await);
+        let dp = AyaDataplane::open(&object, &pins.0).unwrap();
+        dp.setup(&node()).await.unwrap();
+        dp.attach(&a.endpoint).await.unwrap();
+        dp.attach(&b.endpoint).await.unwrap();
+        assert!(a.ping(&b, 1));
+        let gbits = iperf3_gbits(&a.netns.name, &b.netns.name, &b.ip().to_string());
+        let rr = request_response_rate(&a.netns.path(), &b.netns.path(), b.ip(), 3);
+        rows.push(("ebpf", gbits, rr));
+    }
+
+    // Kernel mode.
+    {
+        let gateway = "10.248.0.1";
+        let host = HostStack::new();
+        let a = Pod::in_subnet(&links, gateway, 2).await;
+        let b = Pod::in_subnet(&links, gateway, 3).await;
+        let dp = KernelDataplane::with_names(host.names.clone()).unwrap();
+        dp.setup(&NodeNetwork {
+            gateways: vec![gateway.parse().unwrap()],
+            pools: vec!["10.248.0.0/24".parse().unwrap()],
+            masquerade: false,
+        })
+        .await
+        .unwrap();
+        dp.attach(&a.endpoint).await.unwrap();
+        dp.attach(&b.endpoint).await.unwrap();
+        assert!(a.ping(&b, 1));
+        let gbits = iperf3_gbits(&a.netns.name, &b.netns.name, &b.ip().to_string());
+        let rr = request_response_rate(&a.netns.path(), &b.netns.path(), b.ip(), 3);
+        rows.push(("kernel", gbits, rr));
+    }
+
+    eprintln!("| path | iperf3 TCP (Gbit/s) | 1-byte TCP request/response (per s) |");
+    eprintln!("|------|---------------------|-------------------------------------|");
+    for (name, gbits, rr) in rows {
+        eprintln!("| {name} | {gbits:.2} | {rr:.0} |");
+    }
+}
