@@ -25,4 +25,8 @@ if [ "$(id -u)" = 0 ] && ! mount | grep -q ' /sys/fs/bpf type bpf'; then
   mount -t bpf bpf /sys/fs/bpf
 fi
 
+# The eBPF toolchain (nightly + rust-src + bpf-linker) for the programs the
+# daemon embeds; fast when already installed.
+bash scripts/setup-ebpf.sh
+
 log "done"

@@ -19,6 +19,8 @@ use crate::api::Endpoint;
 pub use attached::WithDataplane;
 pub use kernel::KernelDataplane;
 
+pub mod ebpf;
+
 /// Which dataplane the daemon runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
