@@ -14,6 +14,11 @@ WORK="$(mktemp -d "/tmp/$RUN.XXXX")"
 SOCK="$WORK/sarena.sock"
 DAEMON_PID=""
 NETNS=("$RUN-a" "$RUN-b")
+PIN_DIR="/sys/fs/bpf/$RUN"
+# The node-level device the dataplane creates; removed at the end only if
+# this demo created it.
+HAD_GATEWAY_DEVICE=0
+ip link show sarena_host >/dev/null 2>&1 && HAD_GATEWAY_DEVICE=1
 
 cleanup() {
   set +e
@@ -23,7 +28,8 @@ cleanup() {
     ip netns del "${NETNS[$i]}" 2>/dev/null
   done
   if [ -n "$DAEMON_PID" ]; then kill -TERM "$DAEMON_PID" 2>/dev/null; wait "$DAEMON_PID" 2>/dev/null; fi
-  rm -rf "$WORK"
+  rm -rf "$WORK" "$PIN_DIR"
+  [ "$HAD_GATEWAY_DEVICE" = 1 ] || ip link del sarena_host 2>/dev/null
 }
 trap cleanup EXIT
 
@@ -41,7 +47,7 @@ cni() {
     "$BIN/sarena-cni"
 }
 
-DAEMON_ARGS=(--socket "$SOCK" --state-dir "$WORK/state" --log-level info)
+DAEMON_ARGS=(--socket "$SOCK" --state-dir "$WORK/state" --bpf-pin-dir "$PIN_DIR" --log-level info)
 if [ -n "${DATAPLANE:-}" ]; then
   # DATAPLANE=kernel|ebpf overrides the embedded default's dataplane.
   printf 'dataplane = "%s"\n' "$DATAPLANE" > "$WORK/config.toml"

@@ -129,7 +129,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         );
     }
 
-    let daemon = dataplane::start(&config, node.clone()).await?;
+    let daemon = dataplane::start(&config, node.clone(), &cli.bpf_pin_dir).await?;
 
     let unix = UnixSocket::bind(&cli.socket)?;
     let tcp = match cli.listen_tcp {
@@ -193,6 +193,7 @@ mod tests {
             listen_tcp: None,
             allow_remote_tcp: false,
             delete_queue: None,
+            bpf_pin_dir: "/sys/fs/bpf/sarena-unused".into(),
             log_level: "info".into(),
             print_default_config: false,
         };

@@ -1,9 +1,11 @@
 //! Choosing and starting the dataplane the config asks for, and bringing it
 //! in line with the registry before the API is served.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use sarena_core::api::Daemon;
+use sarena_core::dataplane::ebpf::AyaDataplane;
 use sarena_core::dataplane::{
     Dataplane, DataplaneError, DataplaneMode, KernelDataplane, WithDataplane,
 };
@@ -31,15 +33,31 @@ pub enum DataplaneStartError {
     },
 }
 
-/// The backend for `mode`; `None` for [`DataplaneMode::None`].
-fn backend(mode: DataplaneMode) -> Result<Option<Arc<dyn Dataplane>>, DataplaneStartError> {
+/// The backend for `mode`; `None` for [`DataplaneMode::None`]. The eBPF
+/// dataplane keeps the kernel one as its host stack (routes to the pods for
+/// host and outside traffic, gateway addresses, masquerading).
+fn backend(
+    mode: DataplaneMode,
+    pin_dir: &Path,
+) -> Result<Option<Arc<dyn Dataplane>>, DataplaneStartError> {
     match mode {
         DataplaneMode::None => Ok(None),
         DataplaneMode::Kernel => Ok(Some(Arc::new(KernelDataplane::new()?))),
-        DataplaneMode::Ebpf => Err(DataplaneStartError::Unavailable {
-            mode: "ebpf",
-            reason: "the eBPF loader is not wired yet".into(),
-        }),
+        DataplaneMode::Ebpf => {
+            let object = crate::ebpf_object::ebpf_object().ok_or_else(|| {
+                DataplaneStartError::Unavailable {
+                    mode: "ebpf",
+                    reason:
+                        "built without the eBPF toolchain (run scripts/setup-ebpf.sh and rebuild), \
+                         or choose dataplane = \"kernel\""
+                            .into(),
+                }
+            })?;
+            let host_stack = Arc::new(KernelDataplane::new()?);
+            Ok(Some(Arc::new(
+                AyaDataplane::open(object, pin_dir)?.with_host_stack(host_stack),
+            )))
+        }
     }
 }
 
@@ -49,8 +67,9 @@ fn backend(mode: DataplaneMode) -> Result<Option<Arc<dyn Dataplane>>, DataplaneS
 pub async fn start(
     config: &NodeConfig,
     node: Node,
+    pin_dir: &Path,
 ) -> Result<Arc<dyn Daemon>, DataplaneStartError> {
-    let Some(dataplane) = backend(config.dataplane)? else {
+    let Some(dataplane) = backend(config.dataplane, pin_dir)? else {
         tracing::warn!("dataplane \"none\": pod traffic is not forwarded by Sarena");
         return Ok(Arc::new(node));
     };

@@ -9,6 +9,7 @@
 /// The object's bytes (8-byte aligned, as aya requires), or `None` when the
 /// daemon was built without the eBPF toolchain.
 pub fn ebpf_object() -> Option<&'static [u8]> {
-    let object: &'static [u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sarena-ebpf"));
+    let object: &'static [u8] =
+        aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/sarena-ebpf"));
     (!object.is_empty()).then_some(object)
 }
