@@ -74,6 +74,17 @@ impl fmt::Debug for Plugin {
     }
 }
 
+/// Why [`Plugin::connect`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The daemon endpoint is not usable.
+    #[error(transparent)]
+    Daemon(#[from] crate::api::DaemonError),
+    /// The netlink socket could not be opened.
+    #[error(transparent)]
+    Links(#[from] crate::links::LinkError),
+}
+
 impl Plugin {
     /// How many queued deletions one ADD or DEL replays at most.
     pub const REPLAY_BATCH: usize = 64;
@@ -86,6 +97,18 @@ impl Plugin {
             links,
             queue: None,
         }
+    }
+
+    /// The usual set-up for a node: the daemon at `daemon_endpoint` (a Unix
+    /// socket path, `unix://PATH` or `http://IP:PORT`; `None` for
+    /// [`crate::api::DEFAULT_SOCKET`]), the rtnetlink links backend, and the
+    /// deletion queue in its default directory. Call inside a tokio runtime.
+    pub fn connect(daemon_endpoint: Option<&str>) -> Result<Self, ConnectError> {
+        let endpoint = daemon_endpoint.unwrap_or(crate::api::DEFAULT_SOCKET);
+        let daemon = crate::api::HttpDaemon::new(endpoint)?;
+        let links = crate::links::RtnetlinkLinks::new()?;
+        Ok(Plugin::new(Arc::new(daemon), Arc::new(links))
+            .with_delete_queue(DeleteQueue::new(DeleteQueue::DEFAULT_DIR)))
     }
 
     /// Queues DELs that cannot reach the daemon in `queue`, and replays the queue

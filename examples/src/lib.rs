@@ -1,0 +1,1 @@
+//! See the `examples` targets: `cargo run -p sarena-examples --example embed`.
