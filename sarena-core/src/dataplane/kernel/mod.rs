@@ -81,7 +81,7 @@ impl KernelDataplane {
                 match self.handle.link().add(message).execute().await {
                     Ok(()) => {}
                     Err(e) if query::errno(&e) == Some(libc::EEXIST) => {}
-                    Err(e) => return Err(nl("link add", device, e)),
+                    Err(e) => return Err(routes::netlink_error("link add", device, e)),
                 }
                 self.link_index(device)
                     .await?
@@ -99,7 +99,7 @@ impl KernelDataplane {
                     .set(LinkUnspec::new_with_index(i).up().build())
                     .execute()
                     .await
-                    .map_err(|e| nl("link set up", name, e))?;
+                    .map_err(|e| routes::netlink_error("link set up", name, e))?;
             }
         }
         for gateway in gateways {
@@ -113,7 +113,7 @@ impl KernelDataplane {
             {
                 Ok(()) => {}
                 Err(e) if query::errno(&e) == Some(libc::EEXIST) => {}
-                Err(e) => return Err(nl("addr add", gateway, e)),
+                Err(e) => return Err(routes::netlink_error("addr add", gateway, e)),
             }
         }
         Ok(())
@@ -126,7 +126,13 @@ impl KernelDataplane {
             match self.handle.link().del(index).execute().await {
                 Ok(()) => {}
                 Err(e) if query::errno(&e) == Some(libc::ENODEV) => {}
-                Err(e) => return Err(nl("link del", &self.names.gateway_device, e)),
+                Err(e) => {
+                    return Err(routes::netlink_error(
+                        "link del",
+                        &self.names.gateway_device,
+                        e,
+                    ));
+                }
             }
         }
         masquerade::apply(&self.names.nft_table, &[], false)
@@ -164,14 +170,6 @@ impl KernelDataplane {
 /// `ADDR/32` or `ADDR/128`.
 fn host_prefix(ip: IpAddr) -> IpNet {
     IpNet::from(ip)
-}
-
-fn nl(call: &'static str, object: impl ToString, error: rtnetlink::Error) -> DataplaneError {
-    DataplaneError::Netlink {
-        call,
-        object: object.to_string(),
-        message: error.to_string(),
-    }
 }
 
 fn sysctl(path: &str, value: &str) -> Result<(), DataplaneError> {

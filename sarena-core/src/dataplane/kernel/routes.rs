@@ -12,6 +12,7 @@ use rtnetlink::packet_route::route::{
 };
 
 use crate::dataplane::DataplaneError;
+use crate::links::rtnl::query::errno;
 
 /// The `proto` of Sarena's host routes (`ip route show proto 90`).
 pub const SARENA_ROUTE_PROTOCOL: u8 = 90;
@@ -25,7 +26,7 @@ pub(crate) struct PodRoute {
     pub oif: u32,
 }
 
-fn netlink_error(
+pub(crate) fn netlink_error(
     call: &'static str,
     object: impl ToString,
     error: rtnetlink::Error,
@@ -38,13 +39,6 @@ fn netlink_error(
         call,
         object: object.to_string(),
         message,
-    }
-}
-
-fn errno(error: &rtnetlink::Error) -> Option<i32> {
-    match error {
-        rtnetlink::Error::NetlinkError(m) => Some(m.raw_code().abs()),
-        _ => None,
     }
 }
 
