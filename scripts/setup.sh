@@ -26,3 +26,6 @@ if [ "$(id -u)" = 0 ] && ! mount | grep -q ' /sys/fs/bpf type bpf'; then
 fi
 
 log "done"
+
+# Real CNI clients and reference plugins for the end-to-end tests (e2e/).
+bash scripts/setup-e2e.sh
