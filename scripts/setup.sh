@@ -25,7 +25,7 @@ if [ "$(id -u)" = 0 ] && ! mount | grep -q ' /sys/fs/bpf type bpf'; then
   mount -t bpf bpf /sys/fs/bpf
 fi
 
-log "done"
-
 # Real CNI clients and reference plugins for the end-to-end tests (e2e/).
 bash scripts/setup-e2e.sh
+
+log "done"
