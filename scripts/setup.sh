@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 # Debian packages the tests and the demo use.
-APT_PACKAGES=(iproute2 jq iputils-ping)
+APT_PACKAGES=(iproute2 jq iputils-ping nftables curl)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -15,8 +15,8 @@ done
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing Debian packages: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 # bpffs for the eBPF dataplane's pins.
