@@ -131,7 +131,8 @@ mode_setup() {
     sarena)
       sarena_start
       BASE_PLUGINS=$(jq -cn --arg sock "$SARENA_SOCKET" --arg log "$WORK/sarena-cni.log" \
-        '[{type:"sarena-cni", "daemon-endpoint":$sock, "log-file":$log}]')
+        --arg q "$SARENA_STATE/delete-queue" \
+        '[{type:"sarena-cni", "daemon-endpoint":$sock, "log-file":$log, "delete-queue-dir":$q}]')
       MODE_LABEL="sarena"
       ;;
     custom)
@@ -197,6 +198,8 @@ cidrs = ["$POD_SUBNET"]
 gateways = ["$POD_GATEWAY"]
 EOF
   fi
+  # The daemon replays the plugin's deletion queue from
+  # <state-dir>/delete-queue; the conflist points the plugin there too.
   "$bin/sarena-daemon" --socket "$SARENA_SOCKET" --state-dir "$SARENA_STATE" \
     --config "$cfg" >"$WORK/sarena-daemon.log" 2>&1 &
   SARENA_PID=$!
