@@ -8,6 +8,7 @@
 # mode's IPAM must be empty afterwards.
 # Usage: e2e/latency.sh [-n N] MODE [MODE...]     e.g. e2e/latency.sh ref sarena
 set -euo pipefail
+# shellcheck source=e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 N=50

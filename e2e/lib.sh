@@ -264,7 +264,7 @@ build_driver() {
   local gp
   gp=$(mktemp -d /tmp/sarena-e2e-gopath.XXXXXX)
   (cd "$E2E_DIR/libcni-driver" &&
-    GO111MODULE=off GOFLAGS= GOPATH="$gp:/usr/share/gocode" GOCACHE="$gp/cache" \
+    GO111MODULE=off GOFLAGS='' GOPATH="$gp:/usr/share/gocode" GOCACHE="$gp/cache" \
       go build -o "$1" .) || {
     rm -rf "$gp"
     fail "building the libcni driver failed"

@@ -5,11 +5,12 @@
 # Usage: e2e/run-all.sh ref|sarena|custom     (as root; scripts/setup-e2e.sh first)
 #   E2E_ONLY="libcni chaining"  run a subset; E2E_LATENCY_PODS=50  pods per mode
 set -uo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")" || exit 1
+# shellcheck source=e2e/lib.sh
 source ./lib.sh
 
 MODE=${1:-ref}
-TESTS=(${E2E_ONLY:-libcni chaining podman containerd latency})
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd latency}"
 
 # Build the libcni driver once for all scripts.
 export E2E_DRIVER

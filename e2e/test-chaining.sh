@@ -9,6 +9,7 @@
 # routes, the cache entries and the addresses.
 # Usage: e2e/test-chaining.sh ref|sarena|custom
 set -euo pipefail
+# shellcheck source=e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 e2e_init chaining

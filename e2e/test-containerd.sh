@@ -13,6 +13,7 @@
 # are bind-mounted over those paths. The host's /etc/cni/net.d is untouched.
 # Usage: e2e/test-containerd.sh ref|sarena|custom
 set -euo pipefail
+# shellcheck source=e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 e2e_init containerd
@@ -85,7 +86,7 @@ for p in a b; do
   HOSTIF[$p]=$(host_if_for "${IP[$p]}")
   pass "ctr run --cni ${C[$p]}: ${IP[$p]} via host link ${HOSTIF[$p]}"
 done
-ls /var/lib/cni/results 2>/dev/null | grep -q "^$NET_NAME-" || fail "ctr's libcni cached no result in /var/lib/cni"
+compgen -G "/var/lib/cni/results/$NET_NAME-*" >/dev/null || fail "ctr's libcni cached no result in /var/lib/cni"
 
 # ctr task exec runs without PATH: name binaries absolutely.
 cexec() {

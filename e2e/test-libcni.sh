@@ -6,6 +6,7 @@
 # (idempotent); nothing left behind.
 # Usage: e2e/test-libcni.sh ref|sarena|custom
 set -euo pipefail
+# shellcheck source=e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 e2e_init libcni

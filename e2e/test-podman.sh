@@ -8,6 +8,7 @@
 # CONTAINERS_STORAGE_CONF (graphroot/runroot), all in the work dir.
 # Usage: e2e/test-podman.sh ref|sarena|custom
 set -euo pipefail
+# shellcheck source=e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 e2e_init podman
