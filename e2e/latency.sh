@@ -44,6 +44,7 @@ measure() {
     jq -r .elapsedMs <<<"$out" >>"$WORK/add.ms"
     ip -n "$ns" -4 -o addr show dev eth0 | grep -q inet || fail "pod $i has no address after ADD"
   done
+  mode_assert_holding "$N"
   for ((i = 0; i < N; i++)); do
     out=$(drv del "$conf" "lat-$RUN_ID-$i" "/run/netns/se-$RUN_ID-$i") || fail "DEL pod $i: $out"
     jq -r .elapsedMs <<<"$out" >>"$WORK/del.ms"

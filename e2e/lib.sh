@@ -221,6 +221,30 @@ sarena_get() {
   curl -sf --max-time 5 --unix-socket "$SARENA_SOCKET" "http://sarena/v1$1"
 }
 
+# mode_assert_holding N: the IPAM of the mode under test holds exactly N
+# addresses (and, for Sarena, N endpoints): the positive twin of
+# mode_assert_released, so that an empty state at the end means something.
+mode_assert_holding() {
+  local n=$1
+  case "$MODE" in
+    ref)
+      local held
+      held=$(find "$WORK/host-local" -type f ! -name lock ! -name 'last_reserved_ip*' | wc -l)
+      [ "$held" = "$n" ] || fail "host-local holds $held addresses, expected $n"
+      pass "host-local holds $n addresses"
+      ;;
+    sarena)
+      local eps ipam
+      eps=$(sarena_get /endpoints) || fail "GET /v1/endpoints failed"
+      [ "$(jq 'length' <<<"$eps")" = "$n" ] || fail "daemon has not $n endpoints: $eps"
+      ipam=$(sarena_get /ipam) || fail "GET /v1/ipam failed"
+      [ "$(jq '.allocations | length' <<<"$ipam")" = "$n" ] || fail "daemon has not $n allocations: $ipam"
+      pass "daemon: $n endpoints and $n allocations"
+      ;;
+    custom) ;;
+  esac
+}
+
 # mode_assert_released: the IPAM of the mode under test holds nothing.
 mode_assert_released() {
   case "$MODE" in

@@ -66,6 +66,8 @@ for p in a b; do
   pass "ADD pod $p through the chain: ${IP[$p]} via ${HOSTIF[$p]} ($(jq -r .elapsedMs <<<"$out") ms)"
 done
 
+mode_assert_holding 2
+
 # tuning
 [ "$(ip netns exec "${NS[a]}" cat /proc/sys/net/core/somaxconn)" = "$SOMAXCONN" ] ||
   fail "tuning: net.core.somaxconn in pod a is not $SOMAXCONN"

@@ -88,6 +88,8 @@ for p in a b; do
 done
 compgen -G "/var/lib/cni/results/$NET_NAME-*" >/dev/null || fail "ctr's libcni cached no result in /var/lib/cni"
 
+mode_assert_holding 2
+
 # ctr task exec runs without PATH: name binaries absolutely.
 cexec() {
   local c=$1 cmd=$2

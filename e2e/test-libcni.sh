@@ -35,6 +35,7 @@ for p in a b; do
   pass "ADD pod $p: ${IP[$p]} via host link ${HOSTIF[$p]} ($(jq -r .elapsedMs <<<"$out") ms)"
 done
 [ "${IP[a]}" != "${IP[b]}" ] || fail "both pods got ${IP[a]}"
+mode_assert_holding 2
 
 cached=$(drv cached "$CONF" "${ID[a]}" "/run/netns/${NS[a]}") || fail "cached: $cached"
 jq -e '.result.ips | length > 0' <<<"$cached" >/dev/null || fail "no cached ADD result for pod a: $cached"

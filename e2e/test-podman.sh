@@ -86,6 +86,8 @@ for p in a b; do
   pass "podman run ${C[$p]}: ${IP[$p]} mac $mac via host link ${HOSTIF[$p]}, netns ${SANDBOX[$p]}"
 done
 
+mode_assert_holding 2
+
 ping_ok "container a -> container b" pm exec "${C[a]}" ping -c1 -W3 "${IP[b]}"
 ping_ok "container b -> container a" pm exec "${C[b]}" ping -c1 -W3 "${IP[a]}"
 ping_ok "container a -> host" pm exec "${C[a]}" ping -c1 -W3 "$HOST_IP"
