@@ -42,7 +42,10 @@ _e2e_exit() {
     if [ "${E2E_KEEP:-0}" = 1 ]; then
       log "E2E_KEEP=1: keeping $WORK"
     else
-      rm -rf "$WORK"
+      # Never delete through a mount a runtime may have left behind.
+      awk -v w="$WORK/" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
+        while read -r m; do umount -l "$m"; done
+      rm -rf --one-file-system "$WORK"
     fi
   fi
   if [ "$rc" = 0 ]; then log "PASS"; else log "FAILED (exit $rc)"; fi
