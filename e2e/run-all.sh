@@ -12,6 +12,17 @@ source ./lib.sh
 MODE=${1:-ref}
 read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd latency}"
 
+# Sarena: build the real binaries (incremental; a no-op when up to date)
+# unless SARENA_BIN_DIR points at prebuilt ones.
+if [ "$MODE" = sarena ] && [ -z "${SARENA_BIN_DIR:-}" ]; then
+  echo "=============== cargo build --release -p sarena-cni -p sarena-daemon"
+  (cd "$REPO_DIR" && cargo build --release -p sarena-cni -p sarena-daemon) || {
+    echo "0 passed, 1 failed"
+    exit 1
+  }
+  export SARENA_BIN_DIR="$REPO_DIR/target/release"
+fi
+
 # Build the libcni driver once for all scripts.
 export E2E_DRIVER
 E2E_DRIVER=$(mktemp /tmp/sarena-e2e-driver.XXXXXX)
