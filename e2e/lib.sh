@@ -374,4 +374,16 @@ make_rootfs() {
   : >"$r/etc/resolv.conf"
 }
 
+# remove_cgroup NAME: removes the (empty) top-level cgroup NAME and any empty
+# cgroups below it, in every hierarchy (v1 controllers and v2).
+remove_cgroup() {
+  local c
+  for c in /sys/fs/cgroup/"$1" /sys/fs/cgroup/*/"$1"; do
+    [ -d "$c" ] || continue
+    find "$c" -mindepth 1 -depth -type d -exec rmdir {} \; 2>/dev/null
+    rmdir "$c" 2>/dev/null || log "warning: cannot remove cgroup $c"
+  done
+  return 0
+}
+
 file_is_static() { ! ldd "$1" >/dev/null 2>&1; }

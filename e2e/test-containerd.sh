@@ -63,16 +63,23 @@ if [ "$PLUGIN_DIR" != /usr/lib/cni ]; then
 fi
 [ -d /etc/cni/net.d ] || fail "/etc/cni/net.d does not exist (installed by podman/containernetworking-plugins)"
 
+# ctr puts containers in the cgroup /<namespace>/<id>; the namespace level
+# outlives the containers: remove it (and anything left in it) at exit.
+defer "remove_cgroup $NS_CTR"
+
 declare -A C IP HOSTIF CTR_PID
 for p in a b; do
   C[$p]="se-$RUN_ID-$p"
   make_rootfs "$WORK/rootfs-$p"
   # ctr run stays in the foreground: it sends DEL once the task exits.
   unshare --mount --propagation private bash -c "$MOUNTS && exec ctr --address '$SOCK' --namespace '$NS_CTR' \
-    run --cni --rootfs '$WORK/rootfs-$p' '${C[$p]}' /bin/sh -c 'sleep 3600'" \
+    run --cni --runc-root '$CD/runc' --rootfs '$WORK/rootfs-$p' '${C[$p]}' /bin/sh -c 'sleep 3600'" \
     >"$WORK/ctr-run-$p.log" 2>&1 </dev/null &
   CTR_PID[$p]=$!
-  defer "ctr --address '$SOCK' --namespace '$NS_CTR' task kill -s SIGKILL '${C[$p]}'; wait ${CTR_PID[$p]}; ctr --address '$SOCK' --namespace '$NS_CTR' container rm '${C[$p]}'"
+  defer "ctr --address '$SOCK' --namespace '$NS_CTR' task kill -s SIGKILL '${C[$p]}'; wait ${CTR_PID[$p]}; \
+    ctr --address '$SOCK' --namespace '$NS_CTR' task rm -f '${C[$p]}'; \
+    ctr --address '$SOCK' --namespace '$NS_CTR' container rm '${C[$p]}'; \
+    runc --root '$CD/runc' delete --force '${C[$p]}'"
   for _ in $(seq 100); do
     ctr_ task ls 2>/dev/null | grep -q "^${C[$p]} .*RUNNING" && break
     kill -0 "${CTR_PID[$p]}" 2>/dev/null || fail "ctr run ${C[$p]} exited: $(cat "$WORK/ctr-run-$p.log")"
