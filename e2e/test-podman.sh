@@ -66,12 +66,15 @@ net_backend=$(pm info --format '{{.Host.NetworkBackend}}')
 pm network inspect "$NET_NAME" >/dev/null || fail "podman does not see network $NET_NAME in $PM/net.d"
 pass "podman $(pm version --format '{{.Client.Version}}') with the cni backend sees $NET_NAME"
 
+# Containers live under the cgroup /$NET_NAME (--cgroup-parent), removed at
+# exit. (conmon itself always goes to podman's shared libpod_parent/conmon.)
+defer "remove_cgroup $NET_NAME"
 declare -A C IP HOSTIF SANDBOX
 for p in a b; do
   C[$p]="se-$RUN_ID-$p"
   make_rootfs "$WORK/rootfs-$p"
   defer "podman rm -f -t 0 ${C[$p]}"
-  pm run -d --name "${C[$p]}" --network "$NET_NAME" --rootfs "$WORK/rootfs-$p" \
+  pm run -d --name "${C[$p]}" --network "$NET_NAME" --cgroup-parent "/$NET_NAME" --rootfs "$WORK/rootfs-$p" \
     /bin/sh -c 'trap "exit 0" TERM; sleep 3600 & wait' >"$WORK/podman-run-$p.log" 2>&1 ||
     fail "podman run ${C[$p]}: $(cat "$WORK/podman-run-$p.log")"
   info=$(pm inspect "${C[$p]}")
