@@ -316,9 +316,15 @@ new_netns() {
   ip -n "$1" link set lo up
 }
 
-# host_if_for IP: the host link the host routes IP through.
+# host_if_for IP: the host link the host routes IP through, directly (not
+# via a gateway: that would be the default route, not the pod's own link).
 host_if_for() {
-  ip -o -4 route get "$1" | sed -n 's/.* dev \([^ ]*\).*/\1/p'
+  local r
+  r=$(ip -o -4 route get "$1") || fail "no host route to $1"
+  if [[ "$r" == *" via "* ]]; then
+    fail "the host routes pod address $1 via a gateway, not through the pod's link: $r"
+  fi
+  sed -n 's/.* dev \([^ ]*\).*/\1/p' <<<"$r"
 }
 
 # assert_result_ok JSON: the ADD result has an IP and a sandbox interface
