@@ -203,6 +203,10 @@ EOF
   fi
   # The daemon replays the plugin's deletion queue from
   # <state-dir>/delete-queue; the conflist points the plugin there too.
+  # The kernel dataplane puts each pool's gateway on a node-wide device that
+  # outlives the daemon (by design: pod traffic survives restarts). This
+  # run's pool is unique, so its gateway address is ours to remove at exit.
+  defer "remove_host_address $POD_GATEWAY"
   "$bin/sarena-daemon" --socket "$SARENA_SOCKET" --state-dir "$SARENA_STATE" \
     --config "$cfg" >"$WORK/sarena-daemon.log" 2>&1 &
   SARENA_PID=$!
@@ -217,6 +221,15 @@ EOF
     sleep 0.1
   done
   fail "sarena-daemon did not answer on $SARENA_SOCKET within 10s"
+}
+
+# remove_host_address IP: deletes IP/32 from whichever host link carries it.
+remove_host_address() {
+  local dev
+  for dev in $(ip -o -4 addr show | awk -v a="$1/32" '$4 == a {print $2}'); do
+    ip addr del "$1/32" dev "${dev%%@*}"
+  done
+  return 0
 }
 
 # sarena_get PATH: GET /v1PATH from the private daemon.
