@@ -6,6 +6,9 @@
 //! an endpoint is registered, [`Dataplane::detach`] when it is removed, and
 //! [`Dataplane::reconcile`] at start-up with the registry's endpoints.
 
+mod attached;
+pub mod kernel;
+
 use std::net::IpAddr;
 
 use async_trait::async_trait;
@@ -13,6 +16,8 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use crate::api::Endpoint;
+pub use attached::WithDataplane;
+pub use kernel::KernelDataplane;
 
 /// Which dataplane the daemon runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -11,8 +11,8 @@ use ipnet::IpNet;
 use crate::api::RouteSpec;
 
 pub mod mac;
-mod netns;
-mod rtnl;
+pub(crate) mod netns;
+pub(crate) mod rtnl;
 
 pub use rtnl::RtnetlinkLinks;
 

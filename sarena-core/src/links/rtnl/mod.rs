@@ -1,7 +1,7 @@
 //! [`RtnetlinkLinks`]: the [`Links`] trait over rtnetlink.
 
 mod pod;
-mod query;
+pub(crate) mod query;
 mod veth;
 
 use std::collections::HashMap;

@@ -1,0 +1,289 @@
+//! [`WithDataplane`]: a [`Daemon`] that keeps a [`Dataplane`] in step with
+//! the endpoint registry it wraps.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::Dataplane;
+use crate::api::{
+    AllocateRequest, Allocation, ApiErrorKind, Attachment, Daemon, DaemonConfig, DaemonError,
+    Endpoint, EndpointCreate, GcReport, GcRequest, Health, IpamState,
+};
+
+/// Wraps a registry (e.g. the daemon's `Node`) so that registering an
+/// endpoint also attaches it to the dataplane and removing one detaches it.
+///
+/// Order matters for consistency: an endpoint is attached *before* it is
+/// committed (a failed attach fails the registration, and the plugin rolls
+/// back), and detached *after* it is removed. Whatever a crash leaves
+/// half-done is fixed by [`Dataplane::reconcile`] at the next start.
+#[derive(Clone)]
+pub struct WithDataplane {
+    registry: Arc<dyn Daemon>,
+    dataplane: Arc<dyn Dataplane>,
+}
+
+impl std::fmt::Debug for WithDataplane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WithDataplane")
+            .field("mode", &self.dataplane.mode())
+            .finish()
+    }
+}
+
+impl WithDataplane {
+    /// Wraps `registry`, driving `dataplane`.
+    pub fn new(registry: Arc<dyn Daemon>, dataplane: Arc<dyn Dataplane>) -> Self {
+        WithDataplane {
+            registry,
+            dataplane,
+        }
+    }
+
+    async fn detach_logged(&self, endpoint: &Endpoint) {
+        if let Err(error) = self.dataplane.detach(endpoint).await {
+            tracing::warn!(%error, host_ifname = %endpoint.host_ifname, "detach failed; reconcile will retry");
+        }
+    }
+}
+
+fn provisional(req: &EndpointCreate) -> Endpoint {
+    Endpoint {
+        owner: req.owner.clone(),
+        pod: req.pod.clone(),
+        host_ifname: req.host_ifname.clone(),
+        host_ifindex: req.host_ifindex,
+        host_mac: req.host_mac.clone(),
+        pod_mac: req.pod_mac.clone(),
+        addresses: req.addresses.clone(),
+        netns: req.netns.clone(),
+        created_at: 0,
+    }
+}
+
+#[async_trait]
+impl Daemon for WithDataplane {
+    async fn config(&self) -> Result<DaemonConfig, DaemonError> {
+        self.registry.config().await
+    }
+
+    async fn health(&self) -> Result<Health, DaemonError> {
+        self.registry.health().await
+    }
+
+    async fn allocate(&self, req: AllocateRequest) -> Result<Allocation, DaemonError> {
+        self.registry.allocate(req).await
+    }
+
+    async fn release(&self, owner: Attachment) -> Result<bool, DaemonError> {
+        self.registry.release(owner).await
+    }
+
+    async fn create_endpoint(&self, req: EndpointCreate) -> Result<Endpoint, DaemonError> {
+        let endpoint = provisional(&req);
+        self.dataplane.attach(&endpoint).await.map_err(|e| {
+            DaemonError::api(
+                ApiErrorKind::Internal,
+                format!("attaching {}: {e}", req.host_ifname),
+            )
+        })?;
+        match self.registry.create_endpoint(req).await {
+            Ok(created) => Ok(created),
+            Err(error) => {
+                self.detach_logged(&endpoint).await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn delete_endpoint(&self, owner: Attachment) -> Result<bool, DaemonError> {
+        let existing = self.registry.endpoint(owner.clone()).await?;
+        let deleted = self.registry.delete_endpoint(owner).await?;
+        if let Some(endpoint) = existing {
+            self.detach_logged(&endpoint).await;
+        }
+        Ok(deleted)
+    }
+
+    async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {
+        self.registry.endpoint(owner).await
+    }
+
+    async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
+        self.registry.endpoints().await
+    }
+
+    async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
+        self.registry.ipam_state().await
+    }
+
+    async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
+        let before = self.registry.endpoints().await?;
+        let report = self.registry.gc(req).await?;
+        for endpoint in before
+            .iter()
+            .filter(|e| report.endpoints_removed.contains(&e.owner))
+        {
+            self.detach_logged(endpoint).await;
+        }
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::MockDaemon;
+    use crate::dataplane::{DataplaneError, DataplaneMode, MockDataplane};
+    use mockall::Sequence;
+
+    fn create() -> EndpointCreate {
+        EndpointCreate {
+            owner: Attachment {
+                container_id: "c1".into(),
+                ifname: "eth0".into(),
+            },
+            pod: Default::default(),
+            host_ifname: "lxc0123456789ab".into(),
+            host_ifindex: 7,
+            host_mac: "02:00:00:00:00:01".into(),
+            pod_mac: "02:00:00:00:00:02".into(),
+            addresses: vec!["10.200.0.5/16".parse().unwrap()],
+            netns: "/var/run/netns/x".into(),
+        }
+    }
+
+    fn endpoint() -> Endpoint {
+        Endpoint {
+            created_at: 1,
+            ..provisional(&create())
+        }
+    }
+
+    fn wrap(registry: MockDaemon, mut dataplane: MockDataplane) -> WithDataplane {
+        dataplane.expect_mode().return_const(DataplaneMode::Kernel);
+        WithDataplane::new(Arc::new(registry), Arc::new(dataplane))
+    }
+
+    #[tokio::test]
+    async fn create_attaches_before_committing() {
+        let mut seq = Sequence::new();
+        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+        dataplane
+            .expect_attach()
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(|_| Ok(()));
+        registry
+            .expect_create_endpoint()
+            .times(1)
+            .in_sequence(&mut seq)
+            .returning(|_| Ok(endpoint()));
+        dataplane.expect_detach().never();
+        let daemon = wrap(registry, dataplane);
+        assert_eq!(daemon.create_endpoint(create()).await.unwrap(), endpoint());
+    }
+
+    #[tokio::test]
+    async fn failed_attach_registers_nothing() {
+        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+        dataplane.expect_attach().returning(|_| {
+            Err(DataplaneError::Netlink {
+                call: "route add",
+                object: "x".into(),
+                message: "boom".into(),
+            })
+        });
+        registry.expect_create_endpoint().never();
+        let err = wrap(registry, dataplane)
+            .create_endpoint(create())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), Some(ApiErrorKind::Internal));
+    }
+
+    #[tokio::test]
+    async fn failed_commit_detaches_again() {
+        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+        dataplane.expect_attach().returning(|_| Ok(()));
+        registry
+            .expect_create_endpoint()
+            .returning(|_| Err(DaemonError::api(ApiErrorKind::Conflict, "no allocation")));
+        dataplane.expect_detach().times(1).returning(|_| Ok(()));
+        let err = wrap(registry, dataplane)
+            .create_endpoint(create())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), Some(ApiErrorKind::Conflict));
+    }
+
+    #[tokio::test]
+    async fn delete_detaches_what_existed_and_tolerates_detach_errors() {
+        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+        registry
+            .expect_endpoint()
+            .returning(|_| Ok(Some(endpoint())));
+        registry.expect_delete_endpoint().returning(|_| Ok(true));
+        dataplane.expect_detach().times(1).returning(|_| {
+            Err(DataplaneError::Netlink {
+                call: "route del",
+                object: "x".into(),
+                message: "boom".into(),
+            })
+        });
+        assert!(
+            wrap(registry, dataplane)
+                .delete_endpoint(create().owner)
+                .await
+                .unwrap()
+        );
+    }
+
+    #[tokio::test]
+    async fn delete_of_unknown_endpoint_detaches_nothing() {
+        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+        registry.expect_endpoint().returning(|_| Ok(None));
+        registry.expect_delete_endpoint().returning(|_| Ok(false));
+        dataplane.expect_detach().never();
+        assert!(
+            !wrap(registry, dataplane)
+                .delete_endpoint(create().owner)
+                .await
+                .unwrap()
+        );
+    }
+
+    #[tokio::test]
+    async fn gc_detaches_removed_endpoints_only() {
+        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+        let kept = Endpoint {
+            owner: Attachment {
+                container_id: "c2".into(),
+                ifname: "eth0".into(),
+            },
+            host_ifname: "lxcffffffffffff".into(),
+            ..endpoint()
+        };
+        let listed = vec![endpoint(), kept];
+        registry
+            .expect_endpoints()
+            .returning(move || Ok(listed.clone()));
+        registry.expect_gc().returning(|_| {
+            Ok(GcReport {
+                endpoints_removed: vec![create().owner],
+                allocations_released: vec![],
+            })
+        });
+        dataplane
+            .expect_detach()
+            .withf(|e| e.owner.container_id == "c1")
+            .times(1)
+            .returning(|_| Ok(()));
+        let report = wrap(registry, dataplane)
+            .gc(GcRequest::default())
+            .await
+            .unwrap();
+        assert_eq!(report.endpoints_removed.len(), 1);
+    }
+}

@@ -1,0 +1,260 @@
+//! [`KernelDataplane`]: pod traffic forwarded by the kernel's routing table.
+//!
+//! - `setup`: forwarding on; the gateway addresses live on a host-only veth
+//!   pair (`sarena_host` ↔ `sarena_net` by default), so the host answers ARP for them on
+//!   every pod's veth; optional masquerading of the pools (nftables).
+//! - `attach`: `proxy_arp` on the pod's host veth (pods with an on-link prefix
+//!   reach each other through the host) and a host route per pod address
+//!   (`ip route replace ADDR/32 dev lxc… proto 90`).
+//! - `detach` / `reconcile`: remove or restore those routes, told apart from
+//!   everyone else's by their route protocol ([`routes::SARENA_ROUTE_PROTOCOL`]).
+
+mod masquerade;
+pub mod routes;
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+use async_trait::async_trait;
+use ipnet::IpNet;
+use rtnetlink::{Handle, LinkUnspec, LinkVeth};
+
+use super::{Dataplane, DataplaneError, DataplaneMode, NodeNetwork, ReconcileReport};
+use crate::api::Endpoint;
+use crate::links::netns::host_handle;
+use crate::links::rtnl::query;
+use routes::PodRoute;
+
+/// Names of the node-global objects the kernel dataplane owns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelNames {
+    /// The host-only device that carries the gateway addresses.
+    pub gateway_device: String,
+    /// Its veth peer.
+    pub gateway_peer: String,
+    /// The nftables table (in families `ip` and `ip6`) for masquerading.
+    pub nft_table: String,
+}
+
+impl Default for KernelNames {
+    fn default() -> Self {
+        KernelNames {
+            gateway_device: "sarena_host".into(),
+            gateway_peer: "sarena_net".into(),
+            nft_table: "sarena".into(),
+        }
+    }
+}
+
+/// The kernel-routing dataplane. Create inside a tokio runtime.
+#[derive(Debug, Clone)]
+pub struct KernelDataplane {
+    handle: Handle,
+    names: KernelNames,
+}
+
+impl KernelDataplane {
+    /// Opens a netlink socket in the host netns; default object names.
+    pub fn new() -> Result<Self, DataplaneError> {
+        Self::with_names(KernelNames::default())
+    }
+
+    /// Like [`KernelDataplane::new`] with other object names (tests, several daemons).
+    pub fn with_names(names: KernelNames) -> Result<Self, DataplaneError> {
+        let handle = host_handle().map_err(|e| DataplaneError::Netlink {
+            call: "netlink socket",
+            object: "host".into(),
+            message: e.to_string(),
+        })?;
+        Ok(KernelDataplane { handle, names })
+    }
+
+    async fn ensure_gateway_device(&self, gateways: &[IpAddr]) -> Result<(), DataplaneError> {
+        let (device, peer) = (
+            self.names.gateway_device.as_str(),
+            self.names.gateway_peer.as_str(),
+        );
+        let index = match self.link_index(device).await? {
+            Some(index) => index,
+            None => {
+                let message = LinkVeth::new(device, peer).up().build();
+                match self.handle.link().add(message).execute().await {
+                    Ok(()) => {}
+                    Err(e) if query::errno(&e) == Some(libc::EEXIST) => {}
+                    Err(e) => return Err(nl("link add", device, e)),
+                }
+                self.link_index(device)
+                    .await?
+                    .ok_or_else(|| DataplaneError::Netlink {
+                        call: "link get",
+                        object: device.into(),
+                        message: "vanished after creation".into(),
+                    })?
+            }
+        };
+        for name in [device, peer] {
+            if let Some(i) = self.link_index(name).await? {
+                self.handle
+                    .link()
+                    .set(LinkUnspec::new_with_index(i).up().build())
+                    .execute()
+                    .await
+                    .map_err(|e| nl("link set up", name, e))?;
+            }
+        }
+        for gateway in gateways {
+            let prefix = if gateway.is_ipv4() { 32 } else { 128 };
+            match self
+                .handle
+                .address()
+                .add(index, *gateway, prefix)
+                .execute()
+                .await
+            {
+                Ok(()) => {}
+                Err(e) if query::errno(&e) == Some(libc::EEXIST) => {}
+                Err(e) => return Err(nl("addr add", gateway, e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the node-global objects: the gateway device and the nftables
+    /// tables (per-pod routes go with their veths). For uninstall and tests.
+    pub async fn teardown(&self) -> Result<(), DataplaneError> {
+        if let Some(index) = self.link_index(&self.names.gateway_device).await? {
+            match self.handle.link().del(index).execute().await {
+                Ok(()) => {}
+                Err(e) if query::errno(&e) == Some(libc::ENODEV) => {}
+                Err(e) => return Err(nl("link del", &self.names.gateway_device, e)),
+            }
+        }
+        masquerade::apply(&self.names.nft_table, &[], false)
+    }
+
+    async fn link_index(&self, name: &str) -> Result<Option<u32>, DataplaneError> {
+        query::link_by_name(&self.handle, name)
+            .await
+            .map(|link| link.map(|l| l.header.index))
+            .map_err(|e| DataplaneError::Netlink {
+                call: "link get",
+                object: name.into(),
+                message: e.to_string(),
+            })
+    }
+
+    /// The routes an endpoint should have, or `None` when its host veth is gone.
+    async fn wanted(&self, endpoint: &Endpoint) -> Result<Option<Vec<PodRoute>>, DataplaneError> {
+        let Some(oif) = self.link_index(&endpoint.host_ifname).await? else {
+            return Ok(None);
+        };
+        Ok(Some(
+            endpoint
+                .addresses
+                .iter()
+                .map(|a| PodRoute {
+                    dst: host_prefix(a.addr()),
+                    oif,
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// `ADDR/32` or `ADDR/128`.
+fn host_prefix(ip: IpAddr) -> IpNet {
+    IpNet::from(ip)
+}
+
+fn nl(call: &'static str, object: impl ToString, error: rtnetlink::Error) -> DataplaneError {
+    DataplaneError::Netlink {
+        call,
+        object: object.to_string(),
+        message: error.to_string(),
+    }
+}
+
+fn sysctl(path: &str, value: &str) -> Result<(), DataplaneError> {
+    let full = format!("/proc/sys/{path}");
+    std::fs::write(&full, value).map_err(|source| DataplaneError::Io {
+        call: "sysctl",
+        path: full,
+        source,
+    })
+}
+
+#[async_trait]
+impl Dataplane for KernelDataplane {
+    fn mode(&self) -> DataplaneMode {
+        DataplaneMode::Kernel
+    }
+
+    async fn setup(&self, node: &NodeNetwork) -> Result<(), DataplaneError> {
+        sysctl("net/ipv4/ip_forward", "1")?;
+        if node.pools.iter().any(|p| matches!(p, IpNet::V6(_))) {
+            sysctl("net/ipv6/conf/all/forwarding", "1")?;
+        }
+        self.ensure_gateway_device(&node.gateways).await?;
+        masquerade::apply(&self.names.nft_table, &node.pools, node.masquerade)
+    }
+
+    async fn attach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
+        let Some(wanted) = self.wanted(endpoint).await? else {
+            return Err(DataplaneError::Netlink {
+                call: "link get",
+                object: endpoint.host_ifname.clone(),
+                message: "the endpoint's host veth does not exist".into(),
+            });
+        };
+        sysctl(
+            &format!("net/ipv4/conf/{}/proxy_arp", endpoint.host_ifname),
+            "1",
+        )?;
+        for route in &wanted {
+            routes::add(&self.handle, route).await?;
+        }
+        Ok(())
+    }
+
+    async fn detach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
+        let dsts: HashSet<IpNet> = endpoint
+            .addresses
+            .iter()
+            .map(|a| host_prefix(a.addr()))
+            .collect();
+        for route in routes::list(&self.handle).await? {
+            if dsts.contains(&route.dst) {
+                routes::remove(&self.handle, &route).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn reconcile(&self, endpoints: &[Endpoint]) -> Result<ReconcileReport, DataplaneError> {
+        let mut report = ReconcileReport::default();
+        let mut wanted = Vec::new();
+        for endpoint in endpoints {
+            match self.wanted(endpoint).await? {
+                Some(routes) => wanted.extend(routes.into_iter().map(|r| (r, endpoint))),
+                None => {
+                    tracing::warn!(host_ifname = %endpoint.host_ifname, "endpoint's host veth is missing")
+                }
+            }
+        }
+        let present = routes::list(&self.handle).await?;
+        for route in &present {
+            if !wanted.iter().any(|(w, _)| w == route) {
+                routes::remove(&self.handle, route).await?;
+                report.removed.push(route.dst.to_string());
+            }
+        }
+        for (route, endpoint) in &wanted {
+            if !present.contains(route) {
+                self.attach(endpoint).await?;
+                report.attached.push(endpoint.host_ifname.clone());
+            }
+        }
+        report.attached.dedup();
+        Ok(report)
+    }
+}
