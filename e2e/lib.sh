@@ -205,8 +205,11 @@ EOF
   # <state-dir>/delete-queue; the conflist points the plugin there too.
   # The kernel dataplane puts each pool's gateway on a node-wide device that
   # outlives the daemon (by design: pod traffic survives restarts). This
-  # run's pool is unique, so its gateway address is ours to remove at exit.
-  defer "remove_host_address $POD_GATEWAY"
+  # run's pool is unique, so its gateway address is ours to remove at exit,
+  # and so is the device if this run's daemon created it and nothing else
+  # uses it by then.
+  SARENA_LINKS_BEFORE=$(ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//')
+  defer "sarena_node_cleanup"
   "$bin/sarena-daemon" --socket "$SARENA_SOCKET" --state-dir "$SARENA_STATE" \
     --config "$cfg" >"$WORK/sarena-daemon.log" 2>&1 &
   SARENA_PID=$!
@@ -229,6 +232,22 @@ remove_host_address() {
   for dev in $(ip -o -4 addr show | awk -v a="$1/32" '$4 == a {print $2}'); do
     ip addr del "$1/32" dev "${dev%%@*}"
   done
+  return 0
+}
+
+# sarena_node_cleanup: after the daemon stopped, removes this run's gateway
+# address, and the link that carried it if the daemon created that link
+# during this run and it carries no other IPv4 address (a veth pair: its
+# peer goes with it).
+sarena_node_cleanup() {
+  local dev
+  dev=$(ip -o -4 addr show | awk -v a="$POD_GATEWAY/32" '$4 == a {print $2}' | head -n1)
+  dev=${dev%%@*}
+  remove_host_address "$POD_GATEWAY"
+  [ -n "$dev" ] || return 0
+  if ! grep -qxF "$dev" <<<"$SARENA_LINKS_BEFORE" && [ -z "$(ip -o -4 addr show dev "$dev")" ]; then
+    ip link del "$dev"
+  fi
   return 0
 }
 
