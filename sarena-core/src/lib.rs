@@ -10,11 +10,18 @@
 //!   the [`api::Daemon`] and [`links::Links`] traits.
 //! - [`api`]: the daemon's REST API types, the [`api::Daemon`] trait and its HTTP client.
 //! - [`links`]: the [`links::Links`] trait: netns handling and veth provisioning.
+//! - [`ipam`]: address pools and the free-interval allocator (never scans a range).
+//! - [`store`]: [`store::RedbStore`], the crash-safe redb store of allocations and endpoints.
+//! - [`node`]: [`node::Node`], the in-process [`api::Daemon`] (IPAM + endpoint registry) and
+//!   the daemon's [`node::NodeConfig`].
 //! - [`dataplane`]: the [`dataplane::Dataplane`] trait: how pod traffic is forwarded.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod api;
 pub mod cni;
 pub mod dataplane;
+pub mod ipam;
 pub mod links;
+pub mod node;
 pub mod plugin;
+pub mod store;

@@ -1,2 +1,73 @@
-//! `sarena-daemon`: the node daemon.
-fn main() {}
+//! `sarena-daemon`: the node daemon. Everything lives in the library; this only
+//! parses the command line, sets up logging and the runtime, and maps the outcome
+//! to an exit code (0 after a clean SIGTERM/SIGINT shutdown, 1 on a start-up
+//! failure, 2 on bad usage).
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::Parser;
+use sarena_core::node::DEFAULT_CONFIG_TOML;
+use sarena_daemon::app;
+use sarena_daemon::cli::Cli;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.print_default_config {
+        print!("{DEFAULT_CONFIG_TOML}");
+        return ExitCode::SUCCESS;
+    }
+    let filter = match EnvFilter::try_new(&cli.log_level) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!(
+                "sarena-daemon: invalid --log-level {:?}: {e}",
+                cli.log_level
+            );
+            return ExitCode::from(2);
+        }
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!("cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        let shutdown = app::shutdown_signal()?;
+        app::run(&cli, shutdown).await
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{}", error_chain(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `error: cause: cause…`, skipping causes already spelled out by their parent.
+fn error_chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -2,14 +2,23 @@
 //! backend implements (the HTTP client, the in-process node state, mocks), and
 //! the errors with their stable machine-readable kinds.
 
+mod bodies;
+mod client;
 mod daemon;
 mod error;
+mod path;
 mod types;
 
+pub use bodies::{Deleted, Released};
+pub use client::{DEFAULT_SOCKET, DEFAULT_TIMEOUT, HttpDaemon};
 pub use daemon::Daemon;
 #[cfg(any(test, feature = "mocks"))]
 pub use daemon::MockDaemon;
 pub use error::{ApiErrorBody, ApiErrorKind, DaemonError};
+pub use path::{
+    MAX_BODY_BYTES, MAX_IFNAME_LEN, SegmentError, allocation_path, decode_segment, encode_segment,
+    endpoint_path, validate_attachment, validate_container_id, validate_ifname,
+};
 pub use types::*;
 
 /// The versioned base path every route lives under.

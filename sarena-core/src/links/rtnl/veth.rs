@@ -31,7 +31,7 @@ pub(crate) async fn create(
         })?,
         None => random_mac(),
     };
-    let temp_name = format!("sar{:08x}", rand::random::<u32>());
+    let temp_name = format!("srtmp{:08x}", rand::random::<u32>());
     let message = || {
         let peer = LinkMessageBuilder::<LinkUnspec>::new()
             .name(temp_name.clone())

@@ -1,0 +1,1 @@
+//! Criterion benchmarks of Sarena; see `benches/`.

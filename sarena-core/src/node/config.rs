@@ -1,0 +1,206 @@
+//! [`NodeConfig`]: the daemon's configuration file (TOML) and its embedded default.
+
+use crate::dataplane::DataplaneMode;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use ipnet::{IpNet, Ipv4Net};
+use serde::{Deserialize, Serialize};
+
+use crate::api::DaemonConfig;
+use crate::ipam::{Allocator, IpamConfig, PoolConfig};
+
+/// The configuration the daemon runs with when given none. It works out of the box:
+/// one default pool `10.200.0.0/16` (gateway `10.200.0.1`) serving every namespace.
+///
+/// Every key is optional; this is also the reference of the file format.
+pub const DEFAULT_CONFIG_TOML: &str = r#"# Sarena daemon configuration (TOML).
+
+# MTU of both veth ends and of the pod's routes.
+mtu = 1500
+
+# Dataplane: "ebpf" (default) or "kernel" (plain kernel routing).
+dataplane = "ebpf"
+
+# Masquerade (SNAT) pod traffic leaving the node.
+masquerade = false
+
+# Seconds an allocation may live without an endpoint before the daemon releases it
+# (an ADD that died between allocate and endpoint/create). 0 disables expiry.
+lease_seconds = 180
+
+# Address pools. Each pool has one or more CIDRs (IPv4 and/or IPv6); a pod gets one
+# address per family. `gateways` (default: the first usable address of each CIDR) and
+# `reserved` (CIDRs, single addresses or "a-b" ranges) are never handed out.
+# `namespaces` lists the Kubernetes namespaces a pool serves; exactly one pool has
+# none: the default pool, for every other namespace and non-Kubernetes containers.
+[[ipam.pools]]
+name = "default"
+cidrs = ["10.200.0.0/16"]
+gateways = ["10.200.0.1"]
+reserved = []
+namespaces = []
+
+# A per-namespace, dual-stack pool:
+# [[ipam.pools]]
+# name = "team-a"
+# cidrs = ["10.201.0.0/24", "fd00:201::/64"]
+# reserved = ["10.201.0.240/28", "fd00:201::100-fd00:201::1ff"]
+# namespaces = ["team-a", "team-a-staging"]
+"#;
+
+/// Errors in the configuration; each names the offending field.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// Not valid TOML, or a key with the wrong type / an unknown key.
+    #[error("invalid daemon configuration: {source}")]
+    Parse {
+        /// The parser's error (it carries the line and key).
+        #[source]
+        source: toml::de::Error,
+    },
+    /// The configuration file could not be read.
+    #[error("cannot read daemon configuration {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A field has a value the daemon cannot use.
+    #[error("invalid daemon configuration: {field} = {value}: {reason}")]
+    Invalid {
+        /// The field, e.g. `ipam.pools[1].reserved[0]`.
+        field: String,
+        /// The offending value as written.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl ConfigError {
+    /// A [`ConfigError::Invalid`].
+    pub fn invalid(
+        field: impl Into<String>,
+        value: impl fmt::Display,
+        reason: impl Into<String>,
+    ) -> Self {
+        ConfigError::Invalid {
+            field: field.into(),
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The daemon's configuration. See [`DEFAULT_CONFIG_TOML`] for the file format.
+///
+/// ```
+/// use sarena_core::node::NodeConfig;
+/// let cfg = NodeConfig::from_toml_str("mtu = 9000\n[[ipam.pools]]\nname = \"p\"\ncidrs = [\"10.9.0.0/24\"]\n")?;
+/// assert_eq!(cfg.mtu, 9000);
+/// assert_eq!(cfg.lease_seconds, 180);
+/// # Ok::<(), sarena_core::node::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// MTU of the veth pair and the pod's routes (default 1500).
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+    /// Dataplane mode (default `ebpf`).
+    #[serde(default)]
+    pub dataplane: DataplaneMode,
+    /// Masquerade pod traffic leaving the node (default false).
+    #[serde(default)]
+    pub masquerade: bool,
+    /// Seconds an allocation without endpoint lives (default 180; 0: forever).
+    #[serde(default = "default_lease_seconds")]
+    pub lease_seconds: u64,
+    /// Address pools (default: the `10.200.0.0/16` default pool).
+    #[serde(default)]
+    pub ipam: IpamConfig,
+}
+
+fn default_mtu() -> u32 {
+    1500
+}
+
+fn default_lease_seconds() -> u64 {
+    180
+}
+
+impl Default for IpamConfig {
+    fn default() -> Self {
+        IpamConfig {
+            pools: vec![PoolConfig {
+                name: "default".to_owned(),
+                cidrs: vec![IpNet::V4(Ipv4Net::new_assert([10, 200, 0, 0].into(), 16))],
+                gateways: vec![[10, 200, 0, 1].into()],
+                reserved: Vec::new(),
+                namespaces: Vec::new(),
+            }],
+        }
+    }
+}
+
+impl Default for NodeConfig {
+    /// The configuration of [`DEFAULT_CONFIG_TOML`].
+    fn default() -> Self {
+        NodeConfig {
+            mtu: default_mtu(),
+            dataplane: DataplaneMode::default(),
+            masquerade: false,
+            lease_seconds: default_lease_seconds(),
+            ipam: IpamConfig::default(),
+        }
+    }
+}
+
+impl NodeConfig {
+    /// Parses and validates a TOML configuration.
+    pub fn from_toml_str(text: &str) -> Result<NodeConfig, ConfigError> {
+        let cfg: NodeConfig =
+            toml::from_str(text).map_err(|source| ConfigError::Parse { source })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads, parses and validates a TOML configuration file.
+    pub fn load(path: &Path) -> Result<NodeConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        NodeConfig::from_toml_str(&text)
+    }
+
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let has_v6 = self
+            .ipam
+            .pools
+            .iter()
+            .flat_map(|p| &p.cidrs)
+            .any(|c| matches!(c, IpNet::V6(_)));
+        let min_mtu = if has_v6 { 1280 } else { 576 };
+        if !(min_mtu..=65535).contains(&self.mtu) {
+            return Err(ConfigError::invalid(
+                "mtu",
+                self.mtu,
+                format!("must be between {min_mtu} and 65535"),
+            ));
+        }
+        Allocator::new(&self.ipam).map(|_| ())
+    }
+
+    /// What `GET /daemon/config` serves.
+    pub fn daemon_config(&self) -> DaemonConfig {
+        DaemonConfig {
+            mtu: self.mtu,
+            dataplane: self.dataplane.as_str().to_owned(),
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! The operations of [`Node`], synchronous and with an explicit `now`.
+//!
+//! Each mutation runs under the state mutex: plan in memory, commit one redb
+//! transaction, then apply to memory (or undo the plan if the commit failed).
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use super::{Node, NodeError, State};
+use crate::api::{
+    AllocateRequest, Allocation, AllocationRecord, Attachment, Endpoint, EndpointCreate, GcReport,
+    IpamState, RouteSpec,
+};
+use crate::ipam::IpamError;
+use crate::store::AllocationEntry;
+
+fn check_owner(owner: &Attachment) -> Result<(), NodeError> {
+    let bad = |field, reason: &str| {
+        Err(NodeError::InvalidRequest {
+            field,
+            reason: reason.to_owned(),
+        })
+    };
+    if owner.container_id.trim().is_empty() {
+        return bad("owner.container_id", "must not be empty");
+    }
+    if owner.ifname.trim().is_empty() {
+        return bad("owner.ifname", "must not be empty");
+    }
+    Ok(())
+}
+
+/// The routes for a pod: a host route to each gateway, a default route via it.
+fn routes(entry: &AllocationEntry) -> Vec<RouteSpec> {
+    let mut out = Vec::with_capacity(entry.addresses.len() * 2);
+    for a in &entry.addresses {
+        let (host, any) = match a.gateway {
+            IpAddr::V4(_) => (32, IpAddr::from([0u8; 4])),
+            IpAddr::V6(_) => (128, IpAddr::from([0u8; 16])),
+        };
+        if let (Ok(h), Ok(d)) = (IpNet::new(a.gateway, host), IpNet::new(any, 0)) {
+            out.push(RouteSpec {
+                dst: h,
+                gw: None,
+                mtu: None,
+            });
+            out.push(RouteSpec {
+                dst: d,
+                gw: Some(a.gateway),
+                mtu: None,
+            });
+        }
+    }
+    out
+}
+
+/// When an allocation made (or re-requested) at `now` expires without an endpoint.
+fn renewed_lease(lease_seconds: u64, now: u64) -> Option<u64> {
+    (lease_seconds > 0).then(|| now.saturating_add(lease_seconds))
+}
+
+fn allocation_of(entry: &AllocationEntry) -> Allocation {
+    Allocation {
+        owner: entry.owner.clone(),
+        addresses: entry.addresses.clone(),
+        routes: routes(entry),
+        lease_expires_at: entry.lease_expires_at,
+    }
+}
+
+impl State {
+    /// Forgets `owner` in memory (after the store removed it) and frees its addresses.
+    fn forget(&mut self, owner: &Attachment) {
+        self.endpoints.remove(owner);
+        if let Some(entry) = self.allocations.remove(owner) {
+            for a in &entry.addresses {
+                let addr = a.address.addr();
+                if self.owners.get(&addr) == Some(owner) {
+                    self.owners.remove(&addr);
+                    self.alloc.release(addr);
+                }
+            }
+        }
+    }
+}
+
+impl Node {
+    /// `POST /ipam/allocate` at time `now`. Idempotent per owner (same addresses; a
+    /// pending lease is renewed from `now`); the answer is given only after the
+    /// allocation is durably committed.
+    pub fn allocate_at(&self, req: AllocateRequest, now: u64) -> Result<Allocation, NodeError> {
+        check_owner(&req.owner)?;
+        let mut guard = self.lock()?;
+        let st = &mut *guard;
+        if let Some(entry) = st.allocations.get(&req.owner) {
+            let held: Vec<IpAddr> = entry.addresses.iter().map(|a| a.address.addr()).collect();
+            let pool_ok = req.pool.as_ref().is_none_or(|p| *p == entry.pool);
+            if !pool_ok || !req.requested.iter().all(|r| held.contains(r)) {
+                let (owner, pool) = (req.owner.clone(), entry.pool.clone());
+                return Err(NodeError::AllocationMismatch { owner, held, pool });
+            }
+            if entry.lease_expires_at.is_none() {
+                return Ok(allocation_of(entry));
+            }
+            // A retried ADD: the lease runs from the latest attempt.
+            let lease = renewed_lease(self.inner.config.lease_seconds, now);
+            let entry = AllocationEntry {
+                lease_expires_at: lease,
+                ..entry.clone()
+            };
+            self.inner.store.put_allocation(&entry)?;
+            let out = allocation_of(&entry);
+            st.allocations.insert(entry.owner.clone(), entry);
+            return Ok(out);
+        }
+        let pool = st.alloc.select_pool(
+            req.pool.as_deref(),
+            req.pod.namespace.as_deref(),
+            &req.requested,
+        )?;
+        let pool = pool.to_owned();
+        let addresses = match st.alloc.allocate(&pool, &req.requested) {
+            Err(IpamError::InUse { address }) => {
+                return Err(match st.owners.get(&address) {
+                    Some(owner) => NodeError::AddressOwned {
+                        address,
+                        owner: owner.clone(),
+                    },
+                    None => IpamError::InUse { address }.into(),
+                });
+            }
+            r => r?,
+        };
+        let lease = self.inner.config.lease_seconds;
+        let entry = AllocationEntry {
+            owner: req.owner,
+            pod: req.pod,
+            pool,
+            addresses,
+            allocated_at: now,
+            lease_expires_at: renewed_lease(lease, now),
+        };
+        if let Err(e) = self.inner.store.put_allocation(&entry) {
+            for a in &entry.addresses {
+                st.alloc.release(a.address.addr());
+            }
+            return Err(e.into());
+        }
+        for a in &entry.addresses {
+            st.owners.insert(a.address.addr(), entry.owner.clone());
+        }
+        let out = allocation_of(&entry);
+        tracing::debug!(owner = ?entry.owner, addresses = ?entry.addresses, "allocated");
+        st.allocations.insert(entry.owner.clone(), entry);
+        Ok(out)
+    }
+
+    /// `DELETE /ipam/allocations/...`: releases a bare allocation. `Ok(false)` when the
+    /// owner holds none; an error when an endpoint still uses it.
+    pub fn release_owner(&self, owner: &Attachment) -> Result<bool, NodeError> {
+        let mut st = self.lock()?;
+        if st.endpoints.contains_key(owner) {
+            return Err(NodeError::EndpointHoldsAllocation {
+                owner: owner.clone(),
+            });
+        }
+        if !st.allocations.contains_key(owner) {
+            return Ok(false);
+        }
+        self.inner
+            .store
+            .remove_owners(std::slice::from_ref(owner))?;
+        st.forget(owner);
+        tracing::debug!(?owner, "released");
+        Ok(true)
+    }
+
+    /// `POST /endpoint/create` at time `now`: records the endpoint and clears the
+    /// allocation's lease in one transaction. Idempotent for the same body.
+    pub fn create_endpoint_at(&self, req: EndpointCreate, now: u64) -> Result<Endpoint, NodeError> {
+        check_owner(&req.owner)?;
+        if req.host_ifname.trim().is_empty() {
+            let reason = "must not be empty".to_owned();
+            return Err(NodeError::InvalidRequest {
+                field: "host_ifname",
+                reason,
+            });
+        }
+        let mut guard = self.lock()?;
+        let st = &mut *guard;
+        if let Some(ep) = st.endpoints.get(&req.owner) {
+            let same = ep.pod == req.pod
+                && ep.host_ifname == req.host_ifname
+                && ep.host_ifindex == req.host_ifindex
+                && ep.host_mac == req.host_mac
+                && ep.pod_mac == req.pod_mac
+                && ep.netns == req.netns
+                && ep.addresses.iter().collect::<BTreeSet<_>>() == req.addresses.iter().collect();
+            if same {
+                return Ok(ep.clone());
+            }
+            let host_ifname = ep.host_ifname.clone();
+            return Err(NodeError::EndpointExists {
+                owner: req.owner,
+                host_ifname,
+            });
+        }
+        let Some(entry) = st.allocations.get(&req.owner) else {
+            return Err(NodeError::NoAllocation { owner: req.owner });
+        };
+        let held: BTreeSet<IpAddr> = entry.addresses.iter().map(|a| a.address.addr()).collect();
+        let given: BTreeSet<IpAddr> = req.addresses.iter().map(IpNet::addr).collect();
+        if held != given || given.len() != req.addresses.len() {
+            return Err(NodeError::AddressMismatch {
+                owner: req.owner,
+                allocated: entry.addresses.iter().map(|a| a.address).collect(),
+                given: req.addresses,
+            });
+        }
+        let endpoint = Endpoint {
+            owner: req.owner,
+            pod: req.pod,
+            host_ifname: req.host_ifname,
+            host_ifindex: req.host_ifindex,
+            host_mac: req.host_mac,
+            pod_mac: req.pod_mac,
+            addresses: req.addresses,
+            netns: req.netns,
+            created_at: now,
+        };
+        let entry = AllocationEntry {
+            lease_expires_at: None,
+            ..entry.clone()
+        };
+        self.inner.store.put_endpoint(&endpoint, &entry)?;
+        st.allocations.insert(entry.owner.clone(), entry);
+        st.endpoints
+            .insert(endpoint.owner.clone(), endpoint.clone());
+        tracing::debug!(owner = ?endpoint.owner, host_ifname = %endpoint.host_ifname, "endpoint created");
+        Ok(endpoint)
+    }
+
+    /// `DELETE /endpoints/...`: removes the endpoint and its allocation (or a bare
+    /// allocation) in one transaction. `Ok(false)` when there was neither.
+    pub fn delete_owner(&self, owner: &Attachment) -> Result<bool, NodeError> {
+        let mut st = self.lock()?;
+        if !st.endpoints.contains_key(owner) && !st.allocations.contains_key(owner) {
+            return Ok(false);
+        }
+        self.inner
+            .store
+            .remove_owners(std::slice::from_ref(owner))?;
+        st.forget(owner);
+        tracing::debug!(?owner, "endpoint deleted");
+        Ok(true)
+    }
+
+    /// The endpoint of `owner`.
+    pub fn endpoint_of(&self, owner: &Attachment) -> Result<Option<Endpoint>, NodeError> {
+        Ok(self.lock()?.endpoints.get(owner).cloned())
+    }
+
+    /// Every endpoint, ordered by owner.
+    pub fn list_endpoints(&self) -> Result<Vec<Endpoint>, NodeError> {
+        Ok(self.lock()?.endpoints.values().cloned().collect())
+    }
+
+    /// Pools and allocations (one record per address), ordered by owner.
+    pub fn ipam_snapshot(&self) -> Result<IpamState, NodeError> {
+        let st = self.lock()?;
+        let allocations = st
+            .allocations
+            .values()
+            .flat_map(|e| {
+                e.addresses.iter().map(|a| AllocationRecord {
+                    owner: e.owner.clone(),
+                    address: a.address.addr(),
+                    pool: e.pool.clone(),
+                    allocated_at: e.allocated_at,
+                    lease_expires_at: e.lease_expires_at,
+                })
+            })
+            .collect();
+        Ok(IpamState {
+            pools: st.alloc.pool_states(),
+            allocations,
+        })
+    }
+
+    /// Removes every endpoint and allocation whose owner is not in `valid`, in one transaction.
+    pub fn gc_owners(&self, valid: &[Attachment]) -> Result<GcReport, NodeError> {
+        let valid: BTreeSet<&Attachment> = valid.iter().collect();
+        let mut st = self.lock()?;
+        let mut report = GcReport::default();
+        for owner in st.endpoints.keys().filter(|o| !valid.contains(o)) {
+            report.endpoints_removed.push(owner.clone());
+        }
+        for owner in st.allocations.keys() {
+            if !valid.contains(owner) && !st.endpoints.contains_key(owner) {
+                report.allocations_released.push(owner.clone());
+            }
+        }
+        let victims: Vec<Attachment> = report
+            .endpoints_removed
+            .iter()
+            .chain(&report.allocations_released)
+            .cloned()
+            .collect();
+        self.inner.store.remove_owners(&victims)?;
+        for owner in &victims {
+            st.forget(owner);
+        }
+        if !victims.is_empty() {
+            tracing::info!(removed = victims.len(), "gc");
+        }
+        Ok(report)
+    }
+
+    /// Releases every allocation without an endpoint whose lease expired at or before
+    /// `now_unix`, in one transaction; returns their owners. The daemon calls this
+    /// periodically.
+    pub fn expire_leases(&self, now_unix: u64) -> Result<Vec<Attachment>, NodeError> {
+        let mut st = self.lock()?;
+        let expired: Vec<Attachment> = st
+            .allocations
+            .values()
+            .filter(|e| e.lease_expires_at.is_some_and(|t| t <= now_unix))
+            .filter(|e| !st.endpoints.contains_key(&e.owner))
+            .map(|e| e.owner.clone())
+            .collect();
+        self.inner.store.remove_owners(&expired)?;
+        for owner in &expired {
+            st.forget(owner);
+        }
+        if !expired.is_empty() {
+            tracing::info!(owners = ?expired, "leases expired");
+        }
+        Ok(expired)
+    }
+}

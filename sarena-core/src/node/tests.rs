@@ -1,0 +1,401 @@
+//! Node tests: configuration, every operation, leases, GC, reopen.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::*;
+use crate::api::{
+    AllocateRequest, Allocation, ApiErrorKind, Daemon, EndpointCreate, GcRequest, PodRef,
+};
+
+fn owner(c: &str) -> Attachment {
+    Attachment {
+        container_id: c.into(),
+        ifname: "eth0".into(),
+    }
+}
+
+fn req(c: &str) -> AllocateRequest {
+    AllocateRequest {
+        owner: owner(c),
+        pod: PodRef::default(),
+        requested: vec![],
+        pool: None,
+    }
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn small_config(cidr: &str, lease: u64) -> NodeConfig {
+    let text =
+        format!("lease_seconds = {lease}\n[[ipam.pools]]\nname = \"p\"\ncidrs = [\"{cidr}\"]\n");
+    NodeConfig::from_toml_str(&text).unwrap()
+}
+
+fn ep_req(alloc: &Allocation) -> EndpointCreate {
+    EndpointCreate {
+        owner: alloc.owner.clone(),
+        pod: PodRef::default(),
+        host_ifname: format!("lxc{}", alloc.owner.container_id),
+        host_ifindex: 7,
+        host_mac: "02:00:00:00:00:01".into(),
+        pod_mac: "02:00:00:00:00:02".into(),
+        addresses: alloc.addresses.iter().map(|a| a.address).collect(),
+        netns: "/var/run/netns/x".into(),
+    }
+}
+
+/// A node with a settable clock.
+fn node_at(dir: &Path, config: NodeConfig) -> (Node, Arc<AtomicU64>) {
+    let now = Arc::new(AtomicU64::new(1_000));
+    let clock_now = now.clone();
+    let node = Node::open_with_clock(
+        dir,
+        config,
+        Arc::new(move || clock_now.load(Ordering::SeqCst)),
+    )
+    .unwrap();
+    (node, now)
+}
+
+#[test]
+fn default_config_toml_is_the_default() {
+    let parsed = NodeConfig::from_toml_str(DEFAULT_CONFIG_TOML).unwrap();
+    assert_eq!(parsed, NodeConfig::default());
+    assert_eq!(
+        NodeConfig::from_toml_str("").unwrap(),
+        NodeConfig::default(),
+        "every key optional"
+    );
+    let d = NodeConfig::default();
+    assert_eq!(
+        (d.mtu, d.dataplane, d.masquerade, d.lease_seconds),
+        (1500, crate::dataplane::DataplaneMode::Ebpf, false, 180)
+    );
+    let alloc = Allocator::new(&d.ipam).unwrap();
+    assert_eq!(alloc.pools()[0].cidrs[0].gateway, ip("10.200.0.1"));
+}
+
+#[test]
+fn config_errors_name_the_field() {
+    let invalid = |text: &str| match NodeConfig::from_toml_str(text).unwrap_err() {
+        ConfigError::Invalid { field, .. } => field,
+        other => format!("{other}"),
+    };
+    assert_eq!(invalid("mtu = 100"), "mtu");
+    assert_eq!(
+        invalid("mtu = 1000\n[[ipam.pools]]\nname='a'\ncidrs=['fd00::/64']"),
+        "mtu"
+    );
+    assert_eq!(
+        invalid("[[ipam.pools]]\nname='a'\ncidrs=['10.0.0.0/24']\nreserved=['nope']"),
+        "ipam.pools[0].reserved[0]"
+    );
+    assert!(invalid("dataplane = 'xdp'").contains("dataplane"));
+    assert!(invalid("colour = 1").contains("colour"));
+    assert!(invalid("[[ipam.pools]]\nname='a'\ncidrs=['10.0.0.0/33']").contains("cidrs"));
+    let k = NodeConfig::from_toml_str("dataplane = 'kernel'\nmasquerade = true").unwrap();
+    assert_eq!(k.daemon_config().dataplane, "kernel");
+    assert!(k.masquerade);
+}
+
+#[test]
+fn allocate_is_idempotent_and_durable_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (node, _) = node_at(dir.path(), NodeConfig::default());
+    let a = node.allocate_at(req("c1"), 1_000).unwrap();
+    assert_eq!(a.addresses[0].address.to_string(), "10.200.0.2/16");
+    assert_eq!(a.lease_expires_at, Some(1_180));
+    assert_eq!(a.routes.len(), 2);
+    assert_eq!(a.routes[0].dst.to_string(), "10.200.0.1/32");
+    assert_eq!(a.routes[1].dst.to_string(), "0.0.0.0/0");
+    assert_eq!(a.routes[1].gw, Some(ip("10.200.0.1")));
+    let again = node.allocate_at(req("c1"), 2_000).unwrap();
+    assert_eq!(again.addresses, a.addresses, "same owner, same addresses");
+    assert_eq!(
+        again.lease_expires_at,
+        Some(2_180),
+        "a retried ADD renews the lease"
+    );
+    let b = node.allocate_at(req("c2"), 1_001).unwrap();
+    assert_eq!(b.addresses[0].address.to_string(), "10.200.0.3/16");
+    node.allocate_at(req("c3"), 1_002).unwrap();
+    assert!(node.release_owner(&owner("c2")).unwrap());
+    drop(node);
+    let (node, _) = node_at(dir.path(), NodeConfig::default());
+    assert_eq!(node.open_report().allocations, 2);
+    assert_eq!(
+        node.allocate_at(req("c1"), 3_000).unwrap().addresses,
+        a.addresses
+    );
+    let c = node.allocate_at(req("c4"), 3_000).unwrap();
+    assert_eq!(
+        c.addresses[0].address.to_string(),
+        "10.200.0.5/16",
+        "resumes after the latest"
+    );
+}
+
+#[test]
+fn static_requests_conflicts_and_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (node, _) = node_at(dir.path(), NodeConfig::default());
+    let mut r = req("c1");
+    r.requested = vec![ip("10.200.5.5")];
+    assert_eq!(
+        node.allocate_at(r.clone(), 1).unwrap().addresses[0]
+            .address
+            .to_string(),
+        "10.200.5.5/16"
+    );
+    let mut other = req("c2");
+    other.requested = vec![ip("10.200.5.5")];
+    let err = node.allocate_at(other, 1).unwrap_err();
+    assert!(
+        matches!(&err, NodeError::AddressOwned { owner, .. } if *owner == super::tests::owner("c1"))
+    );
+    assert_eq!(err.kind(), ApiErrorKind::Conflict);
+    r.requested = vec![ip("10.200.5.6")];
+    assert!(matches!(
+        node.allocate_at(r, 1),
+        Err(NodeError::AllocationMismatch { .. })
+    ));
+    let mut gw = req("c3");
+    gw.requested = vec![ip("10.200.0.1")];
+    assert_eq!(
+        node.allocate_at(gw, 1).unwrap_err().kind(),
+        ApiErrorKind::BadRequest
+    );
+    let mut empty = req("");
+    empty.owner.container_id = " ".into();
+    assert_eq!(
+        node.allocate_at(empty, 1).unwrap_err().kind(),
+        ApiErrorKind::BadRequest
+    );
+    let mut named = req("c4");
+    named.pool = Some("nope".into());
+    assert_eq!(
+        node.allocate_at(named, 1).unwrap_err().kind(),
+        ApiErrorKind::BadRequest
+    );
+    assert_eq!(
+        node.ipam_snapshot().unwrap().allocations.len(),
+        1,
+        "failures left nothing"
+    );
+}
+
+#[tokio::test]
+async fn exhausted_pool_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::open(dir.path(), small_config("10.0.0.0/30", 180)).unwrap();
+    node.allocate(req("c1")).await.unwrap();
+    let err = node.allocate(req("c2")).await.unwrap_err();
+    assert_eq!(err.kind(), Some(ApiErrorKind::PoolExhausted));
+    assert!(err.to_string().contains("\"p\""), "{err}");
+    assert!(node.release(owner("c1")).await.unwrap());
+    assert!(!node.release(owner("c1")).await.unwrap(), "double release");
+    node.allocate(req("c2")).await.unwrap();
+}
+
+#[tokio::test]
+async fn endpoint_lifecycle_through_the_trait() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
+    assert!(node.health().await.unwrap().ready);
+    assert_eq!(node.config().await.unwrap().mtu, 1500);
+    let a = node.allocate(req("c1")).await.unwrap();
+    let missing = node
+        .create_endpoint(ep_req(&node.allocate(req("c2")).await.unwrap()))
+        .await;
+    assert!(missing.is_ok());
+    let mut wrong = ep_req(&a);
+    wrong.addresses = vec!["10.200.9.9/16".parse().unwrap()];
+    assert_eq!(
+        node.create_endpoint(wrong).await.unwrap_err().kind(),
+        Some(ApiErrorKind::Conflict)
+    );
+    let mut none = ep_req(&a);
+    none.owner = owner("ghost");
+    assert_eq!(
+        node.create_endpoint(none).await.unwrap_err().kind(),
+        Some(ApiErrorKind::NotFound)
+    );
+    let ep = node.create_endpoint(ep_req(&a)).await.unwrap();
+    assert_eq!(
+        node.create_endpoint(ep_req(&a)).await.unwrap(),
+        ep,
+        "idempotent"
+    );
+    let mut changed = ep_req(&a);
+    changed.host_ifindex = 99;
+    assert_eq!(
+        node.create_endpoint(changed).await.unwrap_err().kind(),
+        Some(ApiErrorKind::Conflict)
+    );
+    assert_eq!(node.endpoint(owner("c1")).await.unwrap(), Some(ep.clone()));
+    assert_eq!(node.endpoints().await.unwrap().len(), 2);
+    let state = node.ipam_state().await.unwrap();
+    let rec = state
+        .allocations
+        .iter()
+        .find(|r| r.owner == owner("c1"))
+        .unwrap();
+    assert_eq!(rec.lease_expires_at, None, "endpoint cleared the lease");
+    assert_eq!(state.pools[0].allocated, 2);
+    assert_eq!(
+        node.release(owner("c1")).await.unwrap_err().kind(),
+        Some(ApiErrorKind::Conflict)
+    );
+    assert!(node.delete_endpoint(owner("c1")).await.unwrap());
+    assert!(!node.delete_endpoint(owner("c1")).await.unwrap());
+    assert_eq!(node.endpoint(owner("c1")).await.unwrap(), None);
+    assert_eq!(node.ipam_state().await.unwrap().pools[0].allocated, 1);
+    node.allocate(req("c3")).await.unwrap();
+    assert!(
+        node.delete_endpoint(owner("c3")).await.unwrap(),
+        "bare allocation released too"
+    );
+}
+
+#[test]
+fn leases_expire_only_without_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (node, clock) = node_at(dir.path(), small_config("10.0.0.0/24", 100));
+    let a = node.allocate_at(req("bare"), 1_000).unwrap();
+    let b = node.allocate_at(req("held"), 1_000).unwrap();
+    node.create_endpoint_at(ep_req(&b), 1_010).unwrap();
+    node.allocate_at(req("late"), 1_050).unwrap();
+    assert_eq!(node.expire_leases(1_099).unwrap(), Vec::<Attachment>::new());
+    assert_eq!(node.expire_leases(1_100).unwrap(), vec![owner("bare")]);
+    assert!(node.expire_leases(1_100).unwrap().is_empty());
+    clock.store(1_100, Ordering::SeqCst);
+    drop(node);
+    let (node, _) = node_at(dir.path(), small_config("10.0.0.0/24", 100));
+    assert_eq!(
+        node.expire_leases(10_000).unwrap(),
+        vec![owner("late")],
+        "lease survives reopen"
+    );
+    assert!(node.endpoint_of(&owner("held")).unwrap().is_some());
+    let snap = node.ipam_snapshot().unwrap();
+    assert_eq!(snap.allocations.len(), 1);
+    assert!(
+        !snap
+            .allocations
+            .iter()
+            .any(|r| r.address == a.addresses[0].address.addr())
+    );
+    let zero = tempfile::tempdir().unwrap();
+    let (node, _) = node_at(zero.path(), small_config("10.0.0.0/24", 0));
+    assert_eq!(
+        node.allocate_at(req("x"), 5).unwrap().lease_expires_at,
+        None
+    );
+    assert!(
+        node.expire_leases(u64::MAX).unwrap().is_empty(),
+        "0 disables expiry"
+    );
+}
+
+#[tokio::test]
+async fn gc_removes_everything_not_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
+    for c in ["keep-ep", "drop-ep", "keep-bare", "drop-bare"] {
+        let a = node.allocate(req(c)).await.unwrap();
+        if c.ends_with("ep") {
+            node.create_endpoint(ep_req(&a)).await.unwrap();
+        }
+    }
+    let report = node
+        .gc(GcRequest {
+            valid: vec![owner("keep-ep"), owner("keep-bare")],
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.endpoints_removed, vec![owner("drop-ep")]);
+    assert_eq!(report.allocations_released, vec![owner("drop-bare")]);
+    drop(node);
+    let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
+    let owners: HashSet<Attachment> = node
+        .ipam_snapshot()
+        .unwrap()
+        .allocations
+        .into_iter()
+        .map(|r| r.owner)
+        .collect();
+    assert_eq!(
+        owners,
+        [owner("keep-ep"), owner("keep-bare")].into_iter().collect()
+    );
+    assert_eq!(node.list_endpoints().unwrap().len(), 1);
+}
+
+#[test]
+fn allocations_outside_new_pools_are_kept_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let (node, _) = node_at(dir.path(), small_config("10.0.0.0/24", 100));
+    let a = node.allocate_at(req("old"), 1).unwrap();
+    drop(node);
+    let (node, _) = node_at(dir.path(), small_config("10.1.0.0/24", 100));
+    let report = node.open_report();
+    assert_eq!(report.outside_pools.len(), 1);
+    assert_eq!(report.outside_pools[0].1, a.addresses[0].address.addr());
+    assert_eq!(
+        node.allocate_at(req("old"), 2).unwrap().addresses,
+        a.addresses,
+        "kept"
+    );
+    assert!(node.delete_owner(&owner("old")).unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_allocations_never_collide() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::open(dir.path(), small_config("10.0.0.0/26", 180)).unwrap();
+    let tasks: Vec<_> = (0..80)
+        .map(|i| {
+            let node = node.clone();
+            tokio::spawn(async move { node.allocate(req(&format!("c{i}"))).await })
+        })
+        .collect();
+    let mut seen = HashSet::new();
+    let (mut ok, mut exhausted) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(a) => {
+                ok += 1;
+                assert!(seen.insert(a.addresses[0].address.addr()));
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), Some(ApiErrorKind::PoolExhausted));
+                exhausted += 1;
+            }
+        }
+    }
+    assert_eq!(
+        (ok, exhausted),
+        (61, 19),
+        "a /26 has 61 usable addresses besides the gateway"
+    );
+}
+
+#[test]
+fn config_file_is_loaded_and_missing_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sarena.toml");
+    std::fs::write(&path, "mtu = 9000\nlease_seconds = 30\n").unwrap();
+    let cfg = NodeConfig::load(&path).unwrap();
+    assert_eq!((cfg.mtu, cfg.lease_seconds), (9000, 30));
+    let missing = dir.path().join("nope.toml");
+    let err = NodeConfig::load(&missing).unwrap_err();
+    assert!(
+        matches!(&err, ConfigError::Read { path, .. } if *path == missing),
+        "{err}"
+    );
+}

@@ -1,0 +1,208 @@
+//! CHECK: compares what ADD reported (`prevResult`) with what exists, without
+//! changing anything. The first difference found is error 102 naming it.
+//!
+//! Checked, in order: the endpoint is registered at the daemon with the same
+//! addresses and pod MAC; the pod interface exists in the netns, is up, and has
+//! prevResult's MAC, addresses and routes; the host end of the veth exists.
+
+use std::fmt::Display;
+
+use ipnet::IpNet;
+
+use crate::api::{Attachment, Daemon, RouteSpec};
+use crate::cni::result::Route;
+use crate::links::{Links, host_ifname};
+
+use super::error::{PluginError, Step};
+use super::request::CheckRequest;
+
+/// What prevResult says about this attachment.
+struct Expected {
+    sandbox: Option<String>,
+    pod_mac: Option<String>,
+    addresses: Vec<IpNet>,
+    routes: Vec<Route>,
+    host_ifname: String,
+}
+
+/// Runs CHECK.
+pub(crate) async fn check(
+    daemon: &dyn Daemon,
+    links: &dyn Links,
+    req: &CheckRequest,
+) -> Result<(), PluginError> {
+    req.validate().map_err(PluginError::Invalid)?;
+    let att = &req.attachment;
+    let want = expected(req)?;
+    let mismatch = |what: &str, expected: &dyn Display, found: &dyn Display| {
+        Err(PluginError::CheckMismatch {
+            attachment: att.clone(),
+            what: what.to_string(),
+            expected: expected.to_string(),
+            found: found.to_string(),
+        })
+    };
+
+    if let Some(sandbox) = &want.sandbox
+        && sandbox != &req.netns.display().to_string()
+    {
+        return mismatch("sandbox (CNI_NETNS)", sandbox, &req.netns.display());
+    }
+
+    let endpoint = daemon
+        .endpoint(att.clone())
+        .await
+        .map_err(|e| PluginError::daemon(Step::LookupEndpoint, att, e))?;
+    let Some(endpoint) = endpoint else {
+        return mismatch("endpoint at the daemon", &"registered", &"not registered");
+    };
+    if sorted(&endpoint.addresses) != sorted(&want.addresses) {
+        return mismatch(
+            "endpoint addresses at the daemon",
+            &list(&want.addresses),
+            &list(&endpoint.addresses),
+        );
+    }
+    if let Some(mac) = &want.pod_mac
+        && !mac.eq_ignore_ascii_case(&endpoint.pod_mac)
+    {
+        return mismatch("endpoint pod MAC at the daemon", mac, &endpoint.pod_mac);
+    }
+
+    let pod = links
+        .inspect_pod(&req.netns, &att.ifname)
+        .await
+        .map_err(|e| PluginError::link(Step::InspectPod, att, e))?;
+    let Some(pod) = pod else {
+        return mismatch(
+            &format!("pod interface {}", att.ifname),
+            &"present",
+            &"missing",
+        );
+    };
+    if let Some(mac) = &want.pod_mac
+        && !mac.eq_ignore_ascii_case(&pod.mac)
+    {
+        return mismatch("pod interface MAC", mac, &pod.mac);
+    }
+    if let Some(missing) = want.addresses.iter().find(|a| !pod.addresses.contains(a)) {
+        return mismatch(
+            "pod interface addresses",
+            &format!("{missing} among them"),
+            &list(&pod.addresses),
+        );
+    }
+    if !pod.up {
+        return mismatch("pod interface state", &"up", &"down");
+    }
+    if let Some(route) = want
+        .routes
+        .iter()
+        .find(|r| !pod.routes.iter().any(|f| same_route(r, f)))
+    {
+        return mismatch(
+            "pod routes",
+            &format!("{} via {}", route.dst, show_gw(route.gw)),
+            &pod.routes
+                .iter()
+                .map(|r| format!("{} via {}", r.dst, show_gw(r.gw)))
+                .collect::<Vec<_>>()
+                .join(", "),
+        );
+    }
+
+    let host = links
+        .host_link_index(&want.host_ifname)
+        .await
+        .map_err(|e| PluginError::link(Step::InspectHostLink, att, e))?;
+    if host.is_none() {
+        return mismatch(
+            &format!("host link {}", want.host_ifname),
+            &"present",
+            &"missing",
+        );
+    }
+    tracing::info!(container_id = %att.container_id, ifname = %att.ifname, "CHECK passed");
+    Ok(())
+}
+
+/// Reads the pod interface (named `CNI_IFNAME`, preferably one with a sandbox), its
+/// addresses, and the host interface name from prevResult.
+fn expected(req: &CheckRequest) -> Result<Expected, PluginError> {
+    let att: &Attachment = &req.attachment;
+    let prev = &req.prev_result;
+    let pod_index = prev
+        .interfaces
+        .iter()
+        .position(|i| i.name == att.ifname && i.sandbox.is_some())
+        .or_else(|| prev.interfaces.iter().position(|i| i.name == att.ifname));
+    let Some(pod_index) = pod_index else {
+        return Err(PluginError::CheckMismatch {
+            attachment: att.clone(),
+            what: "prevResult interfaces".into(),
+            expected: format!("an interface named {}", att.ifname),
+            found: prev
+                .interfaces
+                .iter()
+                .map(|i| i.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    };
+    let pod = &prev.interfaces[pod_index];
+    let host_ifname = host_ifname(&att.container_id, &att.ifname);
+    if let Some(host) = prev
+        .interfaces
+        .iter()
+        .find(|i| i.sandbox.is_none() && i.name != att.ifname)
+        && host.name != host_ifname
+    {
+        return Err(PluginError::CheckMismatch {
+            attachment: att.clone(),
+            what: "host interface name".into(),
+            expected: host_ifname,
+            found: host.name.clone(),
+        });
+    }
+    Ok(Expected {
+        sandbox: pod.sandbox.clone(),
+        pod_mac: pod.mac.clone(),
+        addresses: prev
+            .ips
+            .iter()
+            .filter(|ip| ip.interface.is_none_or(|i| i == pod_index))
+            .map(|ip| ip.address)
+            .collect(),
+        routes: prev.routes.clone(),
+        host_ifname,
+    })
+}
+
+fn same_route(want: &Route, found: &RouteSpec) -> bool {
+    want.dst.trunc() == found.dst.trunc() && want.gw == found.gw
+}
+
+fn show_gw(gw: Option<std::net::IpAddr>) -> String {
+    gw.map_or_else(|| "link".to_string(), |g| g.to_string())
+}
+
+fn sorted(nets: &[IpNet]) -> Vec<IpNet> {
+    let mut v = nets.to_vec();
+    v.sort();
+    v
+}
+
+fn list(nets: &[IpNet]) -> String {
+    if nets.is_empty() {
+        return "none".into();
+    }
+    sorted(nets)
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+#[path = "check_tests.rs"]
+mod tests;

@@ -1,0 +1,71 @@
+//! DEL: best effort and idempotent. Every step runs whatever the previous ones
+//! did; failures are collected and reported together.
+//!
+//! 1. Delete the endpoint at the daemon (which releases its address). If the
+//!    daemon cannot be reached, the deletion goes into the [`DeleteQueue`] and
+//!    DEL carries on as if it had succeeded.
+//! 2. Remove the host end of the veth (which takes the pod end with it).
+//! 3. When `CNI_NETNS` is given and can be opened, remove the pod end there too;
+//!    a missing or unopenable netns is fine.
+
+use crate::api::Daemon;
+use crate::links::{LinkError, Links, host_ifname};
+
+use super::delqueue::DeleteQueue;
+use super::error::{AttachmentDisplay, PluginError, Step, is_transient};
+use super::request::DelRequest;
+
+/// Runs DEL.
+pub(crate) async fn del(
+    daemon: &dyn Daemon,
+    links: &dyn Links,
+    queue: Option<&DeleteQueue>,
+    req: &DelRequest,
+) -> Result<(), PluginError> {
+    req.validate().map_err(PluginError::Invalid)?;
+    let att = &req.attachment;
+    let mut errors = Vec::new();
+
+    match daemon.delete_endpoint(att.clone()).await {
+        Ok(existed) => {
+            tracing::debug!(attachment = %AttachmentDisplay(att), existed, "endpoint deleted")
+        }
+        Err(e) if is_transient(&e) => match queue {
+            Some(q) => match q.enqueue(att) {
+                Ok(()) => tracing::warn!(attachment = %AttachmentDisplay(att), error = %e,
+                    "daemon unavailable; deletion queued"),
+                Err(qe) => errors.push(PluginError::Queue {
+                    step: Step::EnqueueDeletion,
+                    attachment: Some(att.clone()),
+                    source: qe,
+                }),
+            },
+            None => errors.push(PluginError::daemon(Step::DeleteEndpoint, att, e)),
+        },
+        Err(e) => errors.push(PluginError::daemon(Step::DeleteEndpoint, att, e)),
+    }
+
+    let host = host_ifname(&att.container_id, &att.ifname);
+    match links.remove_host_link(&host).await {
+        Ok(existed) => tracing::debug!(ifname = %host, existed, "host link removed"),
+        Err(e) => errors.push(PluginError::link(Step::RemoveHostLink, att, e)),
+    }
+
+    if let Some(netns) = &req.netns {
+        match links.remove_pod_link(netns, &att.ifname).await {
+            Ok(existed) => tracing::debug!(ifname = %att.ifname, existed, "pod link removed"),
+            Err(LinkError::Netns { path, source }) => {
+                tracing::debug!(%path, error = %source, "netns gone; nothing to remove in it");
+            }
+            Err(e) => errors.push(PluginError::link(Step::RemovePodLink, att, e)),
+        }
+    }
+
+    PluginError::collect(Some(att), errors)?;
+    tracing::info!(attachment = %AttachmentDisplay(att), "DEL done");
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "del_tests.rs"]
+mod tests;

@@ -1,0 +1,68 @@
+//! GC: removes everything of Sarena's that the runtime no longer lists as valid:
+//! endpoints and allocations at the daemon (`POST /gc`) and host `lxc*` links.
+
+use std::collections::HashSet;
+
+use crate::api::{Daemon, GcRequest as DaemonGcRequest};
+use crate::links::{Links, host_ifname};
+
+use super::error::{PluginError, Step};
+use super::request::GcRequest;
+
+/// Runs GC. Best effort: a failing step does not stop the others.
+pub(crate) async fn gc(
+    daemon: &dyn Daemon,
+    links: &dyn Links,
+    req: &GcRequest,
+) -> Result<(), PluginError> {
+    let mut errors = Vec::new();
+    match daemon
+        .gc(DaemonGcRequest {
+            valid: req.valid.clone(),
+        })
+        .await
+    {
+        Ok(report) => tracing::info!(
+            endpoints = report.endpoints_removed.len(),
+            allocations = report.allocations_released.len(),
+            "daemon GC done"
+        ),
+        Err(source) => errors.push(PluginError::Daemon {
+            step: Step::DaemonGc,
+            attachment: None,
+            source,
+        }),
+    }
+    let keep: HashSet<String> = req
+        .valid
+        .iter()
+        .map(|a| host_ifname(&a.container_id, &a.ifname))
+        .collect();
+    match links.list_host_links().await {
+        Ok(names) => {
+            for name in names
+                .into_iter()
+                .filter(|n| n.starts_with("lxc") && !keep.contains(n))
+            {
+                match links.remove_host_link(&name).await {
+                    Ok(_) => tracing::info!(ifname = %name, "stale host link removed"),
+                    Err(source) => errors.push(PluginError::Link {
+                        step: Step::RemoveHostLink,
+                        attachment: None,
+                        source,
+                    }),
+                }
+            }
+        }
+        Err(source) => errors.push(PluginError::Link {
+            step: Step::ListHostLinks,
+            attachment: None,
+            source,
+        }),
+    }
+    PluginError::collect(None, errors)
+}
+
+#[cfg(test)]
+#[path = "gc_tests.rs"]
+mod tests;

@@ -1,0 +1,204 @@
+//! Start-up and the daemon's life: load the config, open the node state, replay
+//! the plugin's deletion queue, bind the listeners, expire leases in the
+//! background, serve until SIGTERM/SIGINT.
+
+use std::future::Future;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sarena_core::node::{ConfigError, Node, NodeConfig, NodeError};
+use sarena_core::plugin::{DeleteQueue, QueueError};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::task::JoinHandle;
+
+use crate::cli::Cli;
+use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, UnixSocket};
+
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    ReadConfig {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The config file is invalid.
+    #[error("config file {path}: {source}")]
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong (names the field).
+        #[source]
+        source: ConfigError,
+    },
+    /// The state could not be opened.
+    #[error("cannot open the state in {state_dir}: {source}")]
+    Node {
+        /// `--state-dir`.
+        state_dir: PathBuf,
+        /// Cause (boxed: it is large).
+        #[source]
+        source: Box<NodeError>,
+    },
+    /// The deletion queue could not be read.
+    #[error("cannot replay the deletion queue: {0}")]
+    Queue(#[from] QueueError),
+    /// A listener could not be set up.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// Signal handlers could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signal(#[source] io::Error),
+}
+
+/// The config from `--config`, or the embedded default.
+pub fn load_config(cli: &Cli) -> Result<NodeConfig, StartError> {
+    let Some(path) = &cli.config else {
+        return Ok(NodeConfig::default());
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| StartError::ReadConfig {
+        path: path.clone(),
+        source,
+    })?;
+    NodeConfig::from_toml_str(&text).map_err(|source| StartError::Config {
+        path: path.clone(),
+        source,
+    })
+}
+
+/// Resolves on the first SIGTERM or SIGINT.
+pub fn shutdown_signal() -> Result<impl Future<Output = ()>, StartError> {
+    let mut term = signal(SignalKind::terminate()).map_err(StartError::Signal)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(StartError::Signal)?;
+    Ok(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!(signal = name, "shutting down");
+    })
+}
+
+/// How often leases are checked: a quarter of the lease, between 250 ms and 5 s;
+/// `None` when leases are disabled (`lease_seconds = 0`).
+pub fn lease_check_interval(lease_seconds: u64) -> Option<Duration> {
+    (lease_seconds > 0).then(|| {
+        Duration::from_millis(lease_seconds.saturating_mul(250))
+            .clamp(Duration::from_millis(250), Duration::from_secs(5))
+    })
+}
+
+/// Runs the daemon until `shutdown` resolves.
+pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), StartError> {
+    if let Some(addr) = cli.listen_tcp {
+        server::check_tcp_addr(addr, cli.allow_remote_tcp)?;
+    }
+    let config = load_config(cli)?;
+    let lease_seconds = config.lease_seconds;
+    let state_dir = cli.state_dir.clone();
+    let opened = tokio::task::spawn_blocking(move || Node::open(&state_dir, config))
+        .await
+        .unwrap_or_else(|e| {
+            Err(NodeError::Task {
+                reason: e.to_string(),
+            })
+        });
+    let node = opened.map_err(|e| StartError::Node {
+        state_dir: cli.state_dir.clone(),
+        source: Box::new(e),
+    })?;
+
+    let queue = DeleteQueue::new(cli.delete_queue_dir());
+    let report = queue.replay(&node).await?;
+    if !report.done.is_empty() || report.remaining > 0 {
+        tracing::info!(
+            dir = %queue.dir().display(),
+            done = report.done.len(),
+            remaining = report.remaining,
+            "deletion queue replayed"
+        );
+    }
+
+    let unix = UnixSocket::bind(&cli.socket)?;
+    let tcp = match cli.listen_tcp {
+        Some(addr) => Some(server::bind_tcp(addr, cli.allow_remote_tcp).await?),
+        None => None,
+    };
+    let expiry =
+        lease_check_interval(lease_seconds).map(|every| spawn_lease_expiry(node.clone(), every));
+    tracing::info!(
+        socket = %cli.socket.display(),
+        tcp = ?tcp.as_ref().and_then(|l| l.local_addr().ok()),
+        state_dir = %cli.state_dir.display(),
+        lease_seconds,
+        "serving the API"
+    );
+    server::serve(Arc::new(node), unix, tcp, shutdown, DEFAULT_SHUTDOWN_GRACE).await;
+    if let Some(task) = expiry {
+        task.abort();
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Calls [`Node::expire_leases`] every `every`, off the async workers.
+fn spawn_lease_expiry(node: Node, every: Duration) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut ticker = tokio::time::interval(every);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let node = node.clone();
+            match tokio::task::spawn_blocking(move || node.expire_leases(node.now())).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::warn!("lease expiry failed: {e}"),
+                Err(e) => tracing::warn!("lease expiry task failed: {e}"),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_interval_scales_with_the_lease() {
+        assert_eq!(lease_check_interval(0), None);
+        assert_eq!(lease_check_interval(1), Some(Duration::from_millis(250)));
+        assert_eq!(lease_check_interval(8), Some(Duration::from_secs(2)));
+        assert_eq!(lease_check_interval(180), Some(Duration::from_secs(5)));
+        assert_eq!(lease_check_interval(u64::MAX), Some(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn config_file_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let cli = |config: Option<PathBuf>| Cli {
+            socket: dir.path().join("s"),
+            state_dir: dir.path().join("st"),
+            config,
+            listen_tcp: None,
+            allow_remote_tcp: false,
+            delete_queue: None,
+            log_level: "info".into(),
+            print_default_config: false,
+        };
+        assert_eq!(load_config(&cli(None)).unwrap(), NodeConfig::default());
+        let missing = dir.path().join("missing.toml");
+        let err = load_config(&cli(Some(missing))).unwrap_err();
+        assert!(matches!(err, StartError::ReadConfig { .. }), "{err}");
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "mtu = \"big\"\n").unwrap();
+        let err = load_config(&cli(Some(bad.clone()))).unwrap_err();
+        assert!(err.to_string().contains("bad.toml"), "{err}");
+        std::fs::write(&bad, "lease_seconds = 1\n").unwrap();
+        assert_eq!(load_config(&cli(Some(bad))).unwrap().lease_seconds, 1);
+    }
+}

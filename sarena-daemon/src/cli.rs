@@ -1,0 +1,121 @@
+//! The command line.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Parser;
+use sarena_core::api::DEFAULT_SOCKET;
+
+/// Where the daemon keeps its state unless told otherwise.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/sarena";
+
+/// The Sarena node daemon: IPAM and endpoint registry behind a REST API on a Unix
+/// socket (and optionally loopback TCP).
+#[derive(Debug, Clone, PartialEq, Eq, Parser)]
+#[command(name = "sarena-daemon", version, about, long_about = None)]
+pub struct Cli {
+    /// Unix socket the API is served on (created mode 0600; a stale one is replaced).
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+
+    /// Directory of the durable state (IPAM and endpoint registry).
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_STATE_DIR)]
+    pub state_dir: PathBuf,
+
+    /// Configuration file (TOML); without it the embedded default is used
+    /// (see --print-default-config).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Also serve the API on this TCP address (IP:PORT); loopback only unless
+    /// --allow-remote-tcp is given.
+    #[arg(long, value_name = "ADDR")]
+    pub listen_tcp: Option<SocketAddr>,
+
+    /// Allow --listen-tcp on a non-loopback address (the API is unauthenticated).
+    #[arg(long, requires = "listen_tcp")]
+    pub allow_remote_tcp: bool,
+
+    /// The plugin's deletion queue, replayed at start-up [default: STATE_DIR/delete-queue].
+    #[arg(long, value_name = "DIR")]
+    pub delete_queue: Option<PathBuf>,
+
+    /// Log filter: a level (error, warn, info, debug, trace) or tracing directives
+    /// such as `sarena_daemon=debug,info`.
+    #[arg(long, value_name = "LEVEL", default_value = "info")]
+    pub log_level: String,
+
+    /// Print the embedded default configuration and exit.
+    #[arg(long)]
+    pub print_default_config: bool,
+}
+
+impl Cli {
+    /// The deletion queue directory: `--delete-queue` or `<state-dir>/delete-queue`.
+    pub fn delete_queue_dir(&self) -> PathBuf {
+        self.delete_queue
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join("delete-queue"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("sarena-daemon").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn defaults() {
+        let cli = parse(&[]).unwrap();
+        assert_eq!(cli.socket, PathBuf::from("/run/sarena/sarena.sock"));
+        assert_eq!(cli.state_dir, PathBuf::from("/var/lib/sarena"));
+        assert_eq!(cli.config, None);
+        assert_eq!(cli.listen_tcp, None);
+        assert!(!cli.allow_remote_tcp);
+        assert_eq!(cli.log_level, "info");
+        assert_eq!(
+            cli.delete_queue_dir(),
+            PathBuf::from("/var/lib/sarena/delete-queue")
+        );
+    }
+
+    #[test]
+    fn all_options() {
+        let cli = parse(&[
+            "--socket=/tmp/s.sock",
+            "--state-dir",
+            "/tmp/st",
+            "--config",
+            "/etc/sarena.toml",
+            "--listen-tcp",
+            "[::1]:7070",
+            "--allow-remote-tcp",
+            "--delete-queue",
+            "/tmp/q",
+            "--log-level",
+            "debug",
+        ])
+        .unwrap();
+        assert_eq!(cli.socket, PathBuf::from("/tmp/s.sock"));
+        assert_eq!(cli.listen_tcp, Some("[::1]:7070".parse().unwrap()));
+        assert!(cli.allow_remote_tcp);
+        assert_eq!(cli.delete_queue_dir(), PathBuf::from("/tmp/q"));
+        assert_eq!(
+            parse(&["--state-dir", "/x"]).unwrap().delete_queue_dir(),
+            PathBuf::from("/x/delete-queue")
+        );
+    }
+
+    #[test]
+    fn rejects_bad_input() {
+        assert!(parse(&["--listen-tcp", "localhost:80"]).is_err());
+        assert!(
+            parse(&["--allow-remote-tcp"]).is_err(),
+            "needs --listen-tcp"
+        );
+        assert!(parse(&["--bogus"]).is_err());
+    }
+}

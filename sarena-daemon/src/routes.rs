@@ -1,0 +1,324 @@
+//! Routing and handlers: one HTTP request in, one JSON response out, over any
+//! [`Daemon`] backend. Nothing here panics on input: every failure becomes a
+//! JSON [`ApiErrorBody`] with the status of its [`ApiErrorKind`].
+
+use std::time::Instant;
+
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use hyper::body::{Body, Bytes};
+use hyper::http::request::Parts;
+use hyper::{Method, Request, Response, StatusCode, header};
+use sarena_core::api::{
+    API_BASE, ApiErrorBody, ApiErrorKind, Attachment, Daemon, DaemonError, Deleted, MAX_BODY_BYTES,
+    Released, decode_segment, validate_attachment,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A routed request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    Config,
+    Health,
+    Allocate,
+    Release(Attachment),
+    Ipam,
+    CreateEndpoint,
+    Endpoints,
+    GetEndpoint(Attachment),
+    DeleteEndpoint(Attachment),
+    Gc,
+}
+
+/// An error answer, before it is serialized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ApiError {
+    kind: ApiErrorKind,
+    message: String,
+    /// The `Allow` header of a 405.
+    allow: Option<&'static str>,
+}
+
+impl ApiError {
+    fn new(kind: ApiErrorKind, message: impl Into<String>) -> Self {
+        ApiError {
+            kind,
+            message: message.into(),
+            allow: None,
+        }
+    }
+
+    fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(ApiErrorKind::BadRequest, message)
+    }
+}
+
+impl From<DaemonError> for ApiError {
+    fn from(err: DaemonError) -> Self {
+        match err {
+            DaemonError::Api { kind, message } => ApiError::new(kind, message),
+            e @ DaemonError::Unreachable { .. } => {
+                ApiError::new(ApiErrorKind::Unavailable, e.to_string())
+            }
+            e => ApiError::new(ApiErrorKind::Internal, e.to_string()),
+        }
+    }
+}
+
+/// Serves one request against `daemon`. Never fails: errors become JSON error answers.
+pub async fn handle<B>(daemon: &dyn Daemon, req: Request<B>) -> Response<Full<Bytes>>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let started = Instant::now();
+    let (parts, body) = req.into_parts();
+    let resp = match dispatch(daemon, &parts, body).await {
+        Ok(resp) => resp,
+        Err(err) => error_response(&err),
+    };
+    let status = resp.status();
+    let elapsed_us = started.elapsed().as_micros();
+    if status.is_server_error() {
+        tracing::warn!(method = %parts.method, path = %parts.uri.path(), %status, elapsed_us, "request failed");
+    } else {
+        tracing::debug!(method = %parts.method, path = %parts.uri.path(), %status, elapsed_us, "request");
+    }
+    resp
+}
+
+async fn dispatch<B>(
+    daemon: &dyn Daemon,
+    parts: &Parts,
+    body: B,
+) -> Result<Response<Full<Bytes>>, ApiError>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match route(&parts.method, parts.uri.path())? {
+        Route::Config => json(StatusCode::OK, &daemon.config().await?),
+        Route::Health => json(StatusCode::OK, &daemon.health().await?),
+        Route::Allocate => {
+            let req: sarena_core::api::AllocateRequest = read_json(parts, body).await?;
+            check_owner("owner", &req.owner)?;
+            json(StatusCode::OK, &daemon.allocate(req).await?)
+        }
+        Route::Release(owner) => json(
+            StatusCode::OK,
+            &Released {
+                released: daemon.release(owner).await?,
+            },
+        ),
+        Route::Ipam => json(StatusCode::OK, &daemon.ipam_state().await?),
+        Route::CreateEndpoint => {
+            let req: sarena_core::api::EndpointCreate = read_json(parts, body).await?;
+            check_owner("owner", &req.owner)?;
+            json(StatusCode::OK, &daemon.create_endpoint(req).await?)
+        }
+        Route::Endpoints => json(StatusCode::OK, &daemon.endpoints().await?),
+        Route::GetEndpoint(owner) => match daemon.endpoint(owner.clone()).await? {
+            Some(ep) => json(StatusCode::OK, &ep),
+            None => Err(ApiError::new(
+                ApiErrorKind::NotFound,
+                format!(
+                    "no endpoint for container {} ifname {}",
+                    owner.container_id, owner.ifname
+                ),
+            )),
+        },
+        Route::DeleteEndpoint(owner) => json(
+            StatusCode::OK,
+            &Deleted {
+                deleted: daemon.delete_endpoint(owner).await?,
+            },
+        ),
+        Route::Gc => {
+            let req: sarena_core::api::GcRequest = read_json(parts, body).await?;
+            for (i, owner) in req.valid.iter().enumerate() {
+                check_owner(&format!("valid[{i}]"), owner)?;
+            }
+            json(StatusCode::OK, &daemon.gc(req).await?)
+        }
+    }
+}
+
+/// Maps method and path to a [`Route`]: 404 for unknown paths, 405 for a known
+/// path with the wrong method, 400 for invalid `{container_id}`/`{ifname}` segments.
+fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
+    let not_found = || ApiError::new(ApiErrorKind::NotFound, format!("no route {method} {path}"));
+    let not_allowed = |allow: &'static str| ApiError {
+        kind: ApiErrorKind::MethodNotAllowed,
+        message: format!("{method} not allowed on {path}; allowed: {allow}"),
+        allow: Some(allow),
+    };
+    let rest = path
+        .strip_prefix(API_BASE)
+        .and_then(|r| r.strip_prefix('/'))
+        .ok_or_else(not_found)?;
+    let segments: Vec<&str> = rest.split('/').collect();
+    let (get, post, delete) = (
+        method == Method::GET,
+        method == Method::POST,
+        method == Method::DELETE,
+    );
+    match segments.as_slice() {
+        ["daemon", "config"] if get => Ok(Route::Config),
+        ["daemon", "health"] if get => Ok(Route::Health),
+        ["ipam"] if get => Ok(Route::Ipam),
+        ["endpoints"] if get => Ok(Route::Endpoints),
+        ["ipam", "allocate"] if post => Ok(Route::Allocate),
+        ["endpoint", "create"] if post => Ok(Route::CreateEndpoint),
+        ["gc"] if post => Ok(Route::Gc),
+        ["ipam", "allocations", cid, ifname] if delete => {
+            Ok(Route::Release(owner_from_segments(cid, ifname)?))
+        }
+        ["endpoints", cid, ifname] if get => {
+            Ok(Route::GetEndpoint(owner_from_segments(cid, ifname)?))
+        }
+        ["endpoints", cid, ifname] if delete => {
+            Ok(Route::DeleteEndpoint(owner_from_segments(cid, ifname)?))
+        }
+        ["daemon", "config"] | ["daemon", "health"] | ["ipam"] | ["endpoints"] => {
+            Err(not_allowed("GET"))
+        }
+        ["ipam", "allocate"] | ["endpoint", "create"] | ["gc"] => Err(not_allowed("POST")),
+        ["ipam", "allocations", _, _] => Err(not_allowed("DELETE")),
+        ["endpoints", _, _] => Err(not_allowed("GET, DELETE")),
+        _ => Err(not_found()),
+    }
+}
+
+fn owner_from_segments(cid: &str, ifname: &str) -> Result<Attachment, ApiError> {
+    let decode = |s: &str| decode_segment(s).map_err(|e| ApiError::bad_request(e.to_string()));
+    let owner = Attachment {
+        container_id: decode(cid)?,
+        ifname: decode(ifname)?,
+    };
+    validate_attachment(&owner).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(owner)
+}
+
+fn check_owner(field: &str, owner: &Attachment) -> Result<(), ApiError> {
+    validate_attachment(owner).map_err(|e| ApiError::bad_request(format!("{field}: {e}")))
+}
+
+/// Reads at most [`MAX_BODY_BYTES`] and decodes them; 413 past the limit, 400 on bad JSON.
+async fn read_json<T, B>(parts: &Parts, body: B) -> Result<T, ApiError>
+where
+    T: DeserializeOwned,
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let too_large = || {
+        ApiError::new(
+            ApiErrorKind::PayloadTooLarge,
+            format!("request body larger than {MAX_BODY_BYTES} bytes"),
+        )
+    };
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok());
+    let declared = declared.and_then(|v| v.parse::<u64>().ok());
+    let mut body = std::pin::pin!(Limited::new(body, MAX_BODY_BYTES));
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        if declared.is_some_and(|n| n <= DRAIN_BYTES) {
+            drain(body).await;
+        }
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    let deadline = tokio::time::Instant::now() + BODY_TIMEOUT;
+    let timed_out =
+        || ApiError::bad_request(format!("request body not received within {BODY_TIMEOUT:?}"));
+    while let Some(frame) = tokio::time::timeout_at(deadline, body.as_mut().frame())
+        .await
+        .map_err(|_| timed_out())?
+    {
+        match frame {
+            Ok(frame) => {
+                if let Ok(data) = frame.into_data() {
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                drain(body).await;
+                return Err(too_large());
+            }
+            Err(e) => {
+                return Err(ApiError::bad_request(format!(
+                    "cannot read request body: {e}"
+                )));
+            }
+        }
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// How long a client may take to send a request body.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// An oversize body below this is read and discarded before the 413 goes out, so
+/// the client sees the answer instead of a reset connection.
+const DRAIN_BYTES: u64 = 1024 * 1024;
+
+/// Reads and discards what is left of a rejected body, bounded in frames and time.
+async fn drain<B>(mut body: std::pin::Pin<&mut Limited<B>>)
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let discard = async {
+        for _ in 0..256 {
+            match body.as_mut().frame().await {
+                None => break,
+                Some(Ok(_)) => {}
+                // Past the limit every data frame is an error; a read error ends it.
+                Some(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {}
+                Some(Err(_)) => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(500), discard).await;
+}
+
+fn json<T: Serialize>(status: StatusCode, value: &T) -> Result<Response<Full<Bytes>>, ApiError> {
+    let body = serde_json::to_vec(value)
+        .map_err(|e| ApiError::new(ApiErrorKind::Internal, format!("cannot encode answer: {e}")))?;
+    Ok(response(status, body, None))
+}
+
+fn error_response(err: &ApiError) -> Response<Full<Bytes>> {
+    let status =
+        StatusCode::from_u16(err.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = ApiErrorBody {
+        kind: err.kind,
+        message: err.message.clone(),
+    };
+    let bytes = serde_json::to_vec(&body)
+        .unwrap_or_else(|_| br#"{"kind":"internal","message":"cannot encode error"}"#.to_vec());
+    response(status, bytes, err.allow)
+}
+
+fn response(
+    status: StatusCode,
+    body: Vec<u8>,
+    allow: Option<&'static str>,
+) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    *resp.status_mut() = status;
+    let headers = resp.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    if let Some(allow) = allow {
+        headers.insert(header::ALLOW, header::HeaderValue::from_static(allow));
+    }
+    resp
+}
+
+#[cfg(test)]
+mod tests;

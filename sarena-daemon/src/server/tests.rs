@@ -1,0 +1,182 @@
+//! Listener tests: socket creation rules and graceful shutdown, in process.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+use sarena_core::api::*;
+use tokio::sync::{Notify, oneshot};
+
+use super::*;
+
+#[test]
+fn bind_creates_parent_and_mode_0600_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a/b/sarena.sock");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let sock = rt.block_on(async { UnixSocket::bind(&path) }).unwrap();
+    let meta = fs::symlink_metadata(&path).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    // The private staging directory is gone.
+    let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["sarena.sock"]);
+    // A live socket is not stolen.
+    let err = rt.block_on(async { UnixSocket::bind(&path) }).unwrap_err();
+    assert!(matches!(err, ServerError::InUse { .. }), "{err}");
+    sock.remove_file();
+    assert!(!path.exists());
+}
+
+#[tokio::test]
+async fn stale_socket_is_replaced_other_files_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sock");
+    drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+    let sock = UnixSocket::bind(&path).unwrap();
+    assert_eq!(fs::symlink_metadata(&path).unwrap().ino(), sock.ino);
+
+    let file = dir.path().join("not-a-socket");
+    fs::write(&file, "precious").unwrap();
+    let err = UnixSocket::bind(&file).unwrap_err();
+    assert!(matches!(err, ServerError::NotASocket { .. }), "{err}");
+    assert_eq!(fs::read_to_string(&file).unwrap(), "precious");
+}
+
+#[tokio::test]
+async fn shutdown_leaves_a_replaced_socket_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sock");
+    let sock = UnixSocket::bind(&path).unwrap();
+    fs::remove_file(&path).unwrap();
+    let _other = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    sock.remove_file();
+    assert!(path.exists());
+}
+
+#[test]
+fn tcp_is_loopback_only_unless_allowed() {
+    for ok in [
+        "127.0.0.1:80",
+        "127.1.2.3:0",
+        "[::1]:80",
+        "[::ffff:127.0.0.1]:80",
+    ] {
+        assert!(check_tcp_addr(ok.parse().unwrap(), false).is_ok(), "{ok}");
+    }
+    for remote in ["0.0.0.0:80", "10.0.0.1:80", "[::]:80", "[fd00::1]:80"] {
+        let addr = remote.parse().unwrap();
+        let err = check_tcp_addr(addr, false).unwrap_err();
+        assert!(err.to_string().contains("--allow-remote-tcp"), "{err}");
+        assert!(check_tcp_addr(addr, true).is_ok());
+    }
+}
+
+/// A daemon whose `config` waits until released, to hold a request in flight.
+struct Slow {
+    started: Notify,
+    release: Notify,
+    finished: AtomicBool,
+}
+
+#[async_trait]
+impl Daemon for Slow {
+    async fn config(&self) -> Result<DaemonConfig, DaemonError> {
+        self.started.notify_one();
+        self.release.notified().await;
+        self.finished.store(true, Ordering::SeqCst);
+        Ok(DaemonConfig {
+            mtu: 1400,
+            dataplane: "kernel".into(),
+        })
+    }
+    async fn health(&self) -> Result<Health, DaemonError> {
+        Ok(Health {
+            ready: true,
+            message: String::new(),
+        })
+    }
+    async fn allocate(&self, _: AllocateRequest) -> Result<Allocation, DaemonError> {
+        Err(DaemonError::api(ApiErrorKind::Internal, "unused"))
+    }
+    async fn release(&self, _: Attachment) -> Result<bool, DaemonError> {
+        Ok(false)
+    }
+    async fn create_endpoint(&self, _: EndpointCreate) -> Result<Endpoint, DaemonError> {
+        Err(DaemonError::api(ApiErrorKind::Internal, "unused"))
+    }
+    async fn delete_endpoint(&self, _: Attachment) -> Result<bool, DaemonError> {
+        Ok(false)
+    }
+    async fn endpoint(&self, _: Attachment) -> Result<Option<Endpoint>, DaemonError> {
+        Ok(None)
+    }
+    async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
+        Ok(vec![])
+    }
+    async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
+        Ok(IpamState::default())
+    }
+    async fn gc(&self, _: GcRequest) -> Result<GcReport, DaemonError> {
+        Ok(GcReport::default())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_finishes_in_flight_requests_then_removes_the_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.sock");
+    let slow = Arc::new(Slow {
+        started: Notify::new(),
+        release: Notify::new(),
+        finished: AtomicBool::new(false),
+    });
+    let tcp = bind_tcp("127.0.0.1:0".parse().unwrap(), false)
+        .await
+        .unwrap();
+    let tcp_addr = tcp.local_addr().unwrap();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(serve(
+        slow.clone(),
+        UnixSocket::bind(&path).unwrap(),
+        Some(tcp),
+        async {
+            let _ = stop_rx.await;
+        },
+        Duration::from_secs(5),
+    ));
+
+    let tcp_client = HttpDaemon::new(&format!("http://{tcp_addr}")).unwrap();
+    assert!(tcp_client.health().await.unwrap().ready);
+
+    let client = HttpDaemon::new(path.to_str().unwrap()).unwrap();
+    let in_flight = tokio::spawn(async move { client.config().await });
+    slow.started.notified().await;
+    stop_tx.send(()).unwrap();
+    // Accepting stops and the socket goes away while the request is still in flight.
+    for _ in 0..100 {
+        if !path.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!path.exists());
+    assert!(!server.is_finished());
+    let late = HttpDaemon::new(path.to_str().unwrap()).unwrap();
+    assert!(late.health().await.unwrap_err().is_unreachable());
+
+    slow.release.notify_one();
+    let answer = in_flight.await.unwrap().unwrap();
+    assert_eq!(answer.mtu, 1400);
+    assert!(slow.finished.load(Ordering::SeqCst));
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(tcp_client.health().await.unwrap_err().is_unreachable());
+}
