@@ -25,6 +25,10 @@ if [ "$(id -u)" = 0 ] && ! mount | grep -q ' /sys/fs/bpf type bpf'; then
   mount -t bpf bpf /sys/fs/bpf
 fi
 
+# The eBPF toolchain (nightly + rust-src + bpf-linker) for the programs the
+# daemon embeds; fast when already installed.
+bash scripts/setup-ebpf.sh
+
 # Real CNI clients and reference plugins for the end-to-end tests (e2e/).
 bash scripts/setup-e2e.sh
 

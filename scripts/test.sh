@@ -15,10 +15,34 @@ if [ "$(id -u)" != 0 ]; then
   echo "warning: not root: privileged tests will fail" >&2
 fi
 
+# The eBPF object the privileged dataplane tests load: the one sarena-daemon's
+# build script (aya-build) embeds. Under CI a missing eBPF toolchain is a
+# build error, not an empty object.
+if [ "${CI:-}" = "true" ]; then
+  export SARENA_EBPF_REQUIRED=1
+fi
+echo "== eBPF object"
+daemon_out="$(cargo build -p sarena-daemon --message-format=json \
+  | jq -r 'select(.reason == "build-script-executed" and (.package_id | contains("sarena-daemon"))) | .out_dir' \
+  | tail -n1)"
+if [ -n "$daemon_out" ] && [ -s "$daemon_out/sarena-ebpf" ]; then
+  export SARENA_EBPF_OBJECT="$daemon_out/sarena-ebpf"
+  echo "using $SARENA_EBPF_OBJECT"
+else
+  echo "warning: no eBPF object built; the eBPF dataplane tests will be skipped (fail under CI)" >&2
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== eBPF programs: rustfmt and clippy (nightly, bpf target)"
+(
+  cd sarena-ebpf/sarena-ebpf-programs
+  cargo +nightly fmt -- --check
+  cargo +nightly clippy --release --target bpfel-unknown-none -Z build-std=core \
+    --target-dir ../../target/ebpf-clippy -- -D warnings
+)
 echo "== cargo test"
 cargo test --workspace
 echo "== cargo bench --no-run"

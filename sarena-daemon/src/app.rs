@@ -5,7 +5,6 @@
 use std::future::Future;
 use std::io;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use sarena_core::node::{ConfigError, Node, NodeConfig, NodeError};
@@ -14,6 +13,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
 use crate::cli::Cli;
+use crate::dataplane::{self, DataplaneStartError};
 use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, UnixSocket};
 
 /// Why the daemon could not start.
@@ -52,6 +52,9 @@ pub enum StartError {
     /// A listener could not be set up.
     #[error(transparent)]
     Server(#[from] ServerError),
+    /// The dataplane could not start.
+    #[error(transparent)]
+    Dataplane(#[from] DataplaneStartError),
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signal(#[source] io::Error),
@@ -102,7 +105,8 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     let config = load_config(cli)?;
     let lease_seconds = config.lease_seconds;
     let state_dir = cli.state_dir.clone();
-    let opened = tokio::task::spawn_blocking(move || Node::open(&state_dir, config))
+    let node_config = config.clone();
+    let opened = tokio::task::spawn_blocking(move || Node::open(&state_dir, node_config))
         .await
         .unwrap_or_else(|e| {
             Err(NodeError::Task {
@@ -125,6 +129,8 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         );
     }
 
+    let daemon = dataplane::start(&config, node.clone(), &cli.bpf_pin_dir).await?;
+
     let unix = UnixSocket::bind(&cli.socket)?;
     let tcp = match cli.listen_tcp {
         Some(addr) => Some(server::bind_tcp(addr, cli.allow_remote_tcp).await?),
@@ -139,7 +145,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         lease_seconds,
         "serving the API"
     );
-    server::serve(Arc::new(node), unix, tcp, shutdown, DEFAULT_SHUTDOWN_GRACE).await;
+    server::serve(daemon, unix, tcp, shutdown, DEFAULT_SHUTDOWN_GRACE).await;
     if let Some(task) = expiry {
         task.abort();
     }
@@ -187,6 +193,7 @@ mod tests {
             listen_tcp: None,
             allow_remote_tcp: false,
             delete_queue: None,
+            bpf_pin_dir: "/sys/fs/bpf/sarena-unused".into(),
             log_level: "info".into(),
             print_default_config: false,
         };

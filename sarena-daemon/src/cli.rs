@@ -40,6 +40,11 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub delete_queue: Option<PathBuf>,
 
+    /// bpffs directory where the eBPF dataplane pins its maps and links (they
+    /// outlive the daemon, so pod traffic keeps flowing across restarts).
+    #[arg(long, value_name = "DIR", default_value = sarena_core::dataplane::ebpf::DEFAULT_PIN_DIR)]
+    pub bpf_pin_dir: PathBuf,
+
     /// Log filter: a level (error, warn, info, debug, trace) or tracing directives
     /// such as `sarena_daemon=debug,info`.
     #[arg(long, value_name = "LEVEL", default_value = "info")]

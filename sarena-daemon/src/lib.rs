@@ -5,5 +5,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod dataplane;
+pub mod ebpf_object;
 pub mod routes;
 pub mod server;

@@ -36,7 +36,7 @@ async fn every_route_through_the_client() {
     let d = site.client();
 
     let config = d.config().await.unwrap();
-    assert_eq!((config.mtu, config.dataplane.as_str()), (1500, "ebpf"));
+    assert_eq!((config.mtu, config.dataplane.as_str()), (1500, "none"));
     assert!(d.health().await.unwrap().ready);
 
     // Allocate is idempotent per owner.

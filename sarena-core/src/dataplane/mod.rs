@@ -19,6 +19,8 @@ use crate::api::Endpoint;
 pub use attached::WithDataplane;
 pub use kernel::KernelDataplane;
 
+pub mod ebpf;
+
 /// Which dataplane the daemon runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -28,6 +30,9 @@ pub enum DataplaneMode {
     Ebpf,
     /// Kernel routing: host routes per pod, the host answers for the gateway.
     Kernel,
+    /// No forwarding at all: the daemon only does IPAM and the endpoint
+    /// registry (development, or another component forwards pod traffic).
+    None,
 }
 
 impl DataplaneMode {
@@ -36,6 +41,7 @@ impl DataplaneMode {
         match self {
             DataplaneMode::Ebpf => "ebpf",
             DataplaneMode::Kernel => "kernel",
+            DataplaneMode::None => "none",
         }
     }
 }

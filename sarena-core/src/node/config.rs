@@ -1,6 +1,5 @@
 //! [`NodeConfig`]: the daemon's configuration file (TOML) and its embedded default.
 
-use crate::dataplane::DataplaneMode;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -8,6 +7,7 @@ use ipnet::{IpNet, Ipv4Net};
 use serde::{Deserialize, Serialize};
 
 use crate::api::DaemonConfig;
+use crate::dataplane::{DataplaneMode, NodeNetwork};
 use crate::ipam::{Allocator, IpamConfig, PoolConfig};
 
 /// The configuration the daemon runs with when given none. It works out of the box:
@@ -19,7 +19,8 @@ pub const DEFAULT_CONFIG_TOML: &str = r#"# Sarena daemon configuration (TOML).
 # MTU of both veth ends and of the pod's routes.
 mtu = 1500
 
-# Dataplane: "ebpf" (default) or "kernel" (plain kernel routing).
+# Dataplane: "ebpf" (default), "kernel" (plain kernel routing), or "none"
+# (IPAM and endpoint registry only; nothing forwards pod traffic).
 dataplane = "ebpf"
 
 # Masquerade (SNAT) pod traffic leaving the node.
@@ -202,5 +203,22 @@ impl NodeConfig {
             mtu: self.mtu,
             dataplane: self.dataplane.as_str().to_owned(),
         }
+    }
+
+    /// What the dataplane needs: every pool's gateways and CIDRs, and the
+    /// masquerading switch.
+    pub fn node_network(&self) -> Result<NodeNetwork, ConfigError> {
+        let allocator = Allocator::new(&self.ipam)?;
+        let mut network = NodeNetwork {
+            masquerade: self.masquerade,
+            ..NodeNetwork::default()
+        };
+        for pool in allocator.pools() {
+            for cidr in &pool.cidrs {
+                network.gateways.push(cidr.gateway);
+                network.pools.push(cidr.net);
+            }
+        }
+        Ok(network)
     }
 }

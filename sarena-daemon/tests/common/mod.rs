@@ -18,7 +18,6 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_sarena-daemon");
 /// network, broadcast and gateway, 5 can be handed out.
 pub const SMALL_POOL: &str = r#"
 mtu = 1400
-dataplane = "kernel"
 [[ipam.pools]]
 name = "tiny"
 cidrs = ["10.77.0.0/29"]
@@ -61,10 +60,22 @@ impl Site {
         self.dir.path().join("daemon.log")
     }
 
-    /// Writes `toml` as the config file and returns its path.
+    /// Writes `toml` as the config file and returns its path. Unless `toml`
+    /// says otherwise, the daemon runs with `dataplane = "none"`: these tests
+    /// are about the API and the state, not forwarding, and must not touch
+    /// the host's network.
     pub fn config(&self, toml: &str) -> PathBuf {
-        let path = self.dir.path().join("config.toml");
-        fs::write(&path, toml).unwrap();
+        self.write_config("config.toml", toml)
+    }
+
+    fn write_config(&self, name: &str, toml: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        let text = if toml.contains("dataplane") {
+            toml.to_string()
+        } else {
+            format!("dataplane = \"none\"\n{toml}")
+        };
+        fs::write(&path, text).unwrap();
         path
     }
 
@@ -80,6 +91,10 @@ impl Site {
             .open(self.log())
             .unwrap();
         let mut cmd = Command::new(BIN);
+        if !extra.contains(&"--config") {
+            cmd.arg("--config")
+                .arg(self.write_config("default.toml", ""));
+        }
         cmd.arg("--socket")
             .arg(self.socket())
             .arg("--state-dir")

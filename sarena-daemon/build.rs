@@ -1,0 +1,103 @@
+//! Builds the eBPF programs (`sarena-ebpf/sarena-ebpf-programs`) with
+//! aya-build and leaves the object at `$OUT_DIR/sarena-ebpf`, which
+//! `src/ebpf_object.rs` embeds.
+//!
+//! The eBPF build needs nightly with rust-src and bpf-linker
+//! (`scripts/setup-ebpf.sh`). Without them, or with `AYA_BUILD_SKIP=1`, an
+//! empty object is embedded and the daemon still builds; only the `ebpf`
+//! dataplane mode then fails, at start-up, with a clear error. Set
+//! `SARENA_EBPF_REQUIRED=1` to make a missing toolchain a build error.
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const OBJECT_NAME: &str = "sarena-ebpf";
+const PROGRAMS_PACKAGE: &str = "sarena-ebpf-programs";
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
+    println!("cargo:rerun-if-env-changed=SARENA_EBPF_REQUIRED");
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap_or_default());
+    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+    let ebpf_dir = manifest_dir.join("..").join("sarena-ebpf");
+    let programs = ebpf_dir.join(PROGRAMS_PACKAGE);
+    println!(
+        "cargo:rerun-if-changed={}",
+        ebpf_dir.join("sarena-common").display()
+    );
+    let object = out_dir.join(OBJECT_NAME);
+
+    let skip = env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    let required = env::var("SARENA_EBPF_REQUIRED").is_ok_and(|v| v == "1");
+    if skip {
+        println!(
+            "cargo:warning=AYA_BUILD_SKIP set: embedding no eBPF object (ebpf mode unavailable)"
+        );
+        write_empty(&object);
+        return;
+    }
+    if let Err(missing) = toolchain_present() {
+        if required {
+            fail(&format!(
+                "eBPF toolchain missing ({missing}); run scripts/setup-ebpf.sh"
+            ));
+        }
+        println!(
+            "cargo:warning=eBPF toolchain missing ({missing}): embedding no eBPF object; \
+             run scripts/setup-ebpf.sh for the ebpf dataplane mode"
+        );
+        write_empty(&object);
+        return;
+    }
+
+    // aya-build runs `cargo build --package sarena-ebpf-programs` in the
+    // current directory; the programs crate is its own workspace (excluded
+    // from the root one), so build from there.
+    if let Err(e) = env::set_current_dir(&programs) {
+        fail(&format!("cannot enter {}: {e}", programs.display()));
+    }
+    let root_dir = programs.to_string_lossy().into_owned();
+    let package = aya_build::Package {
+        name: PROGRAMS_PACKAGE,
+        root_dir: &root_dir,
+        ..Default::default()
+    };
+    if let Err(e) = aya_build::build_ebpf([package], aya_build::Toolchain::Nightly) {
+        fail(&format!("building the eBPF programs failed: {e:#}"));
+    }
+    if !object.exists() {
+        fail(&format!("aya-build produced no {}", object.display()));
+    }
+}
+
+/// `Err(what)` when nightly, its rust-src or bpf-linker is missing.
+fn toolchain_present() -> Result<(), String> {
+    let ok = |cmd: &mut Command| cmd.output().is_ok_and(|o| o.status.success());
+    // Through rustup, as aya-build runs it: bpf-linker links nightly's
+    // libLLVM, which rustup puts on the library path.
+    if !ok(Command::new("rustup").args(["run", "nightly", "bpf-linker", "--version"])) {
+        return Err("bpf-linker not found or not runnable with nightly".into());
+    }
+    let sysroot = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .ok_or("the nightly toolchain is not installed")?;
+    if !sysroot.join("lib/rustlib/src/rust/library").is_dir() {
+        return Err("rust-src is missing from nightly".into());
+    }
+    Ok(())
+}
+
+fn write_empty(object: &Path) {
+    if let Err(e) = std::fs::write(object, []) {
+        fail(&format!("cannot write {}: {e}", object.display()));
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(1);
+}

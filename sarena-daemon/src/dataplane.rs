@@ -1,0 +1,90 @@
+//! Choosing and starting the dataplane the config asks for, and bringing it
+//! in line with the registry before the API is served.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use sarena_core::api::Daemon;
+use sarena_core::dataplane::ebpf::AyaDataplane;
+use sarena_core::dataplane::{
+    Dataplane, DataplaneError, DataplaneMode, KernelDataplane, WithDataplane,
+};
+use sarena_core::node::{ConfigError, Node, NodeConfig};
+
+/// Why the dataplane could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DataplaneStartError {
+    /// The pools could not be turned into gateways and CIDRs.
+    #[error("dataplane: {0}")]
+    Config(#[from] ConfigError),
+    /// The backend failed.
+    #[error(transparent)]
+    Backend(#[from] DataplaneError),
+    /// The registry could not be listed for reconciliation.
+    #[error("dataplane: listing endpoints for reconciliation: {0}")]
+    Registry(String),
+    /// This build has no such backend.
+    #[error("dataplane {mode:?} is not available in this build: {reason}")]
+    Unavailable {
+        /// The mode asked for.
+        mode: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The backend for `mode`; `None` for [`DataplaneMode::None`]. The eBPF
+/// dataplane keeps the kernel one as its host stack (routes to the pods for
+/// host and outside traffic, gateway addresses, masquerading).
+fn backend(
+    mode: DataplaneMode,
+    pin_dir: &Path,
+) -> Result<Option<Arc<dyn Dataplane>>, DataplaneStartError> {
+    match mode {
+        DataplaneMode::None => Ok(None),
+        DataplaneMode::Kernel => Ok(Some(Arc::new(KernelDataplane::new()?))),
+        DataplaneMode::Ebpf => {
+            let object = crate::ebpf_object::ebpf_object().ok_or_else(|| {
+                DataplaneStartError::Unavailable {
+                    mode: "ebpf",
+                    reason:
+                        "built without the eBPF toolchain (run scripts/setup-ebpf.sh and rebuild), \
+                         or choose dataplane = \"kernel\""
+                            .into(),
+                }
+            })?;
+            let host_stack = Arc::new(KernelDataplane::new()?);
+            Ok(Some(Arc::new(
+                AyaDataplane::open(object, pin_dir)?.with_host_stack(host_stack),
+            )))
+        }
+    }
+}
+
+/// Starts the configured dataplane (node set-up, then reconciliation with the
+/// registry) and returns what the API should serve: the node itself, or the
+/// node wrapped so that endpoint changes drive the dataplane.
+pub async fn start(
+    config: &NodeConfig,
+    node: Node,
+    pin_dir: &Path,
+) -> Result<Arc<dyn Daemon>, DataplaneStartError> {
+    let Some(dataplane) = backend(config.dataplane, pin_dir)? else {
+        tracing::warn!("dataplane \"none\": pod traffic is not forwarded by Sarena");
+        return Ok(Arc::new(node));
+    };
+    dataplane.setup(&config.node_network()?).await?;
+    let endpoints = node
+        .endpoints()
+        .await
+        .map_err(|e| DataplaneStartError::Registry(e.to_string()))?;
+    let report = dataplane.reconcile(&endpoints).await?;
+    tracing::info!(
+        mode = dataplane.mode().as_str(),
+        endpoints = endpoints.len(),
+        attached = report.attached.len(),
+        removed = report.removed.len(),
+        "dataplane ready"
+    );
+    Ok(Arc::new(WithDataplane::new(Arc::new(node), dataplane)))
+}

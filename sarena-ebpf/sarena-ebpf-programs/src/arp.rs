@@ -1,0 +1,61 @@
+//! Answering the pod's ARP requests with the host end's MAC.
+
+use aya_ebpf::{helpers::generated::bpf_redirect, programs::TcContext};
+use network_types::{arp::ArpHdr, eth::EthHdr};
+use sarena_common::{DropReason, EndpointKey};
+
+use crate::{
+    SARENA_ENDPOINTS, counters,
+    packet::{ptr_at, verdict},
+};
+
+const ARP_HTYPE_ETHERNET: [u8; 2] = [0, 1];
+const ARP_PTYPE_IPV4: [u8; 2] = [0x08, 0x00];
+const ARP_OP_REQUEST: [u8; 2] = [0, 1];
+const ARP_OP_REPLY: [u8; 2] = [0, 2];
+
+/// An ARP frame from the pod behind `ifindex`: a request for any address but
+/// the pod's own is turned into the reply in place and sent back out of the
+/// same veth. Anything else (replies, probes, unknown senders) goes on to the
+/// host stack.
+#[inline(always)]
+pub fn try_arp(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
+    let eth: *mut EthHdr = ptr_at(ctx, 0, DropReason::MalformedEthernet)?;
+    let arp: *mut ArpHdr = ptr_at(ctx, EthHdr::LEN, DropReason::MalformedArp)?;
+    // SAFETY: both pointers were bounds-checked against data_end above.
+    let (eth, arp) = unsafe { (&mut *eth, &mut *arp) };
+    if arp.htype != ARP_HTYPE_ETHERNET || arp.ptype != ARP_PTYPE_IPV4 {
+        return Ok(verdict::OK);
+    }
+    if arp.hlen != 6 || arp.plen != 4 {
+        return Err(DropReason::MalformedArp);
+    }
+    if arp.oper != ARP_OP_REQUEST || arp.tpa == arp.spa {
+        // Replies and gratuitous ARP are the host stack's business.
+        return Ok(verdict::OK);
+    }
+    // The sender must be the pod on this very veth (a probe from 0.0.0.0 or a
+    // foreign address is left to the host stack).
+    let Some(sender) = SARENA_ENDPOINTS.get_ptr(EndpointKey::new(arp.spa)) else {
+        return Ok(verdict::OK);
+    };
+    // SAFETY: a map value pointer returned by the lookup helper.
+    let sender = unsafe { *sender };
+    if sender.ifindex != ifindex {
+        return Ok(verdict::OK);
+    }
+
+    let asked = arp.tpa;
+    arp.oper = ARP_OP_REPLY;
+    arp.tha = arp.sha;
+    arp.tpa = arp.spa;
+    arp.sha = sender.host_mac;
+    arp.spa = asked;
+    eth.dst_addr = arp.tha;
+    eth.src_addr = sender.host_mac;
+
+    counters::arp_reply(ifindex);
+    // Back out of the same veth, towards the pod.
+    // SAFETY: plain helper call; it only records the target device.
+    Ok(unsafe { bpf_redirect(ifindex, 0) } as i32)
+}

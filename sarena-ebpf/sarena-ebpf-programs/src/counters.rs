@@ -1,0 +1,56 @@
+//! Per-endpoint counters. Entries are created by user space at attach time;
+//! a missing entry (endpoint not managed by Sarena) is simply not counted.
+
+use sarena_common::DropReason;
+
+use crate::SARENA_COUNTERS;
+
+#[inline(always)]
+fn with(ifindex: u32, f: impl FnOnce(&mut sarena_common::EndpointCounters)) {
+    if let Some(c) = SARENA_COUNTERS.get_ptr_mut(ifindex) {
+        // SAFETY: a per-CPU value, only touched by this CPU while the program runs.
+        f(unsafe { &mut *c });
+    }
+}
+
+/// A frame sent by the pod behind `ifindex`.
+#[inline(always)]
+pub fn from_pod(ifindex: u32, len: u32) {
+    with(ifindex, |c| {
+        c.from_pod_packets += 1;
+        c.from_pod_bytes += u64::from(len);
+    });
+}
+
+/// A frame delivered to the pod behind `ifindex`.
+#[inline(always)]
+pub fn to_pod(ifindex: u32, len: u32) {
+    with(ifindex, |c| {
+        c.to_pod_packets += 1;
+        c.to_pod_bytes += u64::from(len);
+    });
+}
+
+/// A frame from the pod behind `ifindex` redirected into another pod.
+#[inline(always)]
+pub fn redirected(ifindex: u32) {
+    with(ifindex, |c| c.redirected_packets += 1);
+}
+
+/// An ARP request from the pod behind `ifindex` answered by the program.
+#[inline(always)]
+pub fn arp_reply(ifindex: u32) {
+    with(ifindex, |c| c.arp_replies += 1);
+}
+
+/// A frame dropped on the interface `ifindex`.
+#[inline(always)]
+pub fn dropped(ifindex: u32, reason: DropReason) {
+    with(ifindex, |c| {
+        // The index is a constant per call site; `get_mut` keeps the access
+        // bounds-checked for the verifier.
+        if let Some(d) = c.drops.get_mut(reason as usize) {
+            *d += 1;
+        }
+    });
+}

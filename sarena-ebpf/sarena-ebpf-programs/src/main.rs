@@ -1,0 +1,63 @@
+//! Sarena's TC programs, attached (tcx) to each pod's host-side veth.
+//!
+//! - [`from_container`] (ingress): frames the pod sends. ARP requests for any
+//!   address but the pod's own are answered with the host end's MAC; IPv4 to
+//!   another local endpoint is forwarded straight into that pod; everything
+//!   else goes on to the host stack.
+//! - [`to_container`] (egress): frames the host stack sends to the pod; counted
+//!   and passed.
+//!
+//! Map layouts live in `sarena-common`, shared with the loader in sarena-core.
+#![no_std]
+#![no_main]
+
+mod arp;
+mod counters;
+mod forward;
+mod packet;
+
+use aya_ebpf::{
+    macros::{classifier, map},
+    maps::{HashMap, PerCpuHashMap},
+    programs::TcContext,
+};
+use packet::verdict;
+use sarena_common::{EndpointCounters, EndpointInfo, EndpointKey, MAX_ENDPOINTS};
+
+/// Pod address → where it lives (filled by user space, pinned).
+#[map(name = "SARENA_ENDPOINTS")]
+static SARENA_ENDPOINTS: HashMap<EndpointKey, EndpointInfo> = HashMap::pinned(MAX_ENDPOINTS, 0);
+
+/// Host veth ifindex → counters (entries created by user space, pinned).
+#[map(name = "SARENA_COUNTERS")]
+static SARENA_COUNTERS: PerCpuHashMap<u32, EndpointCounters> =
+    PerCpuHashMap::pinned(MAX_ENDPOINTS, 0);
+
+/// Ingress of a pod's host-side veth: what the pod sends.
+#[classifier]
+pub fn from_container(ctx: TcContext) -> i32 {
+    let ifindex = packet::ifindex(&ctx);
+    counters::from_pod(ifindex, ctx.len());
+    match forward::try_from_container(&ctx, ifindex) {
+        Ok(action) => action,
+        Err(reason) => {
+            counters::dropped(ifindex, reason);
+            verdict::SHOT
+        }
+    }
+}
+
+/// Egress of a pod's host-side veth: what the host stack sends to the pod.
+#[classifier]
+pub fn to_container(ctx: TcContext) -> i32 {
+    match forward::try_to_container(&ctx) {
+        Ok(action) | Err(action) => action,
+    }
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    // The verifier rejects any reachable panic; this is never called.
+    loop {}
+}

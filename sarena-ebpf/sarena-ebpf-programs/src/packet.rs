@@ -1,0 +1,57 @@
+//! Bounds-checked access to the frame.
+
+use core::mem;
+
+use aya_ebpf::programs::TcContext;
+use sarena_common::DropReason;
+
+/// Bytes made linear before parsing: Ethernet + the largest IPv4 header.
+const PULL_LEN: u32 = 14 + 60;
+
+/// Ifindex of the device the frame is on.
+#[inline(always)]
+pub fn ifindex(ctx: &TcContext) -> u32 {
+    // SAFETY: `skb` is the context pointer the kernel passed in; reading a
+    // field of `__sk_buff` is what every TC program does.
+    unsafe { (*ctx.skb.skb).ifindex }
+}
+
+/// Makes the first bytes of the frame directly accessible when they are not
+/// (non-linear skb). Failure is harmless: the bounds checks reject the access.
+#[inline(always)]
+pub fn pull_headers(ctx: &TcContext) {
+    let linear = ctx.data_end().saturating_sub(ctx.data());
+    if (linear as u32) < PULL_LEN {
+        let want = if ctx.len() < PULL_LEN {
+            ctx.len()
+        } else {
+            PULL_LEN
+        };
+        let _ = ctx.pull_data(want);
+    }
+}
+
+/// A pointer to a `T` at `offset`, or `reason` when the frame is too short.
+#[inline(always)]
+pub fn ptr_at<T>(ctx: &TcContext, offset: usize, reason: DropReason) -> Result<*mut T, DropReason> {
+    let start = ctx.data();
+    let end = ctx.data_end();
+    if start + offset + mem::size_of::<T>() > end {
+        return Err(reason);
+    }
+    Ok((start + offset) as *mut T)
+}
+
+/// TC verdicts as the programs return them. The bindings' integer type
+/// differs between targets, hence the casts in one place.
+#[allow(clippy::unnecessary_cast)]
+pub mod verdict {
+    use aya_ebpf::bindings::{TC_ACT_OK, TC_ACT_REDIRECT, TC_ACT_SHOT};
+
+    /// Continue: to the host stack (ingress) or out of the device (egress).
+    pub const OK: i32 = TC_ACT_OK as i32;
+    /// Drop.
+    pub const SHOT: i32 = TC_ACT_SHOT as i32;
+    /// What the redirect helpers return on success.
+    pub const REDIRECT: i64 = TC_ACT_REDIRECT as i64;
+}
