@@ -210,8 +210,15 @@ EOF
   # uses it by then.
   SARENA_LINKS_BEFORE=$(ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//')
   defer "sarena_node_cleanup"
+  local extra=()
+  if "$bin/sarena-daemon" --help 2>/dev/null | grep -q -- --bpf-pin-dir; then
+    # eBPF pins outlive the daemon: a private pin dir, removed at exit.
+    local pins="/sys/fs/bpf/sarena-e2e-$RUN_ID"
+    extra+=(--bpf-pin-dir "$pins")
+    defer "rm -rf '$pins'"
+  fi
   "$bin/sarena-daemon" --socket "$SARENA_SOCKET" --state-dir "$SARENA_STATE" \
-    --config "$cfg" >"$WORK/sarena-daemon.log" 2>&1 &
+    --config "$cfg" "${extra[@]}" >"$WORK/sarena-daemon.log" 2>&1 &
   SARENA_PID=$!
   defer "kill $SARENA_PID; wait $SARENA_PID"
   local i
