@@ -6,7 +6,7 @@
 # AddNetworkList/DelNetworkList (plugin exec included, driver start-up
 # excluded). Every pod is checked to have its address before DEL, and the
 # mode's IPAM must be empty afterwards.
-# Usage: e2e/latency.sh [-n N] MODE [MODE...]     e.g. e2e/latency.sh ref sarena
+# Usage: e2e/latency.sh [-n N] [MODE...]     (default: ref sarena)
 set -euo pipefail
 # shellcheck source=e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -16,7 +16,7 @@ if [ "${1:-}" = -n ]; then
   N=$2
   shift 2
 fi
-[ "$#" -gt 0 ] || set -- ref
+[ "$#" -gt 0 ] || set -- ref sarena
 [ "$N" -ge 1 ] || fail "-n must be at least 1"
 
 # percentile P FILE: nearest-rank percentile of the numbers in FILE.

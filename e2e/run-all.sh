@@ -2,14 +2,14 @@
 # Runs every end-to-end test for one mode, then the latency table (for sarena
 # and custom modes beside the reference ptp+host-local, measured in the same
 # run). Exits non-zero if any failed; the last line is "N passed, N failed".
-# Usage: e2e/run-all.sh ref|sarena|custom     (as root; scripts/setup-e2e.sh first)
+# Usage: e2e/run-all.sh [sarena|ref|custom]   (default sarena; as root; scripts/setup-e2e.sh first)
 #   E2E_ONLY="libcni chaining"  run a subset; E2E_LATENCY_PODS=50  pods per mode
 set -uo pipefail
 cd "$(dirname "$0")" || exit 1
 # shellcheck source=e2e/lib.sh
 source ./lib.sh
 
-MODE=${1:-ref}
+MODE=${1:-sarena}
 read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd latency}"
 
 # Sarena: build the real binaries (incremental; a no-op when up to date)

@@ -7,14 +7,14 @@
 # tuning applied its sysctl and allmulti in the pod; pods ping each other and
 # the host; CHECK passes; DEL removes the NAT rules, the ifb, the links, the
 # routes, the cache entries and the addresses.
-# Usage: e2e/test-chaining.sh ref|sarena|custom
+# Usage: e2e/test-chaining.sh [sarena|ref|custom]   (default sarena)
 set -euo pipefail
 # shellcheck source=e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 e2e_init chaining
 pick_subnet
-mode_setup "${1:-ref}"
+mode_setup "${1:-sarena}"
 ensure_driver
 host_address
 command -v iptables-save >/dev/null || fail "iptables missing: run scripts/setup-e2e.sh"

@@ -11,7 +11,7 @@
 # elsewhere, so each ctr client runs in a private mount namespace where this
 # run's conf dir (and, for a non-reference plugin dir, this run's plugin dir)
 # are bind-mounted over those paths. The host's /etc/cni/net.d is untouched.
-# Usage: e2e/test-containerd.sh ref|sarena|custom
+# Usage: e2e/test-containerd.sh [sarena|ref|custom]   (default sarena)
 set -euo pipefail
 # shellcheck source=e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -21,7 +21,7 @@ command -v containerd >/dev/null && command -v ctr >/dev/null ||
   fail "containerd missing: run scripts/setup-e2e.sh"
 command -v unshare >/dev/null || fail "unshare (util-linux) missing"
 pick_subnet
-mode_setup "${1:-ref}"
+mode_setup "${1:-sarena}"
 host_address
 
 CD="$WORK/containerd"

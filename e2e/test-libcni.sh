@@ -4,14 +4,14 @@
 # CheckNetworkList passes, then fails once the pod's address is removed;
 # DelNetworkList (pod b after its netns is already gone), DEL again
 # (idempotent); nothing left behind.
-# Usage: e2e/test-libcni.sh ref|sarena|custom
+# Usage: e2e/test-libcni.sh [sarena|ref|custom]   (default sarena)
 set -euo pipefail
 # shellcheck source=e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 e2e_init libcni
 pick_subnet
-mode_setup "${1:-ref}"
+mode_setup "${1:-sarena}"
 ensure_driver
 host_address
 CONF="$WORK/net.conflist"

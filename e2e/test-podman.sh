@@ -6,7 +6,7 @@
 # podman runs entirely from private config: CONTAINERS_CONF (network_backend
 # "cni", cni_plugin_dirs, network_config_dir, runc, cgroupfs, ulimits) and
 # CONTAINERS_STORAGE_CONF (graphroot/runroot), all in the work dir.
-# Usage: e2e/test-podman.sh ref|sarena|custom
+# Usage: e2e/test-podman.sh [sarena|ref|custom]   (default sarena)
 set -euo pipefail
 # shellcheck source=e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -15,7 +15,7 @@ e2e_init podman
 command -v podman >/dev/null || fail "podman missing: run scripts/setup-e2e.sh"
 command -v runc >/dev/null || fail "runc missing: run scripts/setup-e2e.sh"
 pick_subnet
-mode_setup "${1:-ref}"
+mode_setup "${1:-sarena}"
 host_address
 
 PM="$WORK/podman"
