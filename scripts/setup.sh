@@ -29,4 +29,7 @@ fi
 # daemon embeds; fast when already installed.
 bash scripts/setup-ebpf.sh
 
+# Real CNI clients and reference plugins for the end-to-end tests (e2e/).
+bash scripts/setup-e2e.sh
+
 log "done"

@@ -47,3 +47,5 @@ echo "== cargo test"
 cargo test --workspace
 echo "== cargo bench --no-run"
 cargo bench --workspace --no-run
+echo "== end-to-end: libcni, chaining, podman, containerd, latency (e2e/run-all.sh sarena)"
+bash e2e/run-all.sh sarena

@@ -1,0 +1,434 @@
+# shellcheck shell=bash
+# Shared helpers of the end-to-end tests. Sourced by e2e/*.sh, never run.
+#
+# A test calls `e2e_init NAME`, then `mode_setup MODE` (ref | sarena | custom),
+# registers every resource it creates with `defer 'command'` right after
+# creating it, and exits non-zero on the first failed assertion. The EXIT trap
+# runs the deferred commands in reverse order, so cleanup happens even on
+# failure or Ctrl-C.
+
+E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO_DIR=$(cd "$E2E_DIR/.." && pwd)
+
+log() { printf '[%s] %s\n' "${E2E_TEST:-e2e}" "$*" >&2; }
+pass() { log "ok: $*"; }
+fail() {
+  log "FAIL: $*"
+  exit 1
+}
+
+# --- cleanup stack -----------------------------------------------------------
+
+_CLEANUP=()
+# defer CMD: run CMD (a string, eval'ed) at exit, last registered first.
+defer() { _CLEANUP+=("$*"); }
+
+_e2e_exit() {
+  local rc=$?
+  set +e
+  trap - EXIT INT TERM
+  if [ "$rc" != 0 ] && [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
+    for f in "$WORK"/*.log; do
+      [ -s "$f" ] || continue
+      log "---- tail of $f"
+      tail -n 40 "$f" >&2
+    done
+  fi
+  local i
+  for ((i = ${#_CLEANUP[@]} - 1; i >= 0; i--)); do
+    eval "${_CLEANUP[i]}" >/dev/null 2>&1
+  done
+  if [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
+    if [ "${E2E_KEEP:-0}" = 1 ]; then
+      log "E2E_KEEP=1: keeping $WORK"
+    else
+      # Never delete through a mount a runtime may have left behind.
+      awk -v w="$WORK/" 'index($5, w) == 1 {print $5}' /proc/self/mountinfo | sort -r |
+        while read -r m; do umount -l "$m"; done
+      rm -rf --one-file-system "$WORK"
+    fi
+  fi
+  if [ "$rc" = 0 ]; then log "PASS"; else log "FAILED (exit $rc)"; fi
+  exit "$rc"
+}
+
+# e2e_init NAME: unique run id, private work dir, cleanup trap.
+e2e_init() {
+  E2E_TEST=$1
+  [ "$(id -u)" = 0 ] || fail "the end-to-end tests need root"
+  for tool in ip jq curl ping; do
+    command -v "$tool" >/dev/null || fail "$tool missing: run scripts/setup-e2e.sh"
+  done
+  RUN_ID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+  WORK=$(mktemp -d "/tmp/sarena-e2e-$E2E_TEST.XXXXXX")
+  chmod 755 "$WORK"
+  NET_NAME="sarena-e2e-$RUN_ID"
+  trap _e2e_exit EXIT
+  trap 'exit 130' INT TERM
+  log "run $RUN_ID, work dir $WORK"
+}
+
+# --- addresses -----------------------------------------------------------------
+
+# pick_subnet: a random 10.X.Y.0/24 no route or address on this host uses.
+# Sets POD_SUBNET, POD_PREFIX (10.X.Y) and POD_GATEWAY.
+pick_subnet() {
+  local a b tries=0 used
+  used=$(ip -4 route show table all; ip -4 -o addr show)
+  while :; do
+    a=$((100 + $(od -An -N1 -tu1 /dev/urandom) % 100))
+    b=$(($(od -An -N1 -tu1 /dev/urandom)))
+    # 10.200/16 is Sarena's default pool, 10.88/16 podman's.
+    if [ "$a" != 200 ] && ! grep -q "10\.$a\.$b\." <<<"$used"; then break; fi
+    tries=$((tries + 1))
+    [ "$tries" -lt 50 ] || fail "no free 10.X.Y.0/24 found"
+  done
+  POD_PREFIX="10.$a.$b"
+  POD_SUBNET="$POD_PREFIX.0/24"
+  POD_GATEWAY="$POD_PREFIX.1"
+}
+
+# host_address: a unique /32 in the host netns, on a dummy link of this run
+# (or on lo if the kernel has no dummy driver): the "host" address pods must
+# reach (traffic stays inside this machine).
+# Sets HOST_IP and HOST_DUMMY.
+host_address() {
+  HOST_IP="198.18.$(($(od -An -N1 -tu1 /dev/urandom))).$((1 + $(od -An -N1 -tu1 /dev/urandom) % 254))"
+  HOST_DUMMY="sed$RUN_ID"
+  if ip link add "$HOST_DUMMY" type dummy 2>/dev/null; then
+    defer "ip link del $HOST_DUMMY"
+    ip link set "$HOST_DUMMY" up
+  else
+    # Kernel without the dummy driver: the address goes on lo.
+    HOST_DUMMY=lo
+  fi
+  ip addr add "$HOST_IP/32" dev "$HOST_DUMMY"
+  defer "ip addr del $HOST_IP/32 dev $HOST_DUMMY"
+}
+
+# --- modes: which plugin is under test --------------------------------------------
+
+# mode_setup MODE: sets PLUGIN_DIR, BASE_PLUGINS (JSON array: the plugins
+# under test; chained plugins are appended after them), CNI_VERSION,
+# MODE_LABEL. Needs pick_subnet first. Modes:
+#   ref     Debian's ptp + host-local from /usr/lib/cni
+#   sarena  sarena-cni with a private sarena-daemon (see sarena_start)
+#   custom  E2E_PLUGIN_DIR + E2E_CONFLIST (its plugins and cniVersion; its
+#           name is replaced by a unique one)
+mode_setup() {
+  MODE=$1
+  # libcni 1.1.x (the Go driver, podman 4.3, containerd 1.6) and Debian's
+  # reference plugins speak CNI up to 1.0.0.
+  CNI_VERSION=${E2E_CNI_VERSION:-1.0.0}
+  case "$MODE" in
+    ref)
+      PLUGIN_DIR=${E2E_PLUGIN_DIR:-/usr/lib/cni}
+      mkdir -p "$WORK/host-local"
+      BASE_PLUGINS=$(jq -cn --arg subnet "$POD_SUBNET" --arg gw "$POD_GATEWAY" \
+        --arg dir "$WORK/host-local" '[{type:"ptp", ipMasq:false, mtu:1500,
+          ipam:{type:"host-local", dataDir:$dir,
+                ranges:[[{subnet:$subnet, gateway:$gw}]],
+                routes:[{dst:"0.0.0.0/0"}]}}]')
+      MODE_LABEL="ref (ptp+host-local)"
+      ;;
+    sarena)
+      sarena_start
+      BASE_PLUGINS=$(jq -cn --arg sock "$SARENA_SOCKET" --arg log "$WORK/sarena-cni.log" \
+        --arg q "$SARENA_STATE/delete-queue" \
+        '[{type:"sarena-cni", "daemon-endpoint":$sock, "log-file":$log, "delete-queue-dir":$q}]')
+      MODE_LABEL="sarena"
+      ;;
+    custom)
+      [ -n "${E2E_PLUGIN_DIR:-}" ] && [ -f "${E2E_CONFLIST:-}" ] ||
+        fail "custom mode needs E2E_PLUGIN_DIR and E2E_CONFLIST"
+      PLUGIN_DIR=$E2E_PLUGIN_DIR
+      BASE_PLUGINS=$(jq -c '.plugins' "$E2E_CONFLIST")
+      CNI_VERSION=${E2E_CNI_VERSION:-$(jq -r '.cniVersion' "$E2E_CONFLIST")}
+      MODE_LABEL="custom ($(jq -r '[.plugins[].type]|join("+")' "$E2E_CONFLIST"))"
+      ;;
+    *) fail "unknown mode '$MODE' (ref | sarena | custom)" ;;
+  esac
+  log "mode $MODE_LABEL, plugins from $PLUGIN_DIR, pod subnet $POD_SUBNET"
+}
+
+# write_conflist FILE [EXTRA_PLUGINS_JSON_ARRAY]: the network under test.
+write_conflist() {
+  local extra=${2:-[]}
+  jq -n --arg v "$CNI_VERSION" --arg name "$NET_NAME" \
+    --argjson base "$BASE_PLUGINS" --argjson extra "$extra" \
+    '{cniVersion:$v, name:$name, plugins:($base + $extra)}' >"$1"
+}
+
+# --- Sarena --------------------------------------------------------------------------
+
+# sarena_start: a private daemon (own socket, state dir, config) and a plugin
+# dir holding sarena-cni plus copies of the reference plugins for chaining.
+# SARENA_BIN_DIR (default target/release, else target/debug) holds
+# sarena-cni and sarena-daemon; SARENA_DAEMON_CONFIG may name a TOML template
+# in which @SUBNET@ and @GATEWAY@ are replaced.
+sarena_start() {
+  local bin=${SARENA_BIN_DIR:-}
+  if [ -z "$bin" ]; then
+    for d in "$REPO_DIR/target/release" "$REPO_DIR/target/debug"; do
+      if [ -x "$d/sarena-cni" ] && [ -x "$d/sarena-daemon" ]; then
+        bin=$d
+        break
+      fi
+    done
+  fi
+  [ -n "$bin" ] && [ -x "$bin/sarena-cni" ] && [ -x "$bin/sarena-daemon" ] ||
+    fail "sarena-cni/sarena-daemon not built: cargo build --release -p sarena-cni -p sarena-daemon (or set SARENA_BIN_DIR)"
+  PLUGIN_DIR="$WORK/cni-bin"
+  mkdir -p "$PLUGIN_DIR"
+  cp "$bin/sarena-cni" "$PLUGIN_DIR/"
+  local p
+  for p in ptp host-local loopback portmap bandwidth tuning; do
+    cp /usr/lib/cni/$p "$PLUGIN_DIR/"
+  done
+  SARENA_SOCKET="$WORK/sarena.sock"
+  SARENA_STATE="$WORK/sarena-state"
+  mkdir -p "$SARENA_STATE"
+  local cfg="$WORK/sarena.toml"
+  if [ -n "${SARENA_DAEMON_CONFIG:-}" ]; then
+    sed -e "s|@SUBNET@|$POD_SUBNET|g" -e "s|@GATEWAY@|$POD_GATEWAY|g" "$SARENA_DAEMON_CONFIG" >"$cfg"
+  else
+    cat >"$cfg" <<EOF
+dataplane = "${SARENA_DATAPLANE:-kernel}"
+masquerade = false
+[[ipam.pools]]
+name = "e2e"
+cidrs = ["$POD_SUBNET"]
+gateways = ["$POD_GATEWAY"]
+EOF
+  fi
+  # The daemon replays the plugin's deletion queue from
+  # <state-dir>/delete-queue; the conflist points the plugin there too.
+  # The kernel dataplane puts each pool's gateway on a node-wide device that
+  # outlives the daemon (by design: pod traffic survives restarts). This
+  # run's pool is unique, so its gateway address is ours to remove at exit,
+  # and so is the device if this run's daemon created it and nothing else
+  # uses it by then.
+  SARENA_LINKS_BEFORE=$(ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//')
+  defer "sarena_node_cleanup"
+  local extra=()
+  if "$bin/sarena-daemon" --help 2>/dev/null | grep -q -- --bpf-pin-dir; then
+    # eBPF pins outlive the daemon: a private pin dir, removed at exit.
+    local pins="/sys/fs/bpf/sarena-e2e-$RUN_ID"
+    extra+=(--bpf-pin-dir "$pins")
+    defer "rm -rf '$pins'"
+  fi
+  "$bin/sarena-daemon" --socket "$SARENA_SOCKET" --state-dir "$SARENA_STATE" \
+    --config "$cfg" "${extra[@]}" >"$WORK/sarena-daemon.log" 2>&1 &
+  SARENA_PID=$!
+  defer "kill $SARENA_PID; wait $SARENA_PID"
+  local i
+  for ((i = 0; i < 100; i++)); do
+    if [ -S "$SARENA_SOCKET" ] && sarena_get /daemon/health >/dev/null 2>&1; then
+      log "sarena-daemon $SARENA_PID up on $SARENA_SOCKET"
+      return 0
+    fi
+    kill -0 "$SARENA_PID" 2>/dev/null || fail "sarena-daemon exited; see $WORK/sarena-daemon.log"
+    sleep 0.1
+  done
+  fail "sarena-daemon did not answer on $SARENA_SOCKET within 10s"
+}
+
+# remove_host_address IP: deletes IP/32 from whichever host link carries it.
+remove_host_address() {
+  local dev
+  for dev in $(ip -o -4 addr show | awk -v a="$1/32" '$4 == a {print $2}'); do
+    ip addr del "$1/32" dev "${dev%%@*}"
+  done
+  return 0
+}
+
+# sarena_node_cleanup: after the daemon stopped, removes this run's gateway
+# address, and the link that carried it if the daemon created that link
+# during this run and it carries no other IPv4 address (a veth pair: its
+# peer goes with it).
+sarena_node_cleanup() {
+  local dev
+  dev=$(ip -o -4 addr show | awk -v a="$POD_GATEWAY/32" '$4 == a {print $2}' | head -n1)
+  dev=${dev%%@*}
+  remove_host_address "$POD_GATEWAY"
+  [ -n "$dev" ] || return 0
+  if ! grep -qxF "$dev" <<<"$SARENA_LINKS_BEFORE" && [ -z "$(ip -o -4 addr show dev "$dev")" ]; then
+    ip link del "$dev"
+  fi
+  return 0
+}
+
+# sarena_get PATH: GET /v1PATH from the private daemon.
+sarena_get() {
+  curl -sf --max-time 5 --unix-socket "$SARENA_SOCKET" "http://sarena/v1$1"
+}
+
+# mode_assert_holding N: the IPAM of the mode under test holds exactly N
+# addresses (and, for Sarena, N endpoints): the positive twin of
+# mode_assert_released, so that an empty state at the end means something.
+mode_assert_holding() {
+  local n=$1
+  case "$MODE" in
+    ref)
+      local held
+      held=$(find "$WORK/host-local" -type f ! -name lock ! -name 'last_reserved_ip*' | wc -l)
+      [ "$held" = "$n" ] || fail "host-local holds $held addresses, expected $n"
+      pass "host-local holds $n addresses"
+      ;;
+    sarena)
+      local eps ipam
+      eps=$(sarena_get /endpoints) || fail "GET /v1/endpoints failed"
+      [ "$(jq 'length' <<<"$eps")" = "$n" ] || fail "daemon has not $n endpoints: $eps"
+      ipam=$(sarena_get /ipam) || fail "GET /v1/ipam failed"
+      [ "$(jq '.allocations | length' <<<"$ipam")" = "$n" ] || fail "daemon has not $n allocations: $ipam"
+      pass "daemon: $n endpoints and $n allocations"
+      ;;
+    custom) ;;
+  esac
+}
+
+# mode_assert_released: the IPAM of the mode under test holds nothing.
+mode_assert_released() {
+  case "$MODE" in
+    ref)
+      local left
+      left=$(find "$WORK/host-local" -type f ! -name lock ! -name 'last_reserved_ip*' 2>/dev/null)
+      [ -z "$left" ] || fail "host-local still holds addresses: $left"
+      pass "host-local holds no address"
+      ;;
+    sarena)
+      local eps ipam
+      eps=$(sarena_get /endpoints) || fail "GET /v1/endpoints failed"
+      [ "$(jq 'length' <<<"$eps")" = 0 ] || fail "daemon still has endpoints: $eps"
+      ipam=$(sarena_get /ipam) || fail "GET /v1/ipam failed"
+      [ "$(jq '(.allocations | length) + ([.pools[].allocated] | add // 0)' <<<"$ipam")" = 0 ] ||
+        fail "daemon still has allocations: $ipam"
+      pass "daemon: GET /v1/endpoints and /v1/ipam empty"
+      ;;
+    custom) log "custom mode: IPAM state not inspected" ;;
+  esac
+}
+
+# --- libcni driver -------------------------------------------------------------------
+
+# ensure_driver: DRIVER is the libcni driver binary (E2E_DRIVER if set, else
+# built offline now in GOPATH mode into the work dir).
+ensure_driver() {
+  if [ -n "${E2E_DRIVER:-}" ] && [ -x "$E2E_DRIVER" ]; then
+    DRIVER=$E2E_DRIVER
+    return 0
+  fi
+  DRIVER="$WORK/libcni-driver"
+  build_driver "$DRIVER"
+}
+
+# build_driver OUT: go build against Debian's golang-github-appc-cni-dev.
+build_driver() {
+  command -v go >/dev/null || fail "go missing: run scripts/setup-e2e.sh"
+  [ -d /usr/share/gocode/src/github.com/containernetworking/cni/libcni ] ||
+    fail "libcni source missing: run scripts/setup-e2e.sh"
+  local gp
+  gp=$(mktemp -d /tmp/sarena-e2e-gopath.XXXXXX)
+  (cd "$E2E_DIR/libcni-driver" &&
+    GO111MODULE=off GOFLAGS='' GOPATH="$gp:/usr/share/gocode" GOCACHE="$gp/cache" \
+      go build -o "$1" .) || {
+    rm -rf "$gp"
+    fail "building the libcni driver failed"
+  }
+  rm -rf "$gp"
+}
+
+# drv COMMAND CONFLIST CONTAINER_ID NETNS [driver flags...]: prints the JSON.
+drv() {
+  local cmd=$1 conf=$2 id=$3 netns=$4
+  shift 4
+  "$DRIVER" -conflist "$conf" -plugin-dir "$PLUGIN_DIR" -cache-dir "$WORK/cni-cache" \
+    -id "$id" -netns "$netns" -ifname eth0 "$@" "$cmd"
+}
+
+# --- pods and assertions ----------------------------------------------------------------
+
+# new_netns NAME: creates /run/netns/NAME, deleted at exit.
+new_netns() {
+  ip netns add "$1"
+  defer "ip netns del $1"
+  ip -n "$1" link set lo up
+}
+
+# host_if_for IP: the host link the host routes IP through, directly (not
+# via a gateway: that would be the default route, not the pod's own link).
+host_if_for() {
+  local r
+  r=$(ip -o -4 route get "$1") || fail "no host route to $1"
+  if [[ "$r" == *" via "* ]]; then
+    fail "the host routes pod address $1 via a gateway, not through the pod's link: $r"
+  fi
+  sed -n 's/.* dev \([^ ]*\).*/\1/p' <<<"$r"
+}
+
+# assert_result_ok JSON: the ADD result has an IP and a sandbox interface
+# with a MAC (podman needs the MAC).
+assert_result_ok() {
+  jq -e '.result.ips | length > 0' <<<"$1" >/dev/null || fail "ADD result has no ips: $1"
+  jq -e '[.result.interfaces[]? | select(.sandbox != null and .sandbox != "" and (.mac // "") != "")] | length > 0' \
+    <<<"$1" >/dev/null || fail "ADD result has no sandbox interface with a mac: $1"
+}
+
+# ping_ok WHAT CMD...: CMD (a ping) must succeed.
+ping_ok() {
+  local what=$1
+  shift
+  "$@" >/dev/null 2>&1 || "$@" >/dev/null 2>&1 || fail "$what: '$*' failed"
+  pass "$what"
+}
+
+# assert_gone IP HOSTIF: no host link HOSTIF, no route to IP.
+assert_gone() {
+  local ip=$1 hostif=$2
+  if [ -n "$hostif" ] && ip link show "$hostif" >/dev/null 2>&1; then
+    fail "host link $hostif of $ip still exists"
+  fi
+  if ip -4 route show table all | grep -Eq "(^|[^0-9.])${ip//./\\.}(/32)?( |$)"; then
+    fail "a route to $ip is still there: $(ip -4 route show table all | grep -F "$ip")"
+  fi
+  pass "no link $hostif, no route to $ip"
+}
+
+# assert_no_cache DIR...: no libcni cache entry of this run's network.
+assert_no_cache() {
+  local d left
+  for d in "$@"; do
+    [ -d "$d" ] || continue
+    left=$(find "$d" -name "$NET_NAME-*" 2>/dev/null)
+    [ -z "$left" ] || fail "libcni cache entries left: $left"
+  done
+  pass "no libcni cache entry for $NET_NAME"
+}
+
+# make_rootfs DIR: a busybox-static root filesystem.
+make_rootfs() {
+  local r=$1 bb
+  bb=$(command -v busybox) || fail "busybox missing: run scripts/setup-e2e.sh"
+  file_is_static "$bb" || bb=/bin/busybox
+  mkdir -p "$r"/{bin,sbin,etc,proc,sys,dev,tmp,run,root,var/www}
+  cp "$bb" "$r/bin/busybox"
+  chroot "$r" /bin/busybox --install -s /bin
+  echo 'root:x:0:0:root:/root:/bin/sh' >"$r/etc/passwd"
+  echo 'root:x:0:' >"$r/etc/group"
+  : >"$r/etc/hosts"
+  : >"$r/etc/resolv.conf"
+}
+
+# remove_cgroup NAME: removes the (empty) top-level cgroup NAME and any empty
+# cgroups below it, in every hierarchy (v1 controllers and v2).
+remove_cgroup() {
+  local c
+  for c in /sys/fs/cgroup/"$1" /sys/fs/cgroup/*/"$1"; do
+    [ -d "$c" ] || continue
+    find "$c" -mindepth 1 -depth -type d -exec rmdir {} \; 2>/dev/null
+    rmdir "$c" 2>/dev/null || log "warning: cannot remove cgroup $c"
+  done
+  return 0
+}
+
+file_is_static() { ! ldd "$1" >/dev/null 2>&1; }

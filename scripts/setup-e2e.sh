@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Idempotent installation of the real CNI clients the end-to-end tests drive
+# (libcni via the Go driver, podman, containerd) and the tools they use.
+# Runtime configuration is NOT installed globally: each e2e script writes its
+# own private config into a unique temp dir at test time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[setup-e2e] %s\n' "$*" >&2; }
+
+if [ "$(id -u)" != 0 ]; then
+  log "not root: skipping package installation (the e2e tests need root anyway)"
+  exit 0
+fi
+
+E2E_PACKAGES=(
+  containernetworking-plugins # reference plugins: ptp host-local portmap bandwidth tuning
+  golang-go golang-github-appc-cni-dev # libcni driver, built offline in GOPATH mode
+  podman runc # podman 4.3 with its CNI backend
+  containerd # containerd 1.6 (ctr run --cni)
+  busybox-static # container rootfs
+  iproute2 iptables iputils-ping iperf3 jq curl
+)
+missing=()
+for p in "${E2E_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The Go driver is built on demand by e2e/lib.sh (into a temp dir), so there
+# is nothing more to do here.
+log "done"
