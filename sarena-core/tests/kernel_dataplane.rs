@@ -76,19 +76,23 @@ async fn pod(links: &RtnetlinkLinks, address: &str, gateway: &str) -> Pod {
     }
 }
 
+/// True when `to` answers within 4 s. ping retries every second until then:
+/// a neighbour entry left incomplete by an earlier failed attempt is probed
+/// only once a second, so a single 1 s try can race it under load.
 fn ping(netns: &TestNetns, to: &str) -> bool {
+    ping_with(netns, to, &["-c", "1", "-w", "4"])
+}
+
+/// True when `to` answers a single echo within 1 s (for "must not flow" checks).
+fn ping_once(netns: &TestNetns, to: &str) -> bool {
+    ping_with(netns, to, &["-c", "1", "-W", "1"])
+}
+
+fn ping_with(netns: &TestNetns, to: &str, options: &[&str]) -> bool {
     Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &netns.name,
-            "ping",
-            "-c",
-            "1",
-            "-W",
-            "1",
-            to,
-        ])
+        .args(["netns", "exec", &netns.name, "ping"])
+        .args(options)
+        .arg(to)
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false)
@@ -149,7 +153,7 @@ async fn pods_reach_each_other_and_the_host_through_host_routes() {
     let b = pod(&links, "10.252.0.11/16", "10.252.0.1").await;
 
     assert!(
-        !ping(&a.netns, "10.252.0.11"),
+        !ping_once(&a.netns, "10.252.0.11"),
         "no route yet, yet traffic flowed"
     );
     dp.attach(&a.endpoint).await.unwrap();
@@ -172,7 +176,7 @@ async fn pods_reach_each_other_and_the_host_through_host_routes() {
     dp.detach(&b.endpoint).await.unwrap();
     dp.detach(&b.endpoint).await.unwrap(); // idempotent
     assert!(
-        !ping(&a.netns, "10.252.0.11"),
+        !ping_once(&a.netns, "10.252.0.11"),
         "detached pod still reachable"
     );
 
@@ -229,7 +233,7 @@ async fn masquerading_lets_pods_reach_the_outside() {
     let p = pod(&links, "10.253.0.5/16", "10.253.0.1").await;
     dp.attach(&p.endpoint).await.unwrap();
     assert!(
-        !ping(&p.netns, "198.18.7.2"),
+        !ping_once(&p.netns, "198.18.7.2"),
         "the world has no route back, so without masquerading this must fail"
     );
     network.masquerade = true;
@@ -238,7 +242,7 @@ async fn masquerading_lets_pods_reach_the_outside() {
     network.masquerade = false;
     dp.setup(&network).await.unwrap();
     assert!(
-        !ping(&p.netns, "198.18.7.2"),
+        !ping_once(&p.netns, "198.18.7.2"),
         "masquerading switched off again"
     );
 }
