@@ -117,7 +117,10 @@ fn plugin_binary() -> &'static Path {
             None => panic!("odd binary path {}", common::BIN),
         }
         let status = cmd.status().unwrap();
-        assert!(status.success() && plugin.is_file(), "cargo build -p sarena-cni");
+        assert!(
+            status.success() && plugin.is_file(),
+            "cargo build -p sarena-cni"
+        );
         plugin
     })
 }
@@ -328,7 +331,13 @@ impl Drop for Node {
                 .status();
         };
         if self.had_gateway_device {
-            quiet(&["addr", "del", &format!("{GATEWAY}/32"), "dev", GATEWAY_DEVICE]);
+            quiet(&[
+                "addr",
+                "del",
+                &format!("{GATEWAY}/32"),
+                "dev",
+                GATEWAY_DEVICE,
+            ]);
         } else {
             quiet(&["link", "del", GATEWAY_DEVICE]);
         }
@@ -361,11 +370,20 @@ fn v4(endpoint: &Endpoint) -> Vec<Ipv4Addr> {
 
 /// Sarena's host routes (`proto 90`) to `ip`.
 fn host_routes(ip: Ipv4Addr) -> String {
-    run(&["ip", "-4", "route", "show", "proto", "90", "match", &ip.to_string()])
-        .lines()
-        .filter(|l| l.starts_with(&format!("{ip} ")))
-        .collect::<Vec<_>>()
-        .join("\n")
+    run(&[
+        "ip",
+        "-4",
+        "route",
+        "show",
+        "proto",
+        "90",
+        "match",
+        &ip.to_string(),
+    ])
+    .lines()
+    .filter(|l| l.starts_with(&format!("{ip} ")))
+    .collect::<Vec<_>>()
+    .join("\n")
 }
 
 /// Registry, endpoint map, pinned links and tcx attachments describe exactly
@@ -515,11 +533,16 @@ async fn sigkill_during_ping_loses_at_most_one_and_restart_reconciles() {
         .find(|l| l.contains("dataplane ready"))
         .unwrap_or_else(|| panic!("no 'dataplane ready' after the restart:\n{restart_log}"));
     assert!(
-        ready.contains("attached=0") && ready.contains("removed=0") && ready.contains("endpoints=2"),
+        ready.contains("attached=0")
+            && ready.contains("removed=0")
+            && ready.contains("endpoints=2"),
         "{ready}"
     );
     let endpoints_after = assert_consistent(&node, &[&a, &b]).await;
-    assert_eq!(endpoints_after, endpoints, "registry changed across the restart");
+    assert_eq!(
+        endpoints_after, endpoints,
+        "registry changed across the restart"
+    );
     let programs_after: Vec<_> = endpoints
         .iter()
         .map(|e| tcx_programs(&e.host_ifname))
@@ -562,7 +585,15 @@ async fn pods_talk_through_the_programs_without_host_routes() {
     for pod in [&a, &b] {
         let route = host_routes(pod.ip);
         assert_ne!(route, "", "no host route to {}", pod.ip);
-        run(&["ip", "-4", "route", "del", &format!("{}/32", pod.ip), "proto", "90"]);
+        run(&[
+            "ip",
+            "-4",
+            "route",
+            "del",
+            &format!("{}/32", pod.ip),
+            "proto",
+            "90",
+        ]);
         assert_eq!(host_routes(pod.ip), "", "route to {} not removed", pod.ip);
     }
     // The host stack cannot reach the pods any more: the gateway (a host
