@@ -522,6 +522,7 @@ async fn sigkill_during_ping_loses_at_most_one_and_restart_reconciles() {
     let (sent, received) = tokio::task::spawn_blocking(move || pinger.join().unwrap())
         .await
         .unwrap();
+    eprintln!("ping across SIGKILL + restart: {received}/{sent} answered");
     assert_eq!(sent, 200);
     assert!(received + 1 >= sent, "{received}/{sent} pings answered");
 
