@@ -1,0 +1,620 @@
+//! The real binaries end to end on the eBPF dataplane: `sarena-daemon` in
+//! `ebpf` mode (unique state dir, socket, pin dir and pool), two pods in
+//! throwaway netns added by the real `sarena-cni` plugin, then:
+//! - SIGKILL of the daemon during a continuous ping between the pods and a
+//!   restart on the same state and pins: at most one ping lost, and registry,
+//!   pinned maps, pinned links and tcx attachments agree afterwards;
+//! - with the host's per-pod routes removed, pod ↔ pod traffic still flows
+//!   (only the programs can carry it);
+//! - DEL through the plugin removes map entries, links and allocations.
+//!
+//! Needs root and the eBPF object embedded in the daemon (built with the eBPF
+//! toolchain, scripts/setup-ebpf.sh). Without them the tests are skipped,
+//! except under `CI=true`, where that is a failure.
+//!
+//! The plugin is the `sarena-cni` binary next to the daemon's
+//! (`target/<profile>/`); `cargo test --workspace` builds it (sarena-cni has
+//! integration tests of its own). When it is missing, the test builds it.
+//!
+//! The kernel host stack uses the node-global device `sarena_host`: the tests
+//! run one at a time, and each removes the device at the end if it did not
+//! exist before (otherwise only its gateway address).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use aya::programs::SchedClassifier;
+use aya::programs::tc::TcAttachType;
+use common::{Running, Site};
+use sarena_core::api::{Daemon, Endpoint};
+use sarena_core::dataplane::ebpf::{AyaDataplane, Direction, PinnedAttachment};
+
+/// A pool no other test or the demo uses.
+const POOL: &str = "10.246.0.0/16";
+const GATEWAY: &str = "10.246.0.1";
+const GATEWAY_DEVICE: &str = "sarena_host";
+
+fn config() -> String {
+    format!(
+        "dataplane = \"ebpf\"\nmasquerade = false\n\
+         [[ipam.pools]]\nname = \"restart\"\ncidrs = [\"{POOL}\"]\ngateways = [\"{GATEWAY}\"]\n"
+    )
+}
+
+/// The tests share the node-global gateway device: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn under_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// True when the test may run: root and an embedded eBPF object. Under
+/// `CI=true` a missing one is a failure; elsewhere a notice and a skip.
+fn preconditions(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let missing = if unsafe { libc::geteuid() } != 0 {
+        Some("needs root")
+    } else if sarena_daemon::ebpf_object::ebpf_object().is_none() {
+        Some("the daemon was built without the eBPF object (run scripts/setup-ebpf.sh)")
+    } else {
+        None
+    };
+    match missing {
+        None => true,
+        Some(why) if under_ci() => panic!("{test}: {why}, and CI=true forbids skipping it"),
+        Some(why) => {
+            eprintln!("SKIPPED {test}: {why}");
+            false
+        }
+    }
+}
+
+/// Runs a command, panicking with its stderr on failure; returns stdout.
+fn run(args: &[&str]) -> String {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn unique(prefix: &str) -> String {
+    let n: u32 = rand::random();
+    let mut name = format!("{prefix}{:x}{n:08x}", std::process::id() & 0xfff);
+    name.truncate(15);
+    name
+}
+
+/// `target/<profile>/sarena-cni`, built if missing.
+fn plugin_binary() -> &'static Path {
+    static PLUGIN: OnceLock<PathBuf> = OnceLock::new();
+    PLUGIN.get_or_init(|| {
+        let profile_dir = Path::new(common::BIN).parent().unwrap();
+        let plugin = profile_dir.join("sarena-cni");
+        if plugin.is_file() {
+            return plugin;
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "sarena-cni", "--target-dir"])
+            .arg(profile_dir.parent().unwrap())
+            .current_dir(env!("CARGO_MANIFEST_DIR"));
+        match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") => {}
+            Some(profile) => {
+                cmd.args(["--profile", profile]);
+            }
+            None => panic!("odd binary path {}", common::BIN),
+        }
+        let status = cmd.status().unwrap();
+        assert!(
+            status.success() && plugin.is_file(),
+            "cargo build -p sarena-cni"
+        );
+        plugin
+    })
+}
+
+/// `ip netns add NAME`, deleted on drop (which also removes the veth pair).
+struct Netns(String);
+
+impl Netns {
+    fn new() -> Self {
+        let name = unique("srrs");
+        run(&["ip", "netns", "add", &name]);
+        Netns(name)
+    }
+
+    fn path(&self) -> String {
+        format!("/var/run/netns/{}", self.0)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// One pod: its netns (the container id is the netns name) and address.
+struct Pod {
+    netns: Netns,
+    ip: Ipv4Addr,
+}
+
+impl Pod {
+    fn id(&self) -> &str {
+        &self.netns.0
+    }
+
+    /// `ping` from this pod; (transmitted, received).
+    fn ping(&self, to: &str, count: u32, interval: &str) -> (u32, u32) {
+        let out = Command::new("ip")
+            .args(["netns", "exec", self.id(), "ping", "-n", "-q", "-W", "1"])
+            .args(["-i", interval, "-c", &count.to_string(), to])
+            .output()
+            .unwrap();
+        ping_summary(&out)
+    }
+
+    fn pings(&self, to: &Pod, count: u32) -> bool {
+        let (sent, received) = self.ping(&to.ip.to_string(), count, "0.2");
+        sent == count && received == count
+    }
+}
+
+/// (transmitted, received) from ping's summary line.
+fn ping_summary(out: &Output) -> (u32, u32) {
+    let text = String::from_utf8_lossy(&out.stdout);
+    let stats = text
+        .lines()
+        .find(|l| l.contains("packets transmitted"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no ping summary: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    let numbers: Vec<u32> = stats
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    (numbers[0], numbers[1])
+}
+
+/// One daemon in ebpf mode on unique state, socket and pins, and the node
+/// state it creates; everything is removed on drop.
+struct Node {
+    site: Site,
+    config: PathBuf,
+    pin_dir: PathBuf,
+    had_gateway_device: bool,
+    daemon: Option<Running>,
+}
+
+impl Node {
+    async fn start() -> Node {
+        if !run(&["mount"]).contains("/sys/fs/bpf type bpf") {
+            run(&["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"]);
+        }
+        let had_gateway_device = Command::new("ip")
+            .args(["link", "show", GATEWAY_DEVICE])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        let site = Site::new();
+        let config = site.config(&config());
+        let pin_dir = PathBuf::from(format!("/sys/fs/bpf/{}", unique("sarena-rs")));
+        let mut node = Node {
+            site,
+            config,
+            pin_dir,
+            had_gateway_device,
+            daemon: None,
+        };
+        node.daemon = Some(node.spawn().await);
+        node
+    }
+
+    async fn spawn(&self) -> Running {
+        self.site
+            .start(&[
+                "--config",
+                self.config.to_str().unwrap(),
+                "--bpf-pin-dir",
+                self.pin_dir.to_str().unwrap(),
+                "--log-level",
+                "info",
+            ])
+            .await
+    }
+
+    /// The pins as the daemon left them (maps re-opened, nothing attached).
+    fn pins(&self) -> AyaDataplane {
+        let object = sarena_daemon::ebpf_object::ebpf_object().unwrap();
+        AyaDataplane::open(object, &self.pin_dir).unwrap()
+    }
+
+    /// Runs the plugin exactly as a runtime does; (success, stdout, stderr).
+    fn cni(&self, command: &str, netns: &Netns) -> (bool, String, String) {
+        let dir = self.site.dir.path();
+        let conf = serde_json::json!({
+            "cniVersion": "1.1.0",
+            "name": "sarena",
+            "type": "sarena-cni",
+            "daemon-endpoint": self.site.socket(),
+            "log-file": dir.join("sarena-cni.log"),
+            "delete-queue-dir": dir.join("delete-queue"),
+        });
+        let plugin = plugin_binary();
+        let mut child = Command::new(plugin)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("CNI_COMMAND", command)
+            .env("CNI_CONTAINERID", &netns.0)
+            .env("CNI_NETNS", netns.path())
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", plugin.parent().unwrap())
+            .env(
+                "CNI_ARGS",
+                format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={}", netns.0),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(conf.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// A new netns networked by `sarena-cni ADD`.
+    fn add_pod(&self) -> Pod {
+        let netns = Netns::new();
+        let (ok, out, err) = self.cni("ADD", &netns);
+        assert!(ok, "ADD failed: {out} {err}");
+        let result: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let address = result["ips"][0]["address"].as_str().unwrap();
+        let ip: Ipv4Addr = address.split('/').next().unwrap().parse().unwrap();
+        assert!(
+            POOL.parse::<ipnet::Ipv4Net>().unwrap().contains(&ip),
+            "{ip} not from {POOL}"
+        );
+        Pod { netns, ip }
+    }
+
+    fn del_pod(&self, pod: &Pod) {
+        let (ok, out, err) = self.cni("DEL", &pod.netns);
+        assert!(ok, "DEL failed: {out} {err}");
+    }
+
+    fn daemon(&mut self) -> Running {
+        self.daemon.take().unwrap()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.site.log()).unwrap_or_default()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        drop(self.daemon.take());
+        let _ = AyaDataplane::purge(&self.pin_dir);
+        let quiet = |args: &[&str]| {
+            let _ = Command::new("ip")
+                .args(args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        };
+        if self.had_gateway_device {
+            quiet(&[
+                "addr",
+                "del",
+                &format!("{GATEWAY}/32"),
+                "dev",
+                GATEWAY_DEVICE,
+            ]);
+        } else {
+            quiet(&["link", "del", GATEWAY_DEVICE]);
+        }
+        if std::thread::panicking() {
+            eprintln!("--- daemon log ---\n{}", self.log());
+        }
+    }
+}
+
+/// Program ids attached by tcx on `ifname`, per direction.
+fn tcx_programs(ifname: &str) -> (Vec<u32>, Vec<u32>) {
+    let ids = |t| {
+        SchedClassifier::query_tcx(ifname, t)
+            .map(|(_, progs)| progs.iter().map(|p| p.id()).collect())
+            .unwrap_or_default()
+    };
+    (ids(TcAttachType::Ingress), ids(TcAttachType::Egress))
+}
+
+fn v4(endpoint: &Endpoint) -> Vec<Ipv4Addr> {
+    endpoint
+        .addresses
+        .iter()
+        .filter_map(|a| match a.addr() {
+            IpAddr::V4(v4) => Some(v4),
+            IpAddr::V6(_) => None,
+        })
+        .collect()
+}
+
+/// Sarena's host routes (`proto 90`) to `ip`.
+fn host_routes(ip: Ipv4Addr) -> String {
+    run(&[
+        "ip",
+        "-4",
+        "route",
+        "show",
+        "proto",
+        "90",
+        "match",
+        &ip.to_string(),
+    ])
+    .lines()
+    .filter(|l| l.starts_with(&format!("{ip} ")))
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+/// Registry, endpoint map, pinned links and tcx attachments describe exactly
+/// `pods`, each pod's veth with one program per direction; the IPAM holds
+/// exactly the pods' addresses.
+async fn assert_consistent(node: &Node, pods: &[&Pod]) -> Vec<Endpoint> {
+    let client = node.site.client();
+    let mut endpoints = client.endpoints().await.unwrap();
+    endpoints.sort_by(|a, b| a.owner.container_id.cmp(&b.owner.container_id));
+    let ids: BTreeSet<&str> = endpoints
+        .iter()
+        .map(|e| e.owner.container_id.as_str())
+        .collect();
+    let want: BTreeSet<&str> = pods.iter().map(|p| p.id()).collect();
+    assert_eq!(ids, want, "registry");
+    let registered: BTreeSet<Ipv4Addr> = endpoints.iter().flat_map(v4).collect();
+    let pod_ips: BTreeSet<Ipv4Addr> = pods.iter().map(|p| p.ip).collect();
+    assert_eq!(registered, pod_ips, "registry addresses");
+
+    let allocated: BTreeSet<IpAddr> = client
+        .ipam_state()
+        .await
+        .unwrap()
+        .allocations
+        .iter()
+        .map(|r| r.address)
+        .collect();
+    let want_allocated: BTreeSet<IpAddr> = pod_ips.iter().map(|ip| IpAddr::V4(*ip)).collect();
+    assert_eq!(allocated, want_allocated, "IPAM allocations");
+
+    let pins = node.pins();
+    let entries = pins.endpoint_entries().unwrap();
+    let mapped: Vec<Ipv4Addr> = entries.iter().map(|(ip, _)| *ip).collect();
+    assert_eq!(
+        mapped,
+        pod_ips.iter().copied().collect::<Vec<_>>(),
+        "endpoint map entries"
+    );
+    let mut want_links = BTreeSet::new();
+    for endpoint in &endpoints {
+        for ip in v4(endpoint) {
+            let (_, info) = entries.iter().find(|(a, _)| *a == ip).unwrap();
+            assert_eq!(info.ifindex, endpoint.host_ifindex, "{ip}: {info:?}");
+        }
+        for direction in Direction::ALL {
+            want_links.insert(PinnedAttachment {
+                ifindex: endpoint.host_ifindex,
+                ifname: endpoint.host_ifname.clone(),
+                direction,
+            });
+        }
+        let (ingress, egress) = tcx_programs(&endpoint.host_ifname);
+        assert_eq!(
+            (ingress.len(), egress.len()),
+            (1, 1),
+            "tcx programs on {}",
+            endpoint.host_ifname
+        );
+        assert!(
+            pins.counters(endpoint.host_ifindex).unwrap().is_some(),
+            "no counters for {}",
+            endpoint.host_ifname
+        );
+    }
+    let links: BTreeSet<PinnedAttachment> = pins.pinned_links().unwrap().into_iter().collect();
+    assert_eq!(links, want_links, "pinned links");
+    assert_eq!(links.len(), pins.pinned_links().unwrap().len());
+    endpoints
+}
+
+/// DEL both pods through the plugin: no map entries, links, routes,
+/// endpoints or allocations remain.
+async fn delete_and_assert_clean(node: &Node, pods: &[&Pod], endpoints: &[Endpoint]) {
+    for pod in pods {
+        node.del_pod(pod);
+    }
+    let client = node.site.client();
+    assert!(client.endpoints().await.unwrap().is_empty(), "endpoints");
+    let ipam = client.ipam_state().await.unwrap();
+    assert!(ipam.allocations.is_empty(), "{:?}", ipam.allocations);
+    let pins = node.pins();
+    assert!(pins.endpoint_entries().unwrap().is_empty(), "map entries");
+    assert!(pins.pinned_links().unwrap().is_empty(), "pinned links");
+    for endpoint in endpoints {
+        assert!(pins.counters(endpoint.host_ifindex).unwrap().is_none());
+        let gone = Command::new("ip")
+            .args(["link", "show", &endpoint.host_ifname])
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(!gone.success(), "{} still exists", endpoint.host_ifname);
+        assert_eq!(tcx_programs(&endpoint.host_ifname), (vec![], vec![]));
+    }
+    for pod in pods {
+        assert_eq!(host_routes(pod.ip), "", "host route to {}", pod.ip);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_ping_loses_at_most_one_and_restart_reconciles() {
+    let test = "sigkill_during_ping_loses_at_most_one_and_restart_reconciles";
+    if !preconditions(test) {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let mut node = Node::start().await;
+    let (a, b) = (node.add_pod(), node.add_pod());
+    assert!(a.pings(&b, 2), "a → b before the restart");
+    let endpoints = assert_consistent(&node, &[&a, &b]).await;
+    let programs_before: Vec<_> = endpoints
+        .iter()
+        .map(|e| tcx_programs(&e.host_ifname))
+        .collect();
+    let redirected_before = node
+        .pins()
+        .counters(endpoints[0].host_ifindex)
+        .unwrap()
+        .unwrap()
+        .redirected_packets;
+
+    // 200 pings, one every 50 ms (10 s); the daemon dies 2 s in and is
+    // restarted on the same state dir and pins at once.
+    let (netns, to) = (a.id().to_owned(), b.ip.to_string());
+    let pinger = std::thread::spawn(move || {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &netns, "ping", "-n", "-q", "-W", "1"])
+            .args(["-i", "0.05", "-c", "200", &to])
+            .output()
+            .unwrap();
+        ping_summary(&out)
+    });
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    node.daemon().kill();
+    let log_len = node.log().len();
+    node.daemon = Some(node.spawn().await);
+    let (sent, received) = tokio::task::spawn_blocking(move || pinger.join().unwrap())
+        .await
+        .unwrap();
+    eprintln!("ping across SIGKILL + restart: {received}/{sent} answered");
+    assert_eq!(sent, 200);
+    assert!(received + 1 >= sent, "{received}/{sent} pings answered");
+
+    // The restarted daemon re-opened what was there: nothing attached,
+    // nothing removed, the same programs on the veths, the counters kept.
+    let restart_log = node.log()[log_len..].to_owned();
+    let ready = restart_log
+        .lines()
+        .find(|l| l.contains("dataplane ready"))
+        .unwrap_or_else(|| panic!("no 'dataplane ready' after the restart:\n{restart_log}"));
+    assert!(
+        ready.contains("attached=0")
+            && ready.contains("removed=0")
+            && ready.contains("endpoints=2"),
+        "{ready}"
+    );
+    let endpoints_after = assert_consistent(&node, &[&a, &b]).await;
+    assert_eq!(
+        endpoints_after, endpoints,
+        "registry changed across the restart"
+    );
+    let programs_after: Vec<_> = endpoints
+        .iter()
+        .map(|e| tcx_programs(&e.host_ifname))
+        .collect();
+    assert_eq!(programs_after, programs_before, "programs re-attached");
+    let redirected_after = node
+        .pins()
+        .counters(endpoints[0].host_ifindex)
+        .unwrap()
+        .unwrap()
+        .redirected_packets;
+    assert!(
+        redirected_after >= redirected_before + u64::from(received),
+        "{redirected_before} → {redirected_after}"
+    );
+    // The host stack's routes are still (or again) there.
+    for pod in [&a, &b] {
+        assert_ne!(host_routes(pod.ip), "", "no host route to {}", pod.ip);
+    }
+    assert!(a.pings(&b, 2) && b.pings(&a, 2), "after the restart");
+
+    delete_and_assert_clean(&node, &[&a, &b], &endpoints).await;
+    // A restart after the deletes finds nothing to reconcile either.
+    node.daemon().kill();
+    node.daemon = Some(node.spawn().await);
+    assert_consistent(&node, &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_talk_through_the_programs_without_host_routes() {
+    let test = "pods_talk_through_the_programs_without_host_routes";
+    if !preconditions(test) {
+        return;
+    }
+    let _serial = SERIAL.lock().await;
+    let node = Node::start().await;
+    let (a, b) = (node.add_pod(), node.add_pod());
+    let endpoints = assert_consistent(&node, &[&a, &b]).await;
+
+    for pod in [&a, &b] {
+        let route = host_routes(pod.ip);
+        assert_ne!(route, "", "no host route to {}", pod.ip);
+        run(&[
+            "ip",
+            "-4",
+            "route",
+            "del",
+            &format!("{}/32", pod.ip),
+            "proto",
+            "90",
+        ]);
+        assert_eq!(host_routes(pod.ip), "", "route to {} not removed", pod.ip);
+    }
+    // The host stack cannot reach the pods any more: the gateway (a host
+    // address) no longer answers...
+    let (_, received) = a.ping(GATEWAY, 1, "0.2");
+    assert_eq!(received, 0, "the host still routes to {}", a.ip);
+    // ...yet the pods reach each other, through the programs.
+    let pins = node.pins();
+    let before = pins.counters(endpoints[0].host_ifindex).unwrap().unwrap();
+    assert!(a.pings(&b, 3), "a → b without host routes");
+    assert!(b.pings(&a, 3), "b → a without host routes");
+    let after = pins.counters(endpoints[0].host_ifindex).unwrap().unwrap();
+    assert!(
+        after.redirected_packets >= before.redirected_packets + 3,
+        "{before:?} {after:?}"
+    );
+    assert!(
+        after.to_pod_packets >= before.to_pod_packets + 3,
+        "{before:?} {after:?}"
+    );
+
+    delete_and_assert_clean(&node, &[&a, &b], &endpoints).await;
+}
