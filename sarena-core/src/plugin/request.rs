@@ -2,7 +2,7 @@
 //! and network config ([`AddRequest::from_cni`], …) or directly by an embedder.
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::api::{Attachment, PodRef};
 use crate::cni::{CniEnv, CniError, CniResult, ErrorCode, NetConf, Version, validate};
@@ -26,6 +26,15 @@ fn attachment(env: &CniEnv) -> Result<Attachment, CniError> {
 fn validate_attachment(att: &Attachment) -> Result<(), CniError> {
     validate::container_id(&att.container_id)?;
     validate::interface_name(&att.ifname)
+}
+
+/// [`validate_attachment`] plus a non-empty netns path, which `command` requires.
+fn validate_attachment_in(att: &Attachment, netns: &Path, command: &str) -> Result<(), CniError> {
+    validate_attachment(att)?;
+    if netns.as_os_str().is_empty() {
+        return Err(missing_netns(command));
+    }
+    Ok(())
 }
 
 /// ADD: everything needed to attach one interface of one container.
@@ -83,11 +92,7 @@ impl AddRequest {
     /// ADD step 1: checks what an embedder may have filled in by hand — the container
     /// id and interface name (code 4), a non-empty netns path (code 4).
     pub fn validate(&self) -> Result<(), CniError> {
-        validate_attachment(&self.attachment)?;
-        if self.netns.as_os_str().is_empty() {
-            return Err(missing_netns("ADD"));
-        }
-        Ok(())
+        validate_attachment_in(&self.attachment, &self.netns, "ADD")
     }
 }
 
@@ -154,11 +159,7 @@ impl CheckRequest {
 
     /// Checks the container id, interface name and netns path (code 4).
     pub fn validate(&self) -> Result<(), CniError> {
-        validate_attachment(&self.attachment)?;
-        if self.netns.as_os_str().is_empty() {
-            return Err(missing_netns("CHECK"));
-        }
-        Ok(())
+        validate_attachment_in(&self.attachment, &self.netns, "CHECK")
     }
 }
 
