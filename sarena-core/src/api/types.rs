@@ -127,6 +127,23 @@ pub struct EndpointCreate {
     pub netns: String,
 }
 
+impl EndpointCreate {
+    /// The endpoint this request registers, created at `created_at` (Unix seconds).
+    pub fn into_endpoint(self, created_at: u64) -> Endpoint {
+        Endpoint {
+            owner: self.owner,
+            pod: self.pod,
+            host_ifname: self.host_ifname,
+            host_ifindex: self.host_ifindex,
+            host_mac: self.host_mac,
+            pod_mac: self.pod_mac,
+            addresses: self.addresses,
+            netns: self.netns,
+            created_at,
+        }
+    }
+}
+
 /// A registered endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Endpoint {

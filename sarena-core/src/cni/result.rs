@@ -169,6 +169,21 @@ fn family(ip: IpAddr) -> &'static str {
     if ip.is_ipv4() { "4" } else { "6" }
 }
 
+impl From<&crate::api::RouteSpec> for Route {
+    /// The result's view of a route the daemon handed out.
+    fn from(r: &crate::api::RouteSpec) -> Route {
+        Route {
+            dst: r.dst,
+            gw: r.gw,
+            mtu: r.mtu,
+            advmss: None,
+            priority: None,
+            table: None,
+            scope: None,
+        }
+    }
+}
+
 /// A route with only the fields versions before 1.0.0 define (`dst`, `gw`).
 fn route_0x(r: &Route) -> Route {
     Route {

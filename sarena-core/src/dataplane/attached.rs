@@ -48,18 +48,9 @@ impl WithDataplane {
     }
 }
 
+/// The endpoint as it will be registered (the registry sets the real creation time).
 fn provisional(req: &EndpointCreate) -> Endpoint {
-    Endpoint {
-        owner: req.owner.clone(),
-        pod: req.pod.clone(),
-        host_ifname: req.host_ifname.clone(),
-        host_ifindex: req.host_ifindex,
-        host_mac: req.host_mac.clone(),
-        pod_mac: req.pod_mac.clone(),
-        addresses: req.addresses.clone(),
-        netns: req.netns.clone(),
-        created_at: 0,
-    }
+    req.clone().into_endpoint(0)
 }
 
 #[async_trait]

@@ -219,17 +219,7 @@ impl Node {
                 given: req.addresses,
             });
         }
-        let endpoint = Endpoint {
-            owner: req.owner,
-            pod: req.pod,
-            host_ifname: req.host_ifname,
-            host_ifindex: req.host_ifindex,
-            host_mac: req.host_mac,
-            pod_mac: req.pod_mac,
-            addresses: req.addresses,
-            netns: req.netns,
-            created_at: now,
-        };
+        let endpoint = req.into_endpoint(now);
         let entry = AllocationEntry {
             lease_expires_at: None,
             ..entry.clone()

@@ -310,19 +310,7 @@ fn cni_result(
                 interface: Some(1),
             })
             .collect(),
-        routes: allocation
-            .routes
-            .iter()
-            .map(|r| Route {
-                dst: r.dst,
-                gw: r.gw,
-                mtu: r.mtu,
-                advmss: None,
-                priority: None,
-                table: None,
-                scope: None,
-            })
-            .collect(),
+        routes: allocation.routes.iter().map(Route::from).collect(),
         dns: Default::default(),
     }
 }

@@ -28,18 +28,7 @@ fn prev() -> CniResult {
             gateway: Some("10.0.0.7".parse().unwrap()),
             interface: Some(1),
         }],
-        routes: routes()
-            .into_iter()
-            .map(|r| Route {
-                dst: r.dst,
-                gw: r.gw,
-                mtu: r.mtu,
-                advmss: None,
-                priority: None,
-                table: None,
-                scope: None,
-            })
-            .collect(),
+        routes: routes().iter().map(Route::from).collect(),
         dns: Default::default(),
     }
 }

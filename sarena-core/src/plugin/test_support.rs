@@ -88,17 +88,7 @@ pub(crate) fn pair() -> VethPair {
 }
 
 pub(crate) fn endpoint_from(req: &EndpointCreate) -> Endpoint {
-    Endpoint {
-        owner: req.owner.clone(),
-        pod: req.pod.clone(),
-        host_ifname: req.host_ifname.clone(),
-        host_ifindex: req.host_ifindex,
-        host_mac: req.host_mac.clone(),
-        pod_mac: req.pod_mac.clone(),
-        addresses: req.addresses.clone(),
-        netns: req.netns.clone(),
-        created_at: 1,
-    }
+    req.clone().into_endpoint(1)
 }
 
 pub(crate) fn endpoint() -> Endpoint {
