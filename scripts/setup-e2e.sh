@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# shellcheck source=scripts/apt.sh
+. scripts/apt.sh
+
 log() { printf '[setup-e2e] %s\n' "$*" >&2; }
 
 if [ "$(id -u)" != 0 ]; then
@@ -21,16 +24,7 @@ E2E_PACKAGES=(
   busybox-static # container rootfs
   iproute2 iptables iputils-ping iperf3 jq curl
 )
-missing=()
-for p in "${E2E_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  log "installing Debian packages: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get -o DPkg::Lock::Timeout=600 update -qq
-  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+ensure_packages "${E2E_PACKAGES[@]}"
 
 # The Go driver is built on demand by e2e/lib.sh (into a temp dir), so there
 # is nothing more to do here.

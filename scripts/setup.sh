@@ -4,20 +4,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# shellcheck source=scripts/apt.sh
+. scripts/apt.sh
+
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 # Debian packages the tests and the demo use.
 APT_PACKAGES=(iproute2 jq iputils-ping nftables curl)
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  log "installing Debian packages: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get -o DPkg::Lock::Timeout=600 update -qq
-  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+ensure_packages "${APT_PACKAGES[@]}"
 
 # bpffs for the eBPF dataplane's pins.
 if [ "$(id -u)" = 0 ] && ! mount | grep -q ' /sys/fs/bpf type bpf'; then
