@@ -1,6 +1,6 @@
 //! The eBPF dataplane against the real kernel: two pods in throwaway netns,
-//! veths from RtnetlinkLinks, the programs attached with tcx and pinned under
-//! a unique directory. No host routes to the pods exist, so every pod ↔ pod
+//! veths from RtnetlinkLinks, the programs attached as tc filters, maps pinned
+//! under a unique directory. No host routes to the pods exist, so every pod ↔ pod
 //! frame that arrives went through the programs.
 //!
 //! The object comes from `SARENA_EBPF_OBJECT` (scripts/test.sh exports it from
@@ -16,8 +16,6 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use aya::programs::SchedClassifier;
-use aya::programs::tc::TcAttachType;
 use common::{HostLinkGuard, TestNetns, require_root, run};
 use sarena_core::api::{Attachment, Endpoint, PodRef, RouteSpec};
 use sarena_core::dataplane::ebpf::{AyaDataplane, EndpointInfo, EndpointKey};
@@ -221,14 +219,33 @@ fn assert_no_host_routes(pods: &[&Pod]) {
     }
 }
 
-/// Programs attached by tcx on `ifname`, per direction.
-fn tcx_programs(ifname: &str) -> (usize, usize) {
-    let count = |t| {
-        SchedClassifier::query_tcx(ifname, t)
-            .map(|(_, progs)| progs.len())
-            .unwrap_or(0)
+/// Program ids of the `bpf` filters on `ifname`, per direction, as `tc`
+/// reports them (an oracle independent of the dataplane's own query).
+fn tc_program_ids(ifname: &str) -> (Vec<u32>, Vec<u32>) {
+    let ids = |hook: &str| -> Vec<u32> {
+        let out = std::process::Command::new("tc")
+            .args(["-j", "filter", "show", "dev", ifname, hook])
+            .output()
+            .unwrap();
+        let filters: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+        filters
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .filter_map(|f| f["options"]["prog"]["id"].as_u64())
+                    .map(|id| id as u32)
+                    .collect()
+            })
+            .unwrap_or_default()
     };
-    (count(TcAttachType::Ingress), count(TcAttachType::Egress))
+    (ids("ingress"), ids("egress"))
+}
+
+/// How many programs are attached on `ifname`, per direction.
+fn tc_programs(ifname: &str) -> (usize, usize) {
+    let (ingress, egress) = tc_program_ids(ifname);
+    (ingress.len(), egress.len())
 }
 
 /// Runs `f` on a thread inside `netns` (the test's own threads stay put).
@@ -305,8 +322,8 @@ async fn pods_ping_and_talk_tcp_through_the_programs_alone() {
     dp.attach(&b.endpoint).await.unwrap();
     // attach is idempotent: no second link.
     dp.attach(&a.endpoint).await.unwrap();
-    assert_eq!(tcx_programs(a.ifname()), (1, 1));
-    assert_eq!(tcx_programs(b.ifname()), (1, 1));
+    assert_eq!(tc_programs(a.ifname()), (1, 1));
+    assert_eq!(tc_programs(b.ifname()), (1, 1));
 
     assert!(a.ping(&b, 3), "a → b");
     assert!(b.ping(&a, 3), "b → a");
@@ -387,16 +404,9 @@ async fn detach_removes_entries_counters_and_links() {
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert_eq!(entries[0].0, a.ip());
     assert!(dp.counters(b.endpoint.host_ifindex).unwrap().is_none());
-    assert!(
-        dp.pinned_links()
-            .unwrap()
-            .iter()
-            .all(|l| l.ifname == a.ifname()),
-        "{:?}",
-        dp.pinned_links()
-    );
-    assert_eq!(tcx_programs(b.ifname()), (0, 0));
-    assert_eq!(tcx_programs(a.ifname()), (1, 1));
+    assert!(dp.pinned_links().unwrap().is_empty(), "tcx links pinned");
+    assert_eq!(tc_programs(b.ifname()), (0, 0));
+    assert_eq!(tc_programs(a.ifname()), (1, 1));
     assert!(!a.ping(&b, 1), "b still reachable after detach");
     // Detach is idempotent.
     dp.detach(&b.endpoint).await.unwrap();
@@ -404,7 +414,7 @@ async fn detach_removes_entries_counters_and_links() {
     dp.detach(&a.endpoint).await.unwrap();
     assert!(dp.endpoint_entries().unwrap().is_empty());
     assert!(dp.pinned_links().unwrap().is_empty());
-    assert_eq!(tcx_programs(a.ifname()), (0, 0));
+    assert_eq!(tc_programs(a.ifname()), (0, 0));
 }
 
 /// `count` pings at 20/s from `from` to `to` in the background; returns
@@ -466,8 +476,8 @@ async fn pins_survive_the_loader_and_reconcile_repairs_drift() {
         sent >= 60 && received + 1 >= sent,
         "{received}/{sent} pings answered"
     );
-    assert_eq!(tcx_programs(a.ifname()), (1, 1), "duplicate attachment");
-    assert_eq!(tcx_programs(b.ifname()), (1, 1), "duplicate attachment");
+    assert_eq!(tc_programs(a.ifname()), (1, 1), "duplicate attachment");
+    assert_eq!(tc_programs(b.ifname()), (1, 1), "duplicate attachment");
     // The counters kept counting across the restart (same pinned map).
     let ca = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
     assert!(ca.redirected_packets >= 60, "{ca:?}");
@@ -482,7 +492,7 @@ async fn pins_survive_the_loader_and_reconcile_repairs_drift() {
         vec![b.ip().to_string(), b.endpoint.host_ifname.clone()],
         "{report:?}"
     );
-    assert_eq!(tcx_programs(b.ifname()), (0, 0));
+    assert_eq!(tc_programs(b.ifname()), (0, 0));
     assert!(dp.counters(b.endpoint.host_ifindex).unwrap().is_none());
     assert!(!a.ping(&b, 1));
 
@@ -510,8 +520,8 @@ async fn pins_survive_the_loader_and_reconcile_repairs_drift() {
         .map(|(a, _)| a)
         .collect();
     assert_eq!(addrs, vec![a.ip(), b.ip()]);
-    assert_eq!(tcx_programs(a.ifname()), (1, 1));
-    assert_eq!(tcx_programs(b.ifname()), (1, 1));
+    assert_eq!(tc_programs(a.ifname()), (1, 1));
+    assert_eq!(tc_programs(b.ifname()), (1, 1));
     assert!(a.ping(&b, 2));
 
     // A reconcile with nothing to do changes nothing.
@@ -891,4 +901,91 @@ async fn dataplane_benchmark() {
             all_r.join(" / ")
         );
     }
+}
+
+/// An upgrade from a version that attached with pinned tcx links: reconcile
+/// puts the tc filters in place, then detaches and unpins the old links, and
+/// the pods keep talking.
+#[tokio::test]
+async fn reconcile_replaces_the_tcx_links_of_an_earlier_version() {
+    use aya::programs::links::{FdLink, LinkOrder};
+    use aya::programs::tc::{SchedClassifier, TcAttachOptions};
+    use sarena_core::dataplane::ebpf::{Direction, PinnedAttachment, pins};
+
+    let test = "reconcile_replaces_the_tcx_links_of_an_earlier_version";
+    if !require_root(test) {
+        return;
+    }
+    let Some(object) = object(test) else {
+        return;
+    };
+    let pins_dir = PinDir::new();
+    let links = RtnetlinkLinks::new().unwrap();
+    let (a, b) = (Pod::new(&links, 2).await, Pod::new(&links, 3).await);
+    let both = [a.endpoint.clone(), b.endpoint.clone()];
+
+    // What the earlier version left: the maps pinned, entries written, and
+    // each program attached by tcx with its link pinned under links/.
+    let dp = AyaDataplane::open(&object, &pins_dir.0).unwrap();
+    dp.reconcile(&[]).await.unwrap();
+    let mut old = aya::EbpfLoader::new()
+        .default_map_pin_directory(pins::maps_dir(&pins_dir.0))
+        .load(&object)
+        .unwrap();
+    std::fs::create_dir_all(pins::links_dir(&pins_dir.0)).unwrap();
+    for pod in [&a, &b] {
+        for direction in Direction::ALL {
+            let prog: &mut SchedClassifier = old
+                .program_mut(direction.program())
+                .unwrap()
+                .try_into()
+                .unwrap();
+            if prog.fd().is_err() {
+                prog.load().unwrap();
+            }
+            let attach_type = match direction {
+                Direction::Ingress => aya::programs::TcAttachType::Ingress,
+                Direction::Egress => aya::programs::TcAttachType::Egress,
+            };
+            let id = prog
+                .attach_with_options(
+                    pod.ifname(),
+                    attach_type,
+                    TcAttachOptions::TcxOrder(LinkOrder::default()),
+                )
+                .unwrap();
+            let link = FdLink::try_from(prog.take_link(id).unwrap()).unwrap();
+            let pin = PinnedAttachment {
+                ifindex: pod.endpoint.host_ifindex,
+                ifname: pod.ifname().to_owned(),
+                direction,
+            };
+            link.pin(pins::links_dir(&pins_dir.0).join(pin.file_name()))
+                .unwrap();
+        }
+    }
+    drop(old);
+    assert_eq!(dp.pinned_links().unwrap().len(), 4);
+
+    let report = dp.reconcile(&both).await.unwrap();
+    assert_eq!(report.attached.len(), 2, "{report:?}");
+    assert!(dp.pinned_links().unwrap().is_empty(), "tcx links left");
+    for pod in [&a, &b] {
+        assert_eq!(tc_programs(pod.ifname()), (1, 1), "{}", pod.ifname());
+        let tcx = |t| {
+            SchedClassifier::query_tcx(pod.ifname(), t)
+                .map(|(_, progs)| progs.len())
+                .unwrap_or(0)
+        };
+        assert_eq!(
+            (
+                tcx(aya::programs::TcAttachType::Ingress),
+                tcx(aya::programs::TcAttachType::Egress)
+            ),
+            (0, 0),
+            "tcx programs left on {}",
+            pod.ifname()
+        );
+    }
+    assert!(a.ping(&b, 2));
 }

@@ -1,4 +1,4 @@
-//! Sarena's TC programs, attached (tcx) to each pod's host-side veth.
+//! Sarena's TC programs, attached (cls_bpf on clsact) to each pod's host-side veth.
 //!
 //! - [`from_container`] (ingress): frames the pod sends. ARP requests for any
 //!   address but the pod's own are answered with the host end's MAC; IPv4 to

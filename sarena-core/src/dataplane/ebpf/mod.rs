@@ -5,10 +5,12 @@
 //! script and embedded in the daemon; sarena-core itself needs no eBPF
 //! toolchain) with its maps pinned under the pin directory: maps pinned by an
 //! earlier run are re-opened, not recreated, so the endpoint table and the
-//! counters survive a daemon restart. Links are tcx links pinned per host veth
-//! (see [`pins`]); they stay attached while the daemon is down, so pod traffic
-//! is never interrupted, and [`Dataplane::reconcile`] brings pins and maps in
-//! line with the registry at start-up without attaching anything twice.
+//! counters survive a daemon restart. The programs are attached to each host
+//! veth as `cls_bpf` filters on its `clsact` qdisc (see [`tc`] for why not
+//! tcx); they belong to the device, so they stay attached while the daemon is
+//! down and pod traffic is never interrupted. [`Dataplane::reconcile`] brings
+//! filters and maps in line with the registry at start-up, touching only what
+//! is missing or runs other code than this daemon's programs.
 //!
 //! # What the host must provide
 //!
@@ -32,6 +34,7 @@
 
 mod entries;
 pub mod pins;
+pub mod tc;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -40,12 +43,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuHashMap, PerCpuValues};
-use aya::programs::links::{FdLink, LinkOrder};
-use aya::programs::tc::{SchedClassifier, TcAttachOptions};
+use aya::programs::tc::SchedClassifier;
 use aya::{Ebpf, EbpfLoader};
 pub use pins::{Direction, PinnedAttachment};
 use sarena_common::{COUNTERS_MAP, ENDPOINTS_MAP};
 pub use sarena_common::{DropReason, EndpointCounters, EndpointInfo, EndpointKey};
+pub use tc::TcAttachment;
 
 use super::{Dataplane, DataplaneError, DataplaneMode, NodeNetwork, ReconcileReport};
 use crate::api::Endpoint;
@@ -61,8 +64,13 @@ pub struct AyaDataplane {
 }
 
 struct State {
-    /// Owns the loaded programs (links are pinned, never kept here).
+    /// Owns the loaded programs (their filters belong to the devices).
     ebpf: Ebpf,
+    /// The tags of the loaded programs, by [`Direction::ALL`] order.
+    tags: [u64; 2],
+    /// The ids of the maps the loaded programs use (the pinned ones): a
+    /// program using one of them belongs to this dataplane.
+    map_ids: BTreeSet<u32>,
     endpoints: BpfHashMap<MapData, EndpointKey, EndpointInfo>,
     counters: PerCpuHashMap<MapData, u32, EndpointCounters>,
 }
@@ -118,11 +126,21 @@ impl AyaDataplane {
             .default_map_pin_directory(pins::maps_dir(pin_dir))
             .load(object)
             .map_err(|e| ebpf_err("load", pin_dir.display().to_string(), error_chain(&e)))?;
-        for direction in Direction::ALL {
+        let mut tags = [0; 2];
+        let mut map_ids = BTreeSet::new();
+        for (direction, tag) in Direction::ALL.into_iter().zip(&mut tags) {
             let name = direction.program();
-            program(&mut ebpf, name)?
-                .load()
+            let prog = program(&mut ebpf, name)?;
+            prog.load()
                 .map_err(|e| ebpf_err("load program", name, error_chain(&e)))?;
+            let info = prog
+                .info()
+                .map_err(|e| ebpf_err("program info", name, error_chain(&e)))?;
+            *tag = info.tag();
+            let ids = info
+                .map_ids()
+                .map_err(|e| ebpf_err("program maps", name, error_chain(&e)))?;
+            map_ids.extend(ids.unwrap_or_default());
         }
         let endpoints = take_map(&mut ebpf, ENDPOINTS_MAP).and_then(|m| {
             BpfHashMap::try_from(m).map_err(|e| ebpf_err("open map", ENDPOINTS_MAP, e))
@@ -134,6 +152,8 @@ impl AyaDataplane {
             pin_dir: pin_dir.to_owned(),
             state: Mutex::new(State {
                 ebpf,
+                tags,
+                map_ids,
                 endpoints,
                 counters,
             }),
@@ -183,7 +203,16 @@ impl AyaDataplane {
         Ok(out)
     }
 
-    /// Every pinned link, sorted.
+    /// Sarena's filters on the device `ifindex`, as the kernel reports them
+    /// (at most one per hook). Must run inside a tokio runtime.
+    pub async fn attachments(&self, ifindex: u32) -> Result<Vec<TcAttachment>, DataplaneError> {
+        tc::query(&netlink()?, ifindex)
+            .await
+            .map_err(|e| ebpf_err("query filters", ifindex.to_string(), e))
+    }
+
+    /// Every tcx link pinned by an earlier version of Sarena (which attached
+    /// with tcx), sorted; [`Dataplane::reconcile`] replaces them with filters.
     pub fn pinned_links(&self) -> Result<Vec<PinnedAttachment>, DataplaneError> {
         let dir = pins::links_dir(&self.pin_dir);
         pins::list_links(&self.pin_dir).map_err(|e| io_err("list pins", &dir, e))
@@ -208,26 +237,26 @@ impl AyaDataplane {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn link_path(&self, link: &PinnedAttachment) -> PathBuf {
-        pins::links_dir(&self.pin_dir).join(link.file_name())
-    }
-
     /// Makes `endpoint` forwardable; `true` when something was missing.
+    /// `current` are the filters already on its device (see
+    /// [`tc::query`]): a hook whose filter runs this daemon's program is
+    /// left alone, any other is (re)attached.
     fn attach_locked(
         &self,
         state: &mut State,
         endpoint: &Endpoint,
+        current: &[TcAttachment],
     ) -> Result<bool, DataplaneError> {
         let ifname = &endpoint.host_ifname;
-        let current = if_nametoindex(ifname);
-        if current != Some(endpoint.host_ifindex) {
+        let present = if_nametoindex(ifname);
+        if present != Some(endpoint.host_ifindex) {
             return Err(ebpf_err(
                 "attach",
                 ifname.clone(),
                 format!(
                     "the registry says ifindex {}, the host has {}",
                     endpoint.host_ifindex,
-                    current.map_or("no such interface".into(), |i| i.to_string())
+                    present.map_or("no such interface".into(), |i| i.to_string())
                 ),
             ));
         }
@@ -254,51 +283,33 @@ impl AyaDataplane {
             }
         }
 
-        let existing = self.pinned_links()?;
-        for direction in Direction::ALL {
-            let wanted = PinnedAttachment {
-                ifindex: endpoint.host_ifindex,
-                ifname: ifname.clone(),
-                direction,
-            };
-            // A pin for an older interface of the same name is stale.
-            for stale in existing
+        for (direction, tag) in Direction::ALL.into_iter().zip(state.tags) {
+            let name = direction.program();
+            let up_to_date = current
                 .iter()
-                .filter(|l| l.ifname == *ifname && l.direction == direction && **l != wanted)
-            {
-                self.unpin(stale)?;
-            }
-            if existing.contains(&wanted) {
+                .any(|a| a.direction == direction && a.program == name && a.tag == tag);
+            if up_to_date {
                 continue;
             }
-            let name = direction.program();
             let prog = program(&mut state.ebpf, name)?;
-            let id = prog
-                .attach_with_options(
-                    ifname,
-                    direction.attach_type(),
-                    TcAttachOptions::TcxOrder(LinkOrder::default()),
-                )
-                .map_err(|e| {
-                    ebpf_err("tcx attach", format!("{name} on {ifname}"), error_chain(&e))
-                })?;
-            let link = prog
-                .take_link(id)
-                .map_err(|e| ebpf_err("take link", ifname.clone(), e))?;
-            let link =
-                FdLink::try_from(link).map_err(|e| ebpf_err("link fd", ifname.clone(), e))?;
-            let path = self.link_path(&wanted);
-            // Dropping the pinned link closes our fd; the pin keeps it attached.
-            link.pin(&path)
-                .map_err(|e| ebpf_err("pin link", path.display().to_string(), error_chain(&e)))?;
+            tc::attach(prog, ifname, direction)
+                .map_err(|e| ebpf_err("tc attach", format!("{name} on {ifname}"), e))?;
             changed = true;
         }
         Ok(changed)
     }
 
-    /// Removes `endpoint`'s map entries, counters and links.
+    /// Removes `endpoint`'s filters, map entries and counters.
     fn detach_locked(&self, state: &mut State, endpoint: &Endpoint) -> Result<(), DataplaneError> {
         let mut errors = Vec::new();
+        // Only from our own device: a newer one may have taken the name.
+        if if_nametoindex(&endpoint.host_ifname) == Some(endpoint.host_ifindex) {
+            for direction in Direction::ALL {
+                if let Err(e) = tc::detach(&endpoint.host_ifname, direction) {
+                    errors.push(e);
+                }
+            }
+        }
         for link in self.pinned_links()? {
             if link.ifname == endpoint.host_ifname
                 && let Err(e) = self.unpin(&link)
@@ -333,33 +344,32 @@ impl AyaDataplane {
     }
 
     fn unpin(&self, link: &PinnedAttachment) -> Result<(), DataplaneError> {
-        let path = self.link_path(link);
+        let path = pins::links_dir(&self.pin_dir).join(link.file_name());
         pins::detach_and_unpin(&path).map_err(|e| io_err("detach link", &path, e))
     }
 
-    /// Removes whatever the registry does not know; returns what was removed.
+    /// Removes whatever the registry does not know: filters on other
+    /// devices, map entries and counters; returns what was removed.
     fn remove_stale(
         &self,
         state: &mut State,
         endpoints: &[Endpoint],
+        foreign: &[(String, Vec<TcAttachment>)],
     ) -> Result<Vec<String>, DataplaneError> {
-        let wanted_links: BTreeMap<&str, u32> = endpoints
-            .iter()
-            .map(|e| (e.host_ifname.as_str(), e.host_ifindex))
-            .collect();
         let mut wanted_entries = BTreeMap::new();
         for endpoint in endpoints {
             for (key, info) in entries::endpoint_entries(endpoint)? {
                 wanted_entries.insert(key.addr, info);
             }
         }
-        let wanted_ifindexes: BTreeSet<u32> = wanted_links.values().copied().collect();
+        let wanted_ifindexes: BTreeSet<u32> = endpoints.iter().map(|e| e.host_ifindex).collect();
 
         let mut removed = BTreeSet::new();
-        for link in self.pinned_links()? {
-            if wanted_links.get(link.ifname.as_str()) != Some(&link.ifindex) {
-                self.unpin(&link)?;
-                removed.insert(link.ifname);
+        for (ifname, attachments) in foreign {
+            for attachment in attachments {
+                tc::detach(ifname, attachment.direction)
+                    .map_err(|e| ebpf_err("remove stale filter", ifname.clone(), e))?;
+                removed.insert(ifname.clone());
             }
         }
         let keys: Vec<EndpointKey> = state.endpoints.keys().filter_map(Result::ok).collect();
@@ -383,6 +393,62 @@ impl AyaDataplane {
         }
         Ok(removed.into_iter().collect())
     }
+
+    /// Detaches and unpins every tcx link an earlier version pinned (called
+    /// once the filters that replace them are in place).
+    fn remove_legacy_links(&self) -> Result<Vec<String>, DataplaneError> {
+        let mut removed = Vec::new();
+        for link in self.pinned_links()? {
+            self.unpin(&link)?;
+            removed.push(link.ifname);
+        }
+        Ok(removed)
+    }
+}
+
+/// A netlink handle for filter queries, its connection driven by the current
+/// tokio runtime until the handle is dropped.
+fn netlink() -> Result<rtnetlink::Handle, DataplaneError> {
+    let (connection, handle, _) = rtnetlink::new_connection().map_err(|e| DataplaneError::Io {
+        call: "open netlink socket",
+        path: "NETLINK_ROUTE".into(),
+        source: e,
+    })?;
+    tokio::spawn(connection);
+    Ok(handle)
+}
+
+/// The ids of the loaded programs that use one of `maps`.
+fn programs_using(maps: &BTreeSet<u32>) -> BTreeSet<u32> {
+    aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .filter(|info| {
+            let used = info.map_ids().ok().flatten().unwrap_or_default();
+            used.iter().any(|id| maps.contains(id))
+        })
+        .map(|info| info.id())
+        .collect()
+}
+
+/// Every interface of this network namespace, by ifindex.
+fn interfaces() -> Vec<(u32, String)> {
+    let mut out = Vec::new();
+    // SAFETY: if_nameindex returns a heap array terminated by a zeroed entry
+    // (or NULL on failure), which we only read and then free once.
+    unsafe {
+        let list = libc::if_nameindex();
+        if list.is_null() {
+            return out;
+        }
+        let mut entry = list;
+        while (*entry).if_index != 0 && !(*entry).if_name.is_null() {
+            let name = std::ffi::CStr::from_ptr((*entry).if_name);
+            out.push(((*entry).if_index, name.to_string_lossy().into_owned()));
+            entry = entry.add(1);
+        }
+        libc::if_freenameindex(list);
+    }
+    out
 }
 
 fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut SchedClassifier, DataplaneError> {
@@ -451,7 +517,7 @@ impl Dataplane for AyaDataplane {
             host.attach(endpoint).await?;
         }
         let mut state = self.lock();
-        self.attach_locked(&mut state, endpoint).map(|_| ())
+        self.attach_locked(&mut state, endpoint, &[]).map(|_| ())
     }
 
     async fn detach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
@@ -465,9 +531,10 @@ impl Dataplane for AyaDataplane {
         ours
     }
 
-    /// Removes pins and entries the registry does not know (or knows with
-    /// another ifindex), then attaches what is missing. Endpoints whose host
-    /// veth no longer exists are skipped (the registry's GC removes them).
+    /// Removes filters and entries the registry does not know (or knows with
+    /// another ifindex), attaches what is missing or runs other code, then
+    /// drops the tcx links of an earlier version. Endpoints whose host veth
+    /// no longer exists are skipped (the registry's GC removes them).
     async fn reconcile(&self, endpoints: &[Endpoint]) -> Result<ReconcileReport, DataplaneError> {
         let mut report = match &self.host_stack {
             Some(host) => host.reconcile(endpoints).await?,
@@ -484,11 +551,40 @@ impl Dataplane for AyaDataplane {
             })
             .cloned()
             .collect();
+        let live_ifindexes: BTreeSet<u32> = live.iter().map(|e| e.host_ifindex).collect();
+
+        // What the kernel has, queried before taking the lock. Filters of
+        // another dataplane (another pin dir: other maps) are not ours.
+        let our_maps = self.lock().map_ids.clone();
+        let ours_by_id = programs_using(&our_maps);
+        let handle = netlink()?;
+        let mut current = BTreeMap::new();
+        let mut foreign = Vec::new();
+        for (ifindex, ifname) in interfaces() {
+            let found = tc::query(&handle, ifindex)
+                .await
+                .map_err(|e| ebpf_err("query filters", ifname.clone(), e))?;
+            let ours: Vec<TcAttachment> = found
+                .into_iter()
+                .filter(|a| ours_by_id.contains(&a.program_id))
+                .collect();
+            if live_ifindexes.contains(&ifindex) {
+                current.insert(ifindex, ours);
+            } else if !ours.is_empty() {
+                foreign.push((ifname, ours));
+            }
+        }
+
         let mut state = self.lock();
-        report.removed.extend(self.remove_stale(&mut state, &live)?);
+        report
+            .removed
+            .extend(self.remove_stale(&mut state, &live, &foreign)?);
         let mut errors = Vec::new();
         for endpoint in &live {
-            match self.attach_locked(&mut state, endpoint) {
+            let filters = current
+                .get(&endpoint.host_ifindex)
+                .map_or(&[][..], Vec::as_slice);
+            match self.attach_locked(&mut state, endpoint, filters) {
                 Ok(true) => report.attached.push(endpoint.host_ifname.clone()),
                 Ok(false) => {}
                 Err(e) => errors.push(e.to_string()),
@@ -500,6 +596,9 @@ impl Dataplane for AyaDataplane {
                 self.pin_dir.display().to_string(),
                 errors.join("; "),
             ));
+        }
+        for ifname in self.remove_legacy_links()? {
+            tracing::info!(%ifname, "reconcile: replaced a tcx link of an earlier version");
         }
         Ok(report)
     }

@@ -3,12 +3,15 @@
 //! ```text
 //! <pin_dir>/maps/SARENA_ENDPOINTS            pod address → endpoint
 //! <pin_dir>/maps/SARENA_COUNTERS             host ifindex → per-CPU counters
-//! <pin_dir>/links/<ifindex>_<ifname>_ingress tcx link of from_container
-//! <pin_dir>/links/<ifindex>_<ifname>_egress  tcx link of to_container
+//! <pin_dir>/links/<ifindex>_<ifname>_ingress tcx link of from_container (earlier versions)
+//! <pin_dir>/links/<ifindex>_<ifname>_egress  tcx link of to_container (earlier versions)
 //! ```
 //!
 //! bpffs refuses names with a dot (reserved by the kernel), hence `_`; a host
 //! veth whose name has a dot cannot be attached (Sarena's are `lxc` + hex).
+//!
+//! Sarena now attaches with tc filters (see [`super::tc`]); the `links/` pins
+//! are what versions that used tcx left, read only to remove them.
 //!
 //! A pinned tcx link stays attached while its pin exists, whatever happens to
 //! the daemon; removing the pin (with no fd left open) detaches it. The pins are
@@ -47,7 +50,8 @@ impl Direction {
         }
     }
 
-    pub(super) fn program(self) -> &'static str {
+    /// The name of the program on this hook.
+    pub fn program(self) -> &'static str {
         match self {
             Direction::Ingress => sarena_common::FROM_CONTAINER_PROG,
             Direction::Egress => sarena_common::TO_CONTAINER_PROG,
