@@ -382,11 +382,17 @@ ping_ok() {
   pass "$what"
 }
 
-# assert_gone IP HOSTIF: no host link HOSTIF, no route to IP.
+# assert_gone IP HOSTIF: no host link HOSTIF, no route to IP. Sarena's
+# daemon removes the veth right after answering DEL, so the link gets up to
+# 2 s to go.
 assert_gone() {
-  local ip=$1 hostif=$2
-  if [ -n "$hostif" ] && ip link show "$hostif" >/dev/null 2>&1; then
-    fail "host link $hostif of $ip still exists"
+  local ip=$1 hostif=$2 i
+  if [ -n "$hostif" ]; then
+    for ((i = 0; i < 40; i++)); do
+      ip link show "$hostif" >/dev/null 2>&1 || break
+      sleep 0.05
+    done
+    ! ip link show "$hostif" >/dev/null 2>&1 || fail "host link $hostif of $ip still exists"
   fi
   if ip -4 route show table all | grep -Eq "(^|[^0-9.])${ip//./\\.}(/32)?( |$)"; then
     fail "a route to $ip is still there: $(ip -4 route show table all | grep -F "$ip")"

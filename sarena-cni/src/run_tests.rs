@@ -231,7 +231,7 @@ fn unopenable_log_file_does_not_break_the_answer() {
 fn del_with_the_daemon_down_queues_and_succeeds_silently() {
     let dir = tempfile::tempdir().unwrap();
     let mut d = MockDaemon::new();
-    d.expect_delete_endpoint().times(1).returning(|_| {
+    d.expect_delete_endpoint_and_veth().times(1).returning(|_| {
         Err(DaemonError::Unreachable {
             endpoint: "sock".into(),
             source: "refused".into(),

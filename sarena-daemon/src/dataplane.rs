@@ -9,6 +9,7 @@ use sarena_core::dataplane::ebpf::AyaDataplane;
 use sarena_core::dataplane::{
     Dataplane, DataplaneError, DataplaneMode, KernelDataplane, WithDataplane,
 };
+use sarena_core::links::RtnetlinkLinks;
 use sarena_core::node::{ConfigError, Node, NodeConfig};
 
 /// Why the dataplane could not start.
@@ -23,6 +24,9 @@ pub enum DataplaneStartError {
     /// The registry could not be listed for reconciliation.
     #[error("dataplane: listing endpoints for reconciliation: {0}")]
     Registry(String),
+    /// The netlink socket for removing veths could not be opened.
+    #[error("dataplane: {0}")]
+    Links(#[from] sarena_core::links::LinkError),
     /// This build has no such backend.
     #[error("dataplane {mode:?} is not available in this build: {reason}")]
     Unavailable {
@@ -86,5 +90,8 @@ pub async fn start(
         removed = report.removed.len(),
         "dataplane ready"
     );
-    Ok(Arc::new(WithDataplane::new(Arc::new(node), dataplane)))
+    let links = RtnetlinkLinks::new()?;
+    Ok(Arc::new(
+        WithDataplane::new(Arc::new(node), dataplane).with_veth_removal(Arc::new(links)),
+    ))
 }

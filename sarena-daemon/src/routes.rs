@@ -26,7 +26,8 @@ enum Route {
     CreateEndpoint,
     Endpoints,
     GetEndpoint(Attachment),
-    DeleteEndpoint(Attachment),
+    /// The owner, and whether the daemon removes the veth pair too (`?veth=remove`).
+    DeleteEndpoint(Attachment, bool),
     Gc,
 }
 
@@ -96,7 +97,7 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    match route(&parts.method, parts.uri.path())? {
+    match route(&parts.method, parts.uri.path(), parts.uri.query())? {
         Route::Config => json(StatusCode::OK, &daemon.config().await?),
         Route::Health => json(StatusCode::OK, &daemon.health().await?),
         Route::Allocate => {
@@ -127,11 +128,16 @@ where
                 ),
             )),
         },
-        Route::DeleteEndpoint(owner) => json(
+        Route::DeleteEndpoint(owner, false) => json(
             StatusCode::OK,
             &Deleted {
                 deleted: daemon.delete_endpoint(owner).await?,
+                veth_removal: false,
             },
+        ),
+        Route::DeleteEndpoint(owner, true) => json(
+            StatusCode::OK,
+            &daemon.delete_endpoint_and_veth(owner).await?,
         ),
         Route::Gc => {
             let req: sarena_core::api::GcRequest = read_json(parts, body).await?;
@@ -145,7 +151,7 @@ where
 
 /// Maps method and path to a [`Route`]: 404 for unknown paths, 405 for a known
 /// path with the wrong method, 400 for invalid `{container_id}`/`{ifname}` segments.
-fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
+fn route(method: &Method, path: &str, query: Option<&str>) -> Result<Route, ApiError> {
     let not_found = || ApiError::new(ApiErrorKind::NotFound, format!("no route {method} {path}"));
     let not_allowed = |allow: &'static str| ApiError {
         kind: ApiErrorKind::MethodNotAllowed,
@@ -177,7 +183,20 @@ fn route(method: &Method, path: &str) -> Result<Route, ApiError> {
             Ok(Route::GetEndpoint(owner_from_segments(cid, ifname)?))
         }
         ["endpoints", cid, ifname] if delete => {
-            Ok(Route::DeleteEndpoint(owner_from_segments(cid, ifname)?))
+            let remove_veth = match query {
+                None | Some("") => false,
+                Some("veth=remove") => true,
+                Some(other) => {
+                    return Err(ApiError::new(
+                        ApiErrorKind::BadRequest,
+                        format!("unknown query {other:?}; the only one is veth=remove"),
+                    ));
+                }
+            };
+            Ok(Route::DeleteEndpoint(
+                owner_from_segments(cid, ifname)?,
+                remove_veth,
+            ))
         }
         ["daemon", "config"] | ["daemon", "health"] | ["ipam"] | ["endpoints"] => {
             Err(not_allowed("GET"))

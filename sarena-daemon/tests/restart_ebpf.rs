@@ -478,12 +478,23 @@ async fn delete_and_assert_clean(node: &Node, pods: &[&Pod], endpoints: &[Endpoi
     assert!(pins.pinned_links().unwrap().is_empty(), "pinned links");
     for endpoint in endpoints {
         assert!(pins.counters(endpoint.host_ifindex).unwrap().is_none());
-        let gone = Command::new("ip")
-            .args(["link", "show", &endpoint.host_ifname])
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(!gone.success(), "{} still exists", endpoint.host_ifname);
+        // The daemon removes the veth right after answering DEL.
+        let exists = || {
+            Command::new("ip")
+                .args(["link", "show", &endpoint.host_ifname])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .unwrap()
+                .success()
+        };
+        for _ in 0..40 {
+            if !exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(!exists(), "{} still exists", endpoint.host_ifname);
         assert_eq!(tc_programs(&endpoint.host_ifname), (vec![], vec![]));
     }
     for pod in pods {

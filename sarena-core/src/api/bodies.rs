@@ -9,9 +9,15 @@ pub struct Released {
     pub released: bool,
 }
 
-/// `{"deleted": bool}`: the answer to `DELETE /endpoints/{container_id}/{ifname}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// `{"deleted": bool, "veth_removal": bool}`: the answer to
+/// `DELETE /endpoints/{container_id}/{ifname}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deleted {
     /// False when neither an endpoint nor an allocation existed.
     pub deleted: bool,
+    /// True when the daemon has taken over removing the endpoint's veth pair
+    /// (asked for with `?veth=remove`); the caller then leaves the links
+    /// alone. Absent (false) from daemons that never do.
+    #[serde(default)]
+    pub veth_removal: bool,
 }

@@ -375,6 +375,11 @@ impl Daemon for HttpDaemon {
         Ok(r.deleted)
     }
 
+    async fn delete_endpoint_and_veth(&self, owner: Attachment) -> Result<Deleted, DaemonError> {
+        self.delete(&format!("{}?veth=remove", endpoint_path(&owner)))
+            .await
+    }
+
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {
         match self.get(&endpoint_path(&owner)).await {
             Ok(ep) => Ok(Some(ep)),

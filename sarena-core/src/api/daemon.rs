@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 
+use super::bodies::Deleted;
 use super::error::DaemonError;
 use super::types::*;
 
@@ -25,6 +26,18 @@ pub trait Daemon: Send + Sync {
     /// `DELETE /endpoints/{container_id}/{ifname}`: removes the endpoint and releases its
     /// addresses (and any bare allocation of that owner). `Ok(false)` when nothing existed.
     async fn delete_endpoint(&self, owner: Attachment) -> Result<bool, DaemonError>;
+    /// `DELETE /endpoints/{container_id}/{ifname}?veth=remove`: as
+    /// [`delete_endpoint`](Self::delete_endpoint), and the daemon also removes
+    /// the endpoint's veth pair when it can, after answering (deleting a
+    /// link waits for an RCU barrier, ~15 ms, which DEL then need not wait
+    /// for). `veth_removal` in the answer says whether it took that on; if
+    /// not, the caller removes the links. The default never takes it on.
+    async fn delete_endpoint_and_veth(&self, owner: Attachment) -> Result<Deleted, DaemonError> {
+        Ok(Deleted {
+            deleted: self.delete_endpoint(owner).await?,
+            veth_removal: false,
+        })
+    }
     /// `GET /endpoints/{container_id}/{ifname}`.
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError>;
     /// `GET /endpoints`.

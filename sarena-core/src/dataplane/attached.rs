@@ -8,8 +8,9 @@ use async_trait::async_trait;
 use super::Dataplane;
 use crate::api::{
     AllocateRequest, Allocation, ApiErrorKind, Attachment, Daemon, DaemonConfig, DaemonError,
-    Endpoint, EndpointCreate, GcReport, GcRequest, Health, IpamState,
+    Deleted, Endpoint, EndpointCreate, GcReport, GcRequest, Health, IpamState,
 };
+use crate::links::Links;
 
 /// Wraps a registry (e.g. the daemon's `Node`) so that registering an
 /// endpoint also attaches it to the dataplane and removing one detaches it.
@@ -22,6 +23,7 @@ use crate::api::{
 pub struct WithDataplane {
     registry: Arc<dyn Daemon>,
     dataplane: Arc<dyn Dataplane>,
+    veths: Option<Arc<dyn Links>>,
 }
 
 impl std::fmt::Debug for WithDataplane {
@@ -38,7 +40,19 @@ impl WithDataplane {
         WithDataplane {
             registry,
             dataplane,
+            veths: None,
         }
+    }
+
+    /// Also takes on removing a deleted endpoint's veth pair, with `links`,
+    /// when asked to ([`Daemon::delete_endpoint_and_veth`]): the endpoint is
+    /// removed and detached before the answer, the link after it, in the
+    /// background. If the daemon dies in between, the veth goes when the
+    /// pod's netns does (runtimes delete it after DEL), and an ADD of the
+    /// same attachment removes it as a stale link.
+    pub fn with_veth_removal(mut self, links: Arc<dyn Links>) -> Self {
+        self.veths = Some(links);
+        self
     }
 
     async fn detach_logged(&self, endpoint: &Endpoint) {
@@ -95,6 +109,35 @@ impl Daemon for WithDataplane {
             self.detach_logged(&endpoint).await;
         }
         Ok(deleted)
+    }
+
+    async fn delete_endpoint_and_veth(&self, owner: Attachment) -> Result<Deleted, DaemonError> {
+        let existing = self.registry.endpoint(owner.clone()).await?;
+        let deleted = self.registry.delete_endpoint(owner).await?;
+        let Some(endpoint) = existing else {
+            return Ok(Deleted {
+                deleted,
+                veth_removal: false,
+            });
+        };
+        self.detach_logged(&endpoint).await;
+        let Some(links) = self.veths.clone() else {
+            return Ok(Deleted {
+                deleted,
+                veth_removal: false,
+            });
+        };
+        tokio::spawn(async move {
+            let (ifindex, ifname) = (endpoint.host_ifindex, endpoint.host_ifname);
+            match links.remove_host_link_index(ifindex, &ifname).await {
+                Ok(existed) => tracing::debug!(%ifname, ifindex, existed, "veth removed"),
+                Err(error) => tracing::warn!(%ifname, ifindex, %error, "could not remove veth"),
+            }
+        });
+        Ok(Deleted {
+            deleted,
+            veth_removal: true,
+        })
     }
 
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {
@@ -243,6 +286,63 @@ mod tests {
                 .await
                 .unwrap()
         );
+    }
+
+    #[tokio::test]
+    async fn delete_with_veth_removes_the_detached_endpoints_link_by_index() {
+        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+        let ep = endpoint();
+        let (index, name) = (ep.host_ifindex, ep.host_ifname.clone());
+        registry
+            .expect_endpoint()
+            .returning(move |_| Ok(Some(endpoint())));
+        registry.expect_delete_endpoint().returning(|_| Ok(true));
+        dataplane.expect_detach().times(1).returning(|_| Ok(()));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let tx = std::sync::Mutex::new(Some(tx));
+        let mut links = crate::links::MockLinks::new();
+        links
+            .expect_remove_host_link_index()
+            .withf(move |i, n| *i == index && n == name)
+            .times(1)
+            .returning(move |_, _| {
+                if let Some(tx) = tx.lock().unwrap().take() {
+                    let _ = tx.send(());
+                }
+                Ok(true)
+            });
+        let wrapped = wrap(registry, dataplane).with_veth_removal(Arc::new(links));
+        let answer = wrapped
+            .delete_endpoint_and_veth(create().owner)
+            .await
+            .unwrap();
+        assert_eq!(
+            answer,
+            Deleted {
+                deleted: true,
+                veth_removal: true
+            }
+        );
+        tokio::time::timeout(std::time::Duration::from_secs(5), rx)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn delete_with_veth_of_an_unknown_endpoint_leaves_the_links_to_the_caller() {
+        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+        registry.expect_endpoint().returning(|_| Ok(None));
+        registry.expect_delete_endpoint().returning(|_| Ok(false));
+        dataplane.expect_detach().never();
+        let mut links = crate::links::MockLinks::new();
+        links.expect_remove_host_link_index().never();
+        let answer = wrap(registry, dataplane)
+            .with_veth_removal(Arc::new(links))
+            .delete_endpoint_and_veth(create().owner)
+            .await
+            .unwrap();
+        assert!(!answer.veth_removal && !answer.deleted, "{answer:?}");
     }
 
     #[tokio::test]

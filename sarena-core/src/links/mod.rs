@@ -121,6 +121,14 @@ pub trait Links: Send + Sync {
     ) -> Result<(), LinkError>;
     /// Deletes a host-side link (and with it its veth peer). `Ok(false)`: there was none.
     async fn remove_host_link(&self, host_ifname: &str) -> Result<bool, LinkError>;
+    /// Deletes the host link `ifindex` (and its veth peer) if it still has the
+    /// name `host_ifname`: a newer link may have taken the name, never the
+    /// index. `Ok(false)`: it was gone.
+    async fn remove_host_link_index(
+        &self,
+        ifindex: u32,
+        host_ifname: &str,
+    ) -> Result<bool, LinkError>;
     /// Reads the pod interface; `Ok(None)` when it does not exist.
     async fn inspect_pod(
         &self,

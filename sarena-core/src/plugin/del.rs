@@ -1,10 +1,13 @@
 //! DEL: best effort and idempotent. Every step runs whatever the previous ones
 //! did; failures are collected and reported together.
 //!
-//! 1. Delete the endpoint at the daemon (which releases its address). If the
-//!    daemon cannot be reached, the deletion goes into the [`DeleteQueue`] and
-//!    DEL carries on as if it had succeeded.
-//! 2. Remove the host end of the veth (which takes the pod end with it).
+//! 1. Delete the endpoint at the daemon (which releases its address), asking
+//!    it to remove the veth pair too. A daemon that takes that on removes it
+//!    right after answering, and DEL is done: deleting a link waits for an
+//!    RCU barrier (~15 ms) that DEL then need not wait for. If the daemon
+//!    cannot be reached, the deletion goes into the [`DeleteQueue`] and DEL
+//!    carries on as if it had succeeded.
+//! 2. Otherwise remove the host end of the veth (which takes the pod end with it).
 //! 3. When `CNI_NETNS` is given and can be opened, remove the pod end there too;
 //!    a missing or unopenable netns is fine.
 
@@ -26,9 +29,14 @@ pub(crate) async fn del(
     let att = &req.attachment;
     let mut errors = Vec::new();
 
-    match daemon.delete_endpoint(att.clone()).await {
-        Ok(existed) => {
-            tracing::debug!(attachment = %AttachmentDisplay(att), existed, "endpoint deleted")
+    // Whether the daemon removes the veth pair (after answering); if not,
+    // or if it cannot be asked, DEL removes it here.
+    let mut links_left_to_us = true;
+    match daemon.delete_endpoint_and_veth(att.clone()).await {
+        Ok(answer) => {
+            links_left_to_us = !answer.veth_removal;
+            tracing::debug!(attachment = %AttachmentDisplay(att), existed = answer.deleted,
+                veth_removal = answer.veth_removal, "endpoint deleted")
         }
         Err(e) if is_transient(&e) => match queue {
             Some(q) => match q.enqueue(att) {
@@ -43,6 +51,11 @@ pub(crate) async fn del(
             None => errors.push(PluginError::daemon(Step::DeleteEndpoint, att, e)),
         },
         Err(e) => errors.push(PluginError::daemon(Step::DeleteEndpoint, att, e)),
+    }
+    if !links_left_to_us {
+        PluginError::collect(Some(att), errors)?;
+        tracing::info!(attachment = %AttachmentDisplay(att), "DEL done; the daemon removes the veth");
+        return Ok(());
     }
 
     let host = host_ifname(&att.container_id, &att.ifname);

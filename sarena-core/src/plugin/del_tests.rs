@@ -1,7 +1,7 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::api::{ApiErrorKind, DaemonError, MockDaemon};
+use crate::api::{ApiErrorKind, DaemonError, Deleted, MockDaemon};
 use crate::cni::ErrorCode;
 use crate::links::MockLinks;
 use crate::plugin::test_support::*;
@@ -10,6 +10,14 @@ fn req(netns: Option<&str>) -> DelRequest {
     DelRequest {
         attachment: att(),
         netns: netns.map(PathBuf::from),
+    }
+}
+
+/// The daemon's answer when it leaves the veth to the plugin.
+fn answer(deleted: bool) -> Deleted {
+    Deleted {
+        deleted,
+        veth_removal: false,
     }
 }
 
@@ -31,10 +39,10 @@ fn links_ok(existed: bool, with_netns: bool) -> MockLinks {
 #[tokio::test]
 async fn del_deletes_the_endpoint_and_both_links() {
     let mut d = MockDaemon::new();
-    d.expect_delete_endpoint()
+    d.expect_delete_endpoint_and_veth()
         .withf(|a| a == &att())
         .times(1)
-        .returning(|_| Ok(true));
+        .returning(|_| Ok(answer(true)));
     del(&d, &links_ok(true, true), None, &req(Some(NETNS)))
         .await
         .unwrap();
@@ -43,7 +51,9 @@ async fn del_deletes_the_endpoint_and_both_links() {
 #[tokio::test]
 async fn del_is_idempotent() {
     let mut d = MockDaemon::new();
-    d.expect_delete_endpoint().times(2).returning(|_| Ok(false));
+    d.expect_delete_endpoint_and_veth()
+        .times(2)
+        .returning(|_| Ok(answer(false)));
     let mut l = MockLinks::new();
     l.expect_remove_host_link()
         .times(2)
@@ -58,7 +68,9 @@ async fn del_is_idempotent() {
 #[tokio::test]
 async fn del_without_netns_skips_the_pod_side() {
     let mut d = MockDaemon::new();
-    d.expect_delete_endpoint().times(1).returning(|_| Ok(true));
+    d.expect_delete_endpoint_and_veth()
+        .times(1)
+        .returning(|_| Ok(answer(true)));
     del(&d, &links_ok(true, false), None, &req(None))
         .await
         .unwrap();
@@ -67,7 +79,9 @@ async fn del_without_netns_skips_the_pod_side() {
 #[tokio::test]
 async fn del_with_the_netns_gone_succeeds() {
     let mut d = MockDaemon::new();
-    d.expect_delete_endpoint().times(1).returning(|_| Ok(true));
+    d.expect_delete_endpoint_and_veth()
+        .times(1)
+        .returning(|_| Ok(answer(true)));
     let mut l = MockLinks::new();
     l.expect_remove_host_link()
         .times(1)
@@ -83,7 +97,7 @@ async fn unreachable_daemon_queues_the_deletion_and_del_succeeds() {
     let dir = tempfile::tempdir().unwrap();
     let q = DeleteQueue::new(dir.path().join("q"));
     let mut d = MockDaemon::new();
-    d.expect_delete_endpoint()
+    d.expect_delete_endpoint_and_veth()
         .times(1)
         .returning(|_| Err(unreachable()));
     del(&d, &links_ok(true, true), Some(&q), &req(Some(NETNS)))
@@ -95,7 +109,7 @@ async fn unreachable_daemon_queues_the_deletion_and_del_succeeds() {
 #[tokio::test]
 async fn unreachable_daemon_without_a_queue_is_try_again_later_after_local_cleanup() {
     let mut d = MockDaemon::new();
-    d.expect_delete_endpoint()
+    d.expect_delete_endpoint_and_veth()
         .times(1)
         .returning(|_| Err(unreachable()));
     let e = del(&d, &links_ok(true, true), None, &req(Some(NETNS)))
@@ -109,7 +123,7 @@ async fn a_full_queue_is_reported_after_local_cleanup() {
     let dir = tempfile::tempdir().unwrap();
     let q = DeleteQueue::new(dir.path()).with_capacity(0);
     let mut d = MockDaemon::new();
-    d.expect_delete_endpoint()
+    d.expect_delete_endpoint_and_veth()
         .times(1)
         .returning(|_| Err(unreachable()));
     let e = del(&d, &links_ok(true, true), Some(&q), &req(Some(NETNS)))
@@ -122,7 +136,7 @@ async fn a_full_queue_is_reported_after_local_cleanup() {
 #[tokio::test]
 async fn all_failures_are_collected_and_every_step_still_runs() {
     let mut d = MockDaemon::new();
-    d.expect_delete_endpoint()
+    d.expect_delete_endpoint_and_veth()
         .times(1)
         .returning(|_| Err(DaemonError::api(ApiErrorKind::Internal, "db locked")));
     let mut l = MockLinks::new();
@@ -161,4 +175,22 @@ async fn invalid_request_touches_nothing() {
     r.attachment.ifname = "a/b".into();
     let e = del(&d, &l, None, &r).await.unwrap_err();
     assert_eq!(e.to_cni().code, ErrorCode::InvalidEnvironment);
+}
+
+#[tokio::test]
+async fn a_daemon_that_removes_the_veth_leaves_the_links_alone() {
+    let mut d = MockDaemon::new();
+    d.expect_delete_endpoint_and_veth()
+        .withf(|a| a == &att())
+        .times(1)
+        .returning(|_| {
+            Ok(Deleted {
+                deleted: true,
+                veth_removal: true,
+            })
+        });
+    // No expectation on the links: any call would fail the test.
+    del(&d, &MockLinks::new(), None, &req(Some(NETNS)))
+        .await
+        .unwrap();
 }

@@ -142,11 +142,16 @@ async fn del_replays_the_queue_first_then_deletes() {
         .times(1)
         .in_sequence(&mut seq)
         .returning(|_| Ok(true));
-    d.expect_delete_endpoint()
+    d.expect_delete_endpoint_and_veth()
         .withf(|a| a == &att())
         .times(1)
         .in_sequence(&mut seq)
-        .returning(|_| Ok(true));
+        .returning(|_| {
+            Ok(crate::api::Deleted {
+                deleted: true,
+                veth_removal: false,
+            })
+        });
     let mut l = MockLinks::new();
     l.expect_remove_host_link().returning(|_| Ok(true));
     l.expect_remove_pod_link().returning(|_, _| Ok(false));

@@ -3,7 +3,7 @@
 
 use hyper::HeaderMap;
 use sarena_core::api::{
-    AllocateRequest, Allocation, DaemonConfig, Endpoint, GcReport, MockDaemon, PodRef,
+    AllocateRequest, Allocation, DaemonConfig, Deleted, Endpoint, GcReport, MockDaemon, PodRef,
 };
 use serde_json::{Value, json};
 
@@ -67,7 +67,7 @@ fn assert_error(a: &Answer, status: u16, kind: &str, needle: &str) {
 
 #[test]
 fn route_table() {
-    let r = |m: &str, p: &str| route(&m.parse().unwrap(), p);
+    let r = |m: &str, p: &str| route(&m.parse().unwrap(), p, None);
     assert_eq!(r("GET", "/v1/daemon/config"), Ok(Route::Config));
     assert_eq!(r("GET", "/v1/daemon/health"), Ok(Route::Health));
     assert_eq!(r("POST", "/v1/ipam/allocate"), Ok(Route::Allocate));
@@ -84,8 +84,14 @@ fn route_table() {
     );
     assert_eq!(
         r("DELETE", "/v1/endpoints/c1/eth0"),
-        Ok(Route::DeleteEndpoint(owner("c1")))
+        Ok(Route::DeleteEndpoint(owner("c1"), false))
     );
+    let q = |query| route(&Method::DELETE, "/v1/endpoints/c1/eth0", Some(query));
+    assert_eq!(
+        q("veth=remove"),
+        Ok(Route::DeleteEndpoint(owner("c1"), true))
+    );
+    assert_eq!(q("veth=keep").unwrap_err().kind, ApiErrorKind::BadRequest);
     assert_eq!(r("POST", "/v1/gc"), Ok(Route::Gc));
     let odd = Attachment {
         container_id: "c1".into(),
@@ -306,6 +312,19 @@ async fn endpoint_lookup_release_delete() {
         .withf(|o| *o == owner("c2"))
         .returning(|_| Ok(false));
     d.expect_endpoints().returning(|| Ok(vec![endpoint("c1")]));
+    d.expect_delete_endpoint_and_veth()
+        .withf(|o| *o == owner("c1"))
+        .returning(|_| {
+            Ok(Deleted {
+                deleted: true,
+                veth_removal: true,
+            })
+        });
+    let a = call(&d, "DELETE", "/v1/endpoints/c1/eth0?veth=remove", "").await;
+    assert_eq!(
+        (a.status, a.body),
+        (200, json!({"deleted": true, "veth_removal": true}))
+    );
 
     let a = call(&d, "GET", "/v1/endpoints/c1/eth0", "").await;
     assert_eq!(a.status, 200);
@@ -323,7 +342,10 @@ async fn endpoint_lookup_release_delete() {
     let a = call(&d, "DELETE", "/v1/ipam/allocations/c1/eth0", "").await;
     assert_eq!((a.status, a.body), (200, json!({"released": true})));
     let a = call(&d, "DELETE", "/v1/endpoints/c2/eth0", "").await;
-    assert_eq!((a.status, a.body), (200, json!({"deleted": false})));
+    assert_eq!(
+        (a.status, a.body),
+        (200, json!({"deleted": false, "veth_removal": false}))
+    );
     let a = call(&d, "GET", "/v1/endpoints", "").await;
     assert_eq!(a.body.as_array().unwrap().len(), 1);
 }

@@ -91,6 +91,14 @@ impl Links for RtnetlinkLinks {
         query::delete_link_by_name(&self.host, host_ifname).await
     }
 
+    async fn remove_host_link_index(
+        &self,
+        ifindex: u32,
+        host_ifname: &str,
+    ) -> Result<bool, LinkError> {
+        query::delete_link_by_index(&self.host, ifindex, host_ifname).await
+    }
+
     async fn inspect_pod(
         &self,
         netns: &Path,

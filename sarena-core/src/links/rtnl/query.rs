@@ -89,6 +89,22 @@ pub(crate) async fn delete_link(
     }
 }
 
+/// Deletes the link `index` if it is still called `name`; `Ok(false)` when
+/// it is gone or has another name.
+pub(crate) async fn delete_link_by_index(
+    handle: &Handle,
+    index: u32,
+    name: &str,
+) -> Result<bool, LinkError> {
+    let mut links = handle.link().get().match_index(index).execute();
+    match links.try_next().await {
+        Ok(Some(link)) if link_name(&link) == Some(name) => delete_link(handle, index, name).await,
+        Ok(_) => Ok(false),
+        Err(e) if errno(&e) == Some(libc::ENODEV) => Ok(false),
+        Err(e) => Err(netlink_error("link get", name, e)),
+    }
+}
+
 /// Deletes the link called `name`; `Ok(false)` when there is none.
 pub(crate) async fn delete_link_by_name(handle: &Handle, name: &str) -> Result<bool, LinkError> {
     match link_by_name(handle, name).await? {
