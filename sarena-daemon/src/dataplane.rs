@@ -90,8 +90,37 @@ pub async fn start(
         removed = report.removed.len(),
         "dataplane ready"
     );
-    let links = RtnetlinkLinks::new()?;
+    let links = veth_remover()?;
     Ok(Arc::new(
         WithDataplane::new(Arc::new(node), dataplane).with_veth_removal(Arc::new(links)),
     ))
+}
+
+/// Links whose netlink socket is driven by a runtime on a thread of its own.
+///
+/// Deleting a link blocks in `sendmsg` until the kernel's RCU barrier is over
+/// (~15 ms): on the API's runtime that would stall a worker, and with it
+/// whatever tasks sit in its queue, including the next requests.
+fn veth_remover() -> Result<RtnetlinkLinks, DataplaneStartError> {
+    let io_error = |source: std::io::Error| {
+        DataplaneStartError::Links(sarena_core::links::LinkError::Io {
+            call: "veth removal runtime",
+            ifname: String::new(),
+            source,
+        })
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(io_error)?;
+    let links = {
+        // The socket's connection task is spawned onto `runtime`.
+        let _context = runtime.enter();
+        RtnetlinkLinks::new()?
+    };
+    std::thread::Builder::new()
+        .name("veth-removal".into())
+        .spawn(move || runtime.block_on(std::future::pending::<()>()))
+        .map_err(io_error)?;
+    Ok(links)
 }

@@ -1,4 +1,8 @@
-//! ADD: the seed's eight steps, in order, each one trait call away.
+//! ADD: the seed's eight steps, each one trait call away, in order but for two
+//! pairs that do not depend on each other and run concurrently to save round
+//! trips: the stale-link check (2) with the daemon's config (3–4), and the pod
+//! interface's addresses and routes (7) with the endpoint's registration (8).
+//! ADD succeeds only if both of a pair do.
 //!
 //! Idempotence: step 2 removes a link left in the pod netns by a previous ADD of
 //! the same attachment and, when there was one, that ADD's endpoint at the daemon
@@ -47,21 +51,19 @@ pub(crate) async fn add(
     }
     // 2. Make ADD idempotent: remove a stale link of the same name in the pod netns;
     //    if there was one, the endpoint a previous ADD registered for it is stale too.
-    let stale = links
-        .remove_pod_link(&req.netns, &att.ifname)
-        .await
-        .map_err(|e| PluginError::link(Step::RemoveStaleLink, att, e))?;
+    // 3–4. Meanwhile, the daemon's config (MTU).
+    let (stale, config) = futures_util::join!(
+        links.remove_pod_link(&req.netns, &att.ifname),
+        daemon.config()
+    );
+    let stale = stale.map_err(|e| PluginError::link(Step::RemoveStaleLink, att, e))?;
     if stale {
         daemon
             .delete_endpoint(att.clone())
             .await
             .map_err(|e| PluginError::daemon(Step::RemoveStaleEndpoint, att, e))?;
     }
-    // 3–4. The daemon's config (MTU).
-    let config = daemon
-        .config()
-        .await
-        .map_err(|e| PluginError::daemon(Step::DaemonConfig, att, e))?;
+    let config = config.map_err(|e| PluginError::daemon(Step::DaemonConfig, att, e))?;
     // 5. Allocate the address; from here on the guard releases it on failure (also
     //    when the allocation's own outcome is unknown).
     let endpoint_may_exist = Cell::new(false);
@@ -99,19 +101,21 @@ pub(crate) async fn add(
             .map_err(|e| PluginError::link(Step::CreateVeth, att, e))?;
         let mut veth = VethGuard::new(links, att, &pair.host_ifname);
         guarded(&mut veth, async {
-            // 7. Addresses and routes on the pod interface.
-            links
-                .configure_pod(&req.netns, &att.ifname, &pod_config(&allocation))
-                .await
-                .map_err(|e| PluginError::link(Step::ConfigurePod, att, e))?;
-            // 8. Register the endpoint: the point of no return.
-            daemon
-                .create_endpoint(endpoint_create(req, &pair, &allocation))
-                .await
-                .map_err(|e| {
-                    endpoint_may_exist.set(outcome_unknown(&e));
-                    PluginError::daemon(Step::RegisterEndpoint, att, e)
-                })?;
+            // 7. Addresses and routes on the pod interface, while
+            // 8. the endpoint is registered (the daemon attaches the host end).
+            let pod = pod_config(&allocation);
+            let (configured, registered) = futures_util::join!(
+                links.configure_pod(&req.netns, &att.ifname, &pod),
+                daemon.create_endpoint(endpoint_create(req, &pair, &allocation))
+            );
+            // Rollback deletes the endpoint (not just the allocation) when it
+            // was, or may have been, registered.
+            endpoint_may_exist.set(match &registered {
+                Ok(_) => true,
+                Err(e) => outcome_unknown(e),
+            });
+            configured.map_err(|e| PluginError::link(Step::ConfigurePod, att, e))?;
+            registered.map_err(|e| PluginError::daemon(Step::RegisterEndpoint, att, e))?;
             Ok(cni_result(req, &config, &pair, &allocation))
         })
         .await

@@ -19,8 +19,10 @@ enum At {
 }
 
 /// Mocks for an ADD that fails at `fail`: every step before it answers, the step
-/// itself fails, later steps must not be called; and exactly the rollbacks that
-/// are due are expected, after the failure and in order (veth, then address).
+/// itself fails, later steps must not be called (except the concurrent partner of
+/// the failing step: config with the stale check, registration with the pod's
+/// configuration); and exactly the rollbacks that are due are expected, after
+/// the failure and in order (veth, then endpoint or address).
 fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLinks) {
     let mut seq = Sequence::new();
     let mut d = MockDaemon::new();
@@ -36,7 +38,7 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
                 Ok(false)
             }
         });
-    if fail >= At::Config {
+    if fail >= At::Stale {
         d.expect_config()
             .times(1)
             .in_sequence(&mut seq)
@@ -103,7 +105,7 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
                 }
             });
     }
-    if fail >= At::Register {
+    if fail >= At::Configure {
         d.expect_create_endpoint()
             .withf(|r| {
                 r.owner == att()
@@ -132,7 +134,8 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
                 .in_sequence(&mut seq)
                 .returning(|_| Ok(true));
         }
-        if fail == At::Register && outcome_unknown(&register_error()) {
+        let registered = fail == At::Configure;
+        if registered || (fail == At::Register && outcome_unknown(&register_error())) {
             d.expect_delete_endpoint()
                 .withf(|a| a == &att())
                 .times(1)
@@ -277,10 +280,14 @@ async fn cleanup_failures_do_not_mask_the_original_error() {
     l.expect_create_veth().returning(|_| Ok(pair()));
     l.expect_configure_pod()
         .returning(|_, _, _| Err(netlink("route add")));
+    d.expect_create_endpoint()
+        .returning(|r| Ok(endpoint_from(&r)));
     l.expect_remove_host_link()
         .times(1)
         .returning(|_| Err(netlink("link del")));
-    d.expect_release().times(1).returning(|_| Err(internal()));
+    d.expect_delete_endpoint()
+        .times(1)
+        .returning(|_| Err(internal()));
     let e = add(&d, &l, None, &add_req()).await.unwrap_err();
     assert_eq!(e.step(), Some(Step::ConfigurePod));
     assert!(e.to_string().contains("route add"), "{e}");
@@ -331,15 +338,16 @@ async fn stale_link_from_a_previous_add_also_drops_its_endpoint_first() {
         .times(1)
         .in_sequence(&mut seq)
         .returning(|_, _| Ok(true));
+    // The config is fetched alongside the stale check.
+    d.expect_config()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|| Ok(config()));
     d.expect_delete_endpoint()
         .withf(|a| a == &att())
         .times(1)
         .in_sequence(&mut seq)
         .returning(|_| Ok(true));
-    d.expect_config()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|| Ok(config()));
     d.expect_allocate()
         .times(1)
         .in_sequence(&mut seq)
@@ -366,6 +374,7 @@ async fn stale_endpoint_that_cannot_be_removed_fails_before_allocation() {
     l.expect_remove_pod_link()
         .times(1)
         .returning(|_, _| Ok(true));
+    d.expect_config().times(1).returning(|| Ok(config()));
     d.expect_delete_endpoint()
         .times(1)
         .returning(|_| Err(unreachable()));
