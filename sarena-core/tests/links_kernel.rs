@@ -74,7 +74,7 @@ async fn veth_pair_is_created_configured_inspected_and_removed() {
     assert_eq!(rp.trim(), "0");
     // The peer was born in the pod netns: no temporary name is left on the host.
     assert!(
-        !run(&["ip", "-o", "link"]).contains("sar"),
+        !run(&["ip", "-o", "link"]).contains("srtmp"),
         "peer leaked into host netns"
     );
     let inside = netns.exec(&["ip", "-o", "link", "show", "eth0"]);
