@@ -179,6 +179,17 @@ async fn pods_reach_each_other_and_the_host_through_host_routes() {
         !ping_once(&a.netns, "10.252.0.11"),
         "detached pod still reachable"
     );
+    // A stale record of another veth that had a's address: a's route stays.
+    let stale = Endpoint {
+        addresses: a.endpoint.addresses.clone(),
+        ..b.endpoint.clone()
+    };
+    dp.detach(&stale).await.unwrap();
+    let routes = run(&["ip", "route", "show", "proto", "90"]);
+    assert!(
+        routes.contains(&format!("10.252.0.10 dev {}", a.endpoint.host_ifname)),
+        "a's route went with a stale record: {routes}"
+    );
 
     // Reconcile: b is back in the registry, a is not (stale) -> b routed, a not.
     let report = dp

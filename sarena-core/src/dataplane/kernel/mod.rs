@@ -12,7 +12,6 @@
 mod masquerade;
 pub mod routes;
 
-use std::collections::HashSet;
 use std::net::IpAddr;
 
 use async_trait::async_trait;
@@ -214,16 +213,16 @@ impl Dataplane for KernelDataplane {
         Ok(())
     }
 
+    /// Deletes the endpoint's routes by destination *and* its veth's ifindex
+    /// (a newer endpoint's route to the same address stays); one request per
+    /// address, whatever the number of pods on the node.
     async fn detach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
-        let dsts: HashSet<IpNet> = endpoint
-            .addresses
-            .iter()
-            .map(|a| host_prefix(a.addr()))
-            .collect();
-        for route in routes::list(&self.handle).await? {
-            if dsts.contains(&route.dst) {
-                routes::remove(&self.handle, &route).await?;
-            }
+        for address in &endpoint.addresses {
+            let route = PodRoute {
+                dst: host_prefix(address.addr()),
+                oif: endpoint.host_ifindex,
+            };
+            routes::remove(&self.handle, &route).await?;
         }
         Ok(())
     }
