@@ -72,9 +72,9 @@ async fn veth_pair_is_created_configured_inspected_and_removed() {
     ))
     .unwrap();
     assert_eq!(rp.trim(), "0");
-    // The peer was born in the pod netns: no temporary name is left on the host.
+    // The peer was born in the pod netns: the host has no link with its MAC.
     assert!(
-        !run(&["ip", "-o", "link"]).contains("srtmp"),
+        !run(&["ip", "-o", "link"]).contains(&pair.pod_mac),
         "peer leaked into host netns"
     );
     let inside = netns.exec(&["ip", "-o", "link", "show", "eth0"]);
@@ -154,6 +154,22 @@ async fn two_pods_named_eth0_and_a_stale_host_link_are_fine() {
     assert_ne!(Some(again.host_ifindex), first);
     assert!(a.exec(&["ip", "-o", "link"]).contains("eth0"));
     assert!(b.exec(&["ip", "-o", "link"]).contains("eth0"));
+
+    // The pod name taken in the pod netns (not removed first): an error naming
+    // it, and the host link is left to whoever owns it.
+    let cc = common::unique("ctrc");
+    let sc = VethSpec {
+        netns: a.path(),
+        ..spec(&a, &cc)
+    };
+    let _gc = HostLinkGuard(sc.host_ifname.clone());
+    let err = links.create_veth(&sc).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("eth0 already exists in the pod netns"),
+        "{err}"
+    );
+    assert_eq!(links.host_link_index(&sc.host_ifname).await.unwrap(), None);
 }
 
 #[tokio::test]

@@ -110,7 +110,8 @@ pub trait Links: Send + Sync {
     /// Deletes the link `ifname` inside `netns` if it exists. `Ok(false)`: there was none.
     async fn remove_pod_link(&self, netns: &Path, ifname: &str) -> Result<bool, LinkError>;
     /// Creates the veth pair: host end in the host netns (MTU set, `rp_filter` off, up),
-    /// pod end created inside `spec.netns` and renamed there (down).
+    /// pod end created inside `spec.netns` under its final name (down); an
+    /// existing link of that name there is an error (remove it first).
     async fn create_veth(&self, spec: &VethSpec) -> Result<VethPair, LinkError>;
     /// Puts addresses and routes on the pod interface and brings it up.
     async fn configure_pod(

@@ -73,8 +73,7 @@ impl Links for RtnetlinkLinks {
 
     async fn create_veth(&self, spec: &VethSpec) -> Result<VethPair, LinkError> {
         let file = open_netns(&spec.netns)?;
-        let pod = self.pod_handle(&spec.netns)?;
-        veth::create(&self.host, &pod, &file, spec).await
+        veth::create(&self.host, &file, spec).await
     }
 
     async fn configure_pod(

@@ -10,15 +10,15 @@ use super::query::{delete_link_by_name, errno, link_by_name, netlink_error};
 use crate::links::mac::{format_mac, parse_mac, random_mac};
 use crate::links::{LinkError, VethPair, VethSpec};
 
-/// `ip link add HOST mtu M address HMAC up type veth peer name TMP mtu M address PMAC netns FD`
-/// then, inside the pod netns, `ip link set TMP name IFNAME`.
+/// `ip link add HOST mtu M address HMAC up type veth peer name IFNAME mtu M address PMAC netns FD`:
+/// one request, the peer born in the pod netns under its final name.
 ///
 /// The peer never exists in the host netns, so two pods' `eth0` can never meet.
 /// If the host name is taken (a half-done earlier ADD of the same attachment),
-/// the stale link is removed and creation retried once.
+/// the stale link is removed and creation retried once; if the pod name is
+/// taken in the pod netns (the caller did not remove it first), that is an error.
 pub(crate) async fn create(
     host: &Handle,
-    pod: &Handle,
     netns: &File,
     spec: &VethSpec,
 ) -> Result<VethPair, LinkError> {
@@ -31,10 +31,9 @@ pub(crate) async fn create(
         })?,
         None => random_mac(),
     };
-    let temp_name = format!("srtmp{:08x}", rand::random::<u32>());
     let message = || {
         let peer = LinkMessageBuilder::<LinkUnspec>::new()
-            .name(temp_name.clone())
+            .name(spec.pod_ifname.clone())
             .mtu(spec.mtu)
             .address(pod_mac.to_vec())
             .setns_by_fd(netns.as_raw_fd())
@@ -50,8 +49,17 @@ pub(crate) async fn create(
     match host.link().add(message()).execute().await {
         Ok(()) => {}
         Err(e) if errno(&e) == Some(libc::EEXIST) => {
-            tracing::warn!(host_ifname = %spec.host_ifname, "removing a stale host link and retrying");
-            delete_link_by_name(host, &spec.host_ifname).await?;
+            // Either name may be taken: the host one by a stale link of an
+            // earlier ADD (removed here), the pod one by whatever the caller
+            // did not remove first (an error).
+            if !delete_link_by_name(host, &spec.host_ifname).await? {
+                return Err(LinkError::Netlink {
+                    call: "link add",
+                    ifname: spec.pod_ifname.clone(),
+                    message: format!("{} already exists in the pod netns", spec.pod_ifname),
+                });
+            }
+            tracing::warn!(host_ifname = %spec.host_ifname, "removed a stale host link; retrying");
             host.link()
                 .add(message())
                 .execute()
@@ -60,7 +68,7 @@ pub(crate) async fn create(
         }
         Err(e) => return Err(netlink_error("link add", &spec.host_ifname, e)),
     }
-    match finish(host, pod, spec, &temp_name).await {
+    match finish(host, spec).await {
         Ok(host_ifindex) => Ok(VethPair {
             host_ifname: spec.host_ifname.clone(),
             host_ifindex,
@@ -77,13 +85,8 @@ pub(crate) async fn create(
     }
 }
 
-/// Host end: `rp_filter` off; pod end: renamed. Returns the host ifindex.
-async fn finish(
-    host: &Handle,
-    pod: &Handle,
-    spec: &VethSpec,
-    temp_name: &str,
-) -> Result<u32, LinkError> {
+/// Host end: `rp_filter` off. Returns the host ifindex.
+async fn finish(host: &Handle, spec: &VethSpec) -> Result<u32, LinkError> {
     let host_link = link_by_name(host, &spec.host_ifname)
         .await?
         .ok_or_else(|| LinkError::Netlink {
@@ -92,22 +95,6 @@ async fn finish(
             message: "host end vanished right after creation".into(),
         })?;
     disable_rp_filter(&spec.host_ifname)?;
-    let peer = link_by_name(pod, temp_name)
-        .await?
-        .ok_or_else(|| LinkError::Netlink {
-            call: "link get",
-            ifname: temp_name.to_string(),
-            message: "peer not found in the pod netns".into(),
-        })?;
-    pod.link()
-        .set(
-            LinkUnspec::new_with_index(peer.header.index)
-                .name(spec.pod_ifname.clone())
-                .build(),
-        )
-        .execute()
-        .await
-        .map_err(|e| netlink_error("link set name", &spec.pod_ifname, e))?;
     Ok(host_link.header.index)
 }
 
