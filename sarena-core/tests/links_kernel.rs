@@ -190,3 +190,46 @@ async fn missing_netns_is_a_netns_error() {
         "{err:?}"
     );
 }
+
+/// The inode of the calling thread's network namespace.
+fn thread_netns() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/thread-self/ns/net").unwrap().ino()
+}
+
+/// Pod-netns sockets on either runtime flavour: the operations land in the
+/// pod netns and the calling thread ends where it started.
+async fn pod_side_works_and_the_thread_stays_home(test: &str) {
+    if !require_root(test) {
+        return;
+    }
+    let home = thread_netns();
+    let netns = TestNetns::new();
+    let container = common::unique("ctr");
+    let spec = spec(&netns, &container);
+    let _guard = HostLinkGuard(spec.host_ifname.clone());
+    let links = RtnetlinkLinks::new().unwrap();
+    links.create_veth(&spec).await.unwrap();
+    links
+        .configure_pod(&spec.netns, "eth0", &pod_config())
+        .await
+        .unwrap();
+    assert_eq!(thread_netns(), home, "the thread was left in another netns");
+    assert!(
+        netns
+            .exec(&["ip", "-o", "addr", "show", "eth0"])
+            .contains("10.250.0.7/24")
+    );
+    assert!(links.remove_pod_link(&spec.netns, "eth0").await.unwrap());
+    assert_eq!(thread_netns(), home);
+}
+
+#[tokio::test]
+async fn pod_side_on_a_current_thread_runtime() {
+    pod_side_works_and_the_thread_stays_home("pod_side_on_a_current_thread_runtime").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_side_on_a_multi_thread_runtime() {
+    pod_side_works_and_the_thread_stays_home("pod_side_on_a_multi_thread_runtime").await;
+}
