@@ -1,1 +1,280 @@
-//! (being written)
+//! Issue item 4, the dataplane: pod ↔ pod TCP throughput (iperf3, one
+//! stream) and a 1-byte request/response rate over one TCP connection, for
+//! Sarena eBPF mode, Sarena kernel mode and reference ptp + host-local (two
+//! pods each, made by the real plugin on a throwaway [`Node`]), and a raw
+//! veth pair between two netns; interleaved rounds, medians, ratios to the raw
+//! veth pair, and the machine's CPU cost from `/proc/stat`.
+//!
+//! [`Node`]: crate::node::Node
+
+mod cpu;
+mod ebpf_check;
+mod error;
+mod iperf;
+mod markdown;
+mod netns;
+mod paths;
+mod raw_veth;
+mod results;
+mod rr;
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+pub use cpu::CpuUsage;
+pub use ebpf_check::EbpfCheck;
+pub use error::DataplaneError;
+pub use iperf::{IperfReport, IperfRun};
+pub use markdown::TARGET_RATIO;
+pub use results::{DataplaneResults, PathKind, PathResult, PathSample, PathSummary};
+pub use rr::RrRun;
+
+use crate::node::{BenchError, Bins};
+use paths::PreparedPath;
+
+/// What to measure and for how long.
+#[derive(Debug, Clone)]
+pub struct DataplaneOptions {
+    /// Interleaved rounds (each measures every path once).
+    pub rounds: u32,
+    /// iperf3 duration per run, whole seconds.
+    pub iperf_seconds: u64,
+    /// Request/response duration per run, seconds.
+    pub rr_seconds: u64,
+    /// The paths, in report order.
+    pub paths: Vec<PathKind>,
+    /// Node index of the first plugin path (the next ones count up); node
+    /// indexes pick the pod subnets, so keep them apart from other nodes
+    /// alive at the same time.
+    pub first_node_index: u8,
+    /// The binaries; `None`: [`Bins::locate`].
+    pub bins: Option<Bins>,
+}
+
+impl DataplaneOptions {
+    /// The published run: 5 rounds of 5 s iperf3 and 3 s request/response
+    /// per path (about 3.5 minutes for the four paths).
+    pub fn full() -> DataplaneOptions {
+        DataplaneOptions {
+            rounds: 5,
+            iperf_seconds: 5,
+            rr_seconds: 3,
+            paths: PathKind::ALL.to_vec(),
+            first_node_index: 90,
+            bins: None,
+        }
+    }
+
+    /// A smoke run: one round of 1 s each.
+    pub fn quick() -> DataplaneOptions {
+        DataplaneOptions {
+            rounds: 1,
+            iperf_seconds: 1,
+            rr_seconds: 1,
+            ..DataplaneOptions::full()
+        }
+    }
+
+    fn validate(&self) -> Result<(), DataplaneError> {
+        if self.rounds == 0 || self.iperf_seconds == 0 || self.rr_seconds == 0 {
+            return Err(DataplaneError::Options(
+                "rounds, iperf_seconds and rr_seconds must be at least 1".into(),
+            ));
+        }
+        if self.paths.is_empty() {
+            return Err(DataplaneError::Options("no path to measure".into()));
+        }
+        if usize::from(self.first_node_index) + self.paths.len() > 100 {
+            return Err(DataplaneError::Options(format!(
+                "first_node_index {} leaves no room for {} nodes below 100",
+                self.first_node_index,
+                self.paths.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Default for DataplaneOptions {
+    fn default() -> Self {
+        DataplaneOptions::full()
+    }
+}
+
+impl DataplaneResults {
+    /// Checks that failed: paths not measured, the eBPF counters not
+    /// matching. Empty when everything asked for was measured and verified.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems: Vec<String> = self
+            .skipped
+            .iter()
+            .map(|(path, why)| format!("{}: {why}", path.label()))
+            .collect();
+        let ebpf_measured = self
+            .paths
+            .iter()
+            .any(|p| p.path == PathKind::SarenaEbpf && !p.samples.is_empty());
+        match &self.ebpf_check {
+            Some(c) if !c.passed => problems.push(format!("eBPF check: {}", c.describe())),
+            None if ebpf_measured => problems.push("eBPF check: counters not read".into()),
+            _ => {}
+        }
+        problems
+    }
+}
+
+/// 1-minute load average.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+fn measure_once(
+    path: &PreparedPath,
+    opts: &DataplaneOptions,
+) -> Result<(IperfRun, RrRun), DataplaneError> {
+    let e = &path.endpoints;
+    let iperf = iperf::measure(
+        &e.client_ns,
+        &e.server_ns,
+        e.server_ip,
+        Duration::from_secs(opts.iperf_seconds),
+    )?;
+    let rr = rr::measure(
+        &e.client_ns,
+        &e.server_ns,
+        e.server_ip,
+        Duration::from_secs(opts.rr_seconds),
+    )?;
+    Ok((iperf, rr))
+}
+
+/// Sets up every path, measures them in interleaved rounds and summarises.
+/// A path that cannot be set up (or fails mid-run) is reported in
+/// [`DataplaneResults::skipped`]; the run fails only when nothing could be
+/// measured or the binaries are missing.
+pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
+    opts.validate()?;
+    let needs_bins = opts.paths.iter().any(|p| *p != PathKind::RawVeth);
+    let bins = match (&opts.bins, needs_bins) {
+        (Some(b), _) => Some(b.clone()),
+        (None, true) => Some(Bins::locate()?),
+        (None, false) => None,
+    };
+    let mut prepared: Vec<PreparedPath> = Vec::new();
+    let mut skipped = Vec::new();
+    let mut node_index = opts.first_node_index;
+    for &kind in &opts.paths {
+        let index = node_index;
+        if kind != PathKind::RawVeth {
+            node_index += 1;
+        }
+        let result = paths::prepare(kind, index, bins.as_ref());
+        match result {
+            Ok(p) => prepared.push(p),
+            Err(e) => {
+                eprintln!("sarena-bench: dataplane: {} not set up: {e}", kind.label());
+                skipped.push((kind, e.to_string()));
+            }
+        }
+    }
+    if prepared.is_empty() {
+        return Err(BenchError::Verify {
+            what: "dataplane: no path could be set up".into(),
+        });
+    }
+    let load_before = load_average();
+    let ebpf = prepared.iter().find(|p| p.kind == PathKind::SarenaEbpf);
+    let counters_before = ebpf.and_then(|p| p.pin_dir()).map(ebpf_check::read_totals);
+
+    let mut samples: Vec<Vec<PathSample>> = vec![Vec::new(); prepared.len()];
+    let mut failed: Vec<Option<String>> = vec![None; prepared.len()];
+    for round in 1..=opts.rounds {
+        for (position, i) in results::round_order(prepared.len(), round)
+            .into_iter()
+            .enumerate()
+        {
+            if failed[i].is_some() {
+                continue;
+            }
+            let path = &prepared[i];
+            match measure_once(path, opts) {
+                Ok((iperf, rr)) => {
+                    eprintln!(
+                        "sarena-bench: dataplane round {round}/{}: {}: {:.2} Gbit/s, {:.0} req/s",
+                        opts.rounds,
+                        path.kind.label(),
+                        iperf.gbits_per_second(),
+                        rr.per_second
+                    );
+                    samples[i].push(PathSample {
+                        round,
+                        position: position as u32,
+                        iperf,
+                        rr,
+                    });
+                }
+                Err(e) => {
+                    eprintln!("sarena-bench: dataplane: {} failed: {e}", path.kind.label());
+                    failed[i] = Some(format!("failed in round {round}: {e}"));
+                }
+            }
+        }
+    }
+
+    let ebpf_check = ebpf.and_then(|p| {
+        let i = prepared.iter().position(|q| q.kind == p.kind)?;
+        let iperf_bytes = samples[i].iter().map(|s| s.iperf.report.bytes).sum();
+        let before = match counters_before.as_ref()? {
+            Ok(c) => *c,
+            Err(e) => {
+                eprintln!("sarena-bench: dataplane: eBPF counters: {e}");
+                return None;
+            }
+        };
+        let after = p.pin_dir().map(ebpf_check::read_totals)?;
+        match after {
+            Ok(after) => Some(EbpfCheck::new(&before, &after, iperf_bytes)),
+            Err(e) => {
+                eprintln!("sarena-bench: dataplane: eBPF counters: {e}");
+                None
+            }
+        }
+    });
+    let load_after = load_average();
+
+    let mut paths: Vec<PathResult> = prepared
+        .iter()
+        .zip(samples)
+        .map(|(p, samples)| PathResult {
+            path: p.kind,
+            mtu: p.mtu,
+            summary: PathSummary::of(&samples),
+            samples,
+        })
+        .collect();
+    results::fill_ratios(&mut paths);
+    for (p, why) in prepared.iter().zip(failed) {
+        if let Some(why) = why {
+            skipped.push((p.kind, why));
+        }
+    }
+    let cpus = std::fs::read_to_string("/proc/stat")
+        .map(|t| cpu::parse_cpu_count(&t))
+        .unwrap_or(0);
+    Ok(DataplaneResults {
+        rounds: opts.rounds,
+        iperf_seconds: opts.iperf_seconds,
+        rr_seconds: opts.rr_seconds,
+        cpus,
+        load_average: (load_before, load_after),
+        paths,
+        ebpf_check,
+        skipped,
+    })
+}

@@ -1,0 +1,142 @@
+//! The dataplane section of docs/benchmarks.md.
+
+use std::fmt::Write as _;
+
+use super::results::{DataplaneResults, PathKind, PathResult};
+
+/// The issue's target: pod ↔ pod at least this fraction of the raw veth pair.
+pub const TARGET_RATIO: f64 = 0.95;
+
+fn num(v: Option<f64>, decimals: usize) -> String {
+    v.map_or("–".into(), |v| format!("{v:.decimals$}"))
+}
+
+fn ratio(v: Option<f64>, is_sarena: bool) -> String {
+    match v {
+        Some(r) if is_sarena && r < TARGET_RATIO => format!("{r:.2} ✗"),
+        Some(r) if is_sarena => format!("{r:.2} ✓"),
+        Some(r) => format!("{r:.2}"),
+        None => "–".into(),
+    }
+}
+
+fn is_sarena(p: &PathResult) -> bool {
+    matches!(p.path, PathKind::SarenaEbpf | PathKind::SarenaKernel)
+}
+
+impl DataplaneResults {
+    /// This section of the benchmarks page (Markdown, starting with a `##`
+    /// heading).
+    pub fn markdown(&self) -> String {
+        let mut md = String::new();
+        let _ = writeln!(md, "## Dataplane: pod ↔ pod on one node\n");
+        let _ = writeln!(
+            md,
+            "Two pods on one node, made by the real plugin through a real runtime-style \
+             call (Sarena eBPF mode, Sarena kernel mode, reference `ptp` + `host-local`), \
+             against one veth pair straight between two netns (the floor). Every path is \
+             measured once per round, in a rotating order, for {} interleaved rounds; \
+             the tables give medians. Per run: `iperf3 -c … -t {} -J` (one TCP stream, \
+             received bits/s), then {} s of 1-byte request / 1-byte response over one \
+             TCP connection with `TCP_NODELAY` (our own client and server, each inside \
+             its pod's netns). CPU cost is the whole machine's busy time from \
+             `/proc/stat` (user + nice + system + irq + softirq, all {} CPUs) over each \
+             run: CPU-seconds per Gbit moved, and busy % of all CPUs. ✓/✗: Sarena \
+             against the target of ≥ {TARGET_RATIO}× the raw veth pair.\n",
+            self.rounds, self.iperf_seconds, self.rr_seconds, self.cpus
+        );
+        let _ = writeln!(
+            md,
+            "| path | MTU | TCP Gbit/s | × raw veth | request/response per s | × raw veth | \
+             CPU-s per Gbit | × raw veth | busy % (TCP) | CPU µs per request | busy % (req/resp) | retransmits |"
+        );
+        let _ = writeln!(
+            md,
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for p in &self.paths {
+            let s = &p.summary;
+            let sarena = is_sarena(p);
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                p.path.label(),
+                p.mtu.map_or("–".into(), |m| m.to_string()),
+                num(s.gbits_median, 2),
+                ratio(s.gbits_ratio_to_raw, sarena),
+                num(s.rr_median, 0),
+                ratio(s.rr_ratio_to_raw, sarena),
+                num(s.cpu_seconds_per_gbit_median, 3),
+                num(s.cpu_per_gbit_ratio_to_raw, 2),
+                num(s.iperf_busy_percent_median, 0),
+                num(s.cpu_us_per_rr_median, 1),
+                num(s.rr_busy_percent_median, 0),
+                s.retransmits
+            );
+        }
+        let _ = writeln!(
+            md,
+            "\nEvery round (Gbit/s; request/response per s), in measurement order per path:\n"
+        );
+        let _ = writeln!(
+            md,
+            "| path | TCP Gbit/s by round | req/resp per s by round |"
+        );
+        let _ = writeln!(md, "|---|---|---|");
+        for p in &self.paths {
+            let g: Vec<String> = p
+                .samples
+                .iter()
+                .map(|s| format!("{:.2}", s.iperf.gbits_per_second()))
+                .collect();
+            let r: Vec<String> = p
+                .samples
+                .iter()
+                .map(|s| format!("{:.0}", s.rr.per_second))
+                .collect();
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} |",
+                p.path.label(),
+                g.join(" / "),
+                r.join(" / ")
+            );
+        }
+        md.push('\n');
+        match &self.ebpf_check {
+            Some(c) => {
+                let _ = writeln!(md, "eBPF path check: {}.\n", c.describe());
+            }
+            None => {
+                let _ = writeln!(
+                    md,
+                    "eBPF path check: not made (the eBPF path was not measured).\n"
+                );
+            }
+        }
+        for (path, why) in &self.skipped {
+            let _ = writeln!(md, "**{} not measured**: {why}\n", path.label());
+        }
+        let load = |l: Option<f64>| num(l, 2);
+        let steal: Vec<f64> = self
+            .paths
+            .iter()
+            .flat_map(|p| p.samples.iter())
+            .filter_map(|s| s.iperf.cpu.map(|c| c.steal_percent))
+            .collect();
+        let max_steal = steal.iter().copied().reduce(f64::max);
+        let _ = writeln!(
+            md,
+            "Noise: 1-minute load average {} before and {} after the measurements; \
+             hypervisor steal up to {} % of CPU time during a TCP run. With {} CPUs one \
+             TCP stream is bound by copying, so throughput differences of a few % are \
+             within the noise; CPU per Gbit and the request/response rate show the \
+             forwarding path's own cost better.",
+            load(self.load_average.0),
+            load(self.load_average.1),
+            num(max_steal, 1),
+            self.cpus
+        );
+        md
+    }
+}
