@@ -2,6 +2,9 @@
 //! trip) and the `sarena-bench` harness (CNI operations executed as a runtime
 //! does, churn, scale, dataplane) that writes `docs/benchmarks.md`.
 
+// Tests may unwrap (as in sarena-core).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
 pub mod cni_ops;
 pub mod dataplane;
 pub mod node;

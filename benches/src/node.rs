@@ -568,7 +568,7 @@ impl Drop for Node {
             if d.pin_dir.exists()
                 && let Err(e) = std::fs::remove_dir_all(&d.pin_dir)
             {
-                netns::tracing_free_warn(&format!("removing {}: {e}", d.pin_dir.display()));
+                netns::warn(&format!("removing {}: {e}", d.pin_dir.display()));
             }
         }
     }

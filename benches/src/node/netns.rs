@@ -98,13 +98,13 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         if let Err(e) = run_cmd("ip", &["netns", "del", &self.name]) {
-            tracing_free_warn(&format!("removing netns {}: {e}", self.name));
+            warn(&format!("removing netns {}: {e}", self.name));
         }
     }
 }
 
 /// Cleanup failures are reported on stderr (nothing else can be done in `drop`).
-pub(crate) fn tracing_free_warn(msg: &str) {
+pub(crate) fn warn(msg: &str) {
     eprintln!("sarena-bench: warning: {msg}");
 }
 
@@ -154,6 +154,18 @@ impl Pod {
     /// Opens the pod's netns (for `setns`).
     pub fn open_netns(&self) -> Result<File, BenchError> {
         self.netns.open()
+    }
+
+    /// Whether the pod has the result of a successful ADD (and no DEL since).
+    pub fn has_prev_result(&self) -> bool {
+        self.prev_result.lock().is_ok_and(|slot| slot.is_some())
+    }
+
+    /// The IPv4 address of the pod's last ADD result.
+    pub fn prev_ip(&self) -> Option<std::net::Ipv4Addr> {
+        self.prev_result()
+            .as_ref()
+            .and_then(super::exec::first_ipv4)
     }
 
     pub(crate) fn set_prev_result(&self, result: Option<serde_json::Value>) {
