@@ -75,12 +75,21 @@ pub fn mem_total_gib(meminfo: &str) -> Option<f64> {
 
 /// Collects the facts now; `sarena_cni` is the plugin binary used.
 pub fn collect(sarena_cni: Option<&std::path::Path>) -> Machine {
-    let sarena = sarena_cni
-        .map(|p| {
-            let v = first_line(&p.display().to_string(), &["--version"]);
-            format!("{v} ({})", p.display())
-        })
-        .unwrap_or_else(|| "unknown".into());
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let rev = first_line("git", &["-C", repo, "rev-parse", "--short", "HEAD"]);
+    let dirty = Command::new("git")
+        .args(["-C", repo, "status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .is_ok_and(|o| !o.stdout.is_empty());
+    let sarena = format!(
+        "commit {rev}{}{}",
+        if dirty {
+            " (with uncommitted changes)"
+        } else {
+            ""
+        },
+        sarena_cni.map_or(String::new(), |p| format!(", binaries {}", p.display()))
+    );
     Machine {
         date: first_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
         cpu: cpu_model(&read("/proc/cpuinfo")).unwrap_or_else(|| "unknown".into()),
