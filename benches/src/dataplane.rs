@@ -22,7 +22,7 @@ mod tests;
 
 use std::time::Duration;
 
-pub use cpu::CpuUsage;
+pub use cpu::{CpuUsage, Pinning};
 pub use ebpf_check::EbpfCheck;
 pub use error::DataplaneError;
 pub use iperf::{IperfReport, IperfRun};
@@ -50,6 +50,10 @@ pub struct DataplaneOptions {
     pub first_node_index: u8,
     /// The binaries; `None`: [`Bins::locate`].
     pub bins: Option<Bins>,
+    /// Pin client and server to these CPUs (`None`: let the scheduler
+    /// place them). The default: client on CPU 0, server on CPU 1 when
+    /// there are two CPUs or more.
+    pub pinning: Option<Pinning>,
 }
 
 impl DataplaneOptions {
@@ -63,6 +67,7 @@ impl DataplaneOptions {
             paths: PathKind::ALL.to_vec(),
             first_node_index: 90,
             bins: None,
+            pinning: default_pinning(),
         }
     }
 
@@ -94,6 +99,16 @@ impl DataplaneOptions {
         }
         Ok(())
     }
+}
+
+/// Client on CPU 0, server on CPU 1, when the machine has two CPUs we may
+/// run on.
+fn default_pinning() -> Option<Pinning> {
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    (cpus >= 2).then_some(Pinning {
+        client: 0,
+        server: 1,
+    })
 }
 
 impl Default for DataplaneOptions {
@@ -144,12 +159,14 @@ fn measure_once(
         &e.server_ns,
         e.server_ip,
         Duration::from_secs(opts.iperf_seconds),
+        opts.pinning,
     )?;
     let rr = rr::measure(
         &e.client_ns,
         &e.server_ns,
         e.server_ip,
         Duration::from_secs(opts.rr_seconds),
+        opts.pinning,
     )?;
     Ok((iperf, rr))
 }
@@ -272,6 +289,7 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
         iperf_seconds: opts.iperf_seconds,
         rr_seconds: opts.rr_seconds,
         cpus,
+        pinning: opts.pinning,
         load_average: (load_before, load_after),
         paths,
         ebpf_check,

@@ -108,6 +108,55 @@ pub fn measure<T>(
     Ok((value, CpuUsage::between(before, after, ticks_per_second())))
 }
 
+/// CPU time this thread has used so far, seconds (`CLOCK_THREAD_CPUTIME_ID`;
+/// with tick-based accounting it includes the softirq work, such as veth
+/// receive processing, done while the thread ran).
+pub fn thread_cpu_seconds() -> Option<f64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+}
+
+/// Pins the calling thread to `cpu`.
+pub fn pin_current_thread(cpu: usize) -> Result<(), DataplaneError> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(DataplaneError::Options(format!(
+            "CPU {cpu} is out of range"
+        )));
+    }
+    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET and
+    // sched_setaffinity (pid 0: this thread) only touch the set we own.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(DataplaneError::Io {
+            action: "sched_setaffinity to CPU",
+            path: cpu.to_string().into(),
+            source: std::io::Error::last_os_error(),
+        })
+    }
+}
+
+/// Which CPU the client and the server run on (both iperf3 ends and both
+/// request/response threads), so every path is measured with the same
+/// placement instead of wherever the scheduler puts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pinning {
+    /// The client's CPU.
+    pub client: usize,
+    /// The server's CPU.
+    pub server: usize,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +200,25 @@ mod tests {
         assert!((u.steal_percent - 5.0).abs() < 1e-9);
         assert_eq!(CpuUsage::between(before, before, 100.0), None);
         assert_eq!(CpuUsage::between(after, before, 100.0), None);
+    }
+
+    #[test]
+    fn thread_cpu_time_grows_with_work_and_pinning_works() {
+        let t = std::thread::spawn(|| {
+            pin_current_thread(0).unwrap();
+            let before = thread_cpu_seconds().unwrap();
+            let start = std::time::Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < std::time::Duration::from_millis(100) {
+                x = x.wrapping_add(1);
+            }
+            (thread_cpu_seconds().unwrap() - before, x)
+        });
+        let (used, _) = t.join().unwrap();
+        assert!(used > 0.02 && used < 1.0, "{used}");
+        // No such CPU on a test machine; out of the set's range.
+        assert!(pin_current_thread(1000).is_err());
+        assert!(pin_current_thread(usize::MAX).is_err());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::cpu::{self, CpuUsage};
+use super::cpu::{self, CpuUsage, Pinning};
 use super::{DataplaneError, netns};
 
 /// The TCP port the servers listen on (each path has its own netns).
@@ -100,25 +100,32 @@ impl IperfRun {
         let gbit = self.report.bytes as f64 * 8.0 / 1e9;
         (gbit > 0.0).then(|| cpu.busy_seconds / gbit)
     }
+
+    /// CPU-seconds of the two iperf3 processes (as iperf3 reports them) per
+    /// Gbit received: immune to other load on the machine.
+    pub fn process_cpu_seconds_per_gbit(&self) -> Option<f64> {
+        let r = &self.report;
+        let percent = r.client_cpu_percent? + r.server_cpu_percent?;
+        let gbit = r.bytes as f64 * 8.0 / 1e9;
+        (gbit > 0.0).then(|| percent / 100.0 * r.seconds / gbit)
+    }
 }
 
 /// Starts the one-shot server in `server_ns` and waits until it listens.
 fn start_server(
     server_ns: &Path,
     server_ip: Ipv4Addr,
+    cpu: Option<usize>,
 ) -> Result<std::process::Child, DataplaneError> {
     let mut cmd = Command::new("iperf3");
-    cmd.args([
-        "-s",
-        "-1",
-        "-B",
-        &server_ip.to_string(),
-        "-p",
-        &PORT.to_string(),
-    ])
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::null());
+    let ip = server_ip.to_string();
+    cmd.args(["-s", "-1", "-B", &ip, "-p", &PORT.to_string()]);
+    if let Some(cpu) = cpu {
+        cmd.args(["-A", &cpu.to_string()]);
+    }
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     netns::command_in(server_ns, &mut cmd)?;
     let mut child = cmd.spawn().map_err(|source| DataplaneError::Io {
         action: "spawn",
@@ -148,12 +155,17 @@ fn attempt(
     server_ns: &Path,
     server_ip: Ipv4Addr,
     duration: Duration,
+    pinning: Option<Pinning>,
 ) -> Result<(IperfReport, Option<CpuUsage>), DataplaneError> {
-    let mut server = start_server(server_ns, server_ip)?;
+    let mut server = start_server(server_ns, server_ip, pinning.map(|p| p.server))?;
     let secs = duration.as_secs().max(1).to_string();
     let mut cmd = Command::new("iperf3");
     cmd.args(["-c", &server_ip.to_string(), "-p", &PORT.to_string()])
         .args(["-t", &secs, "-J", "--connect-timeout", "3000"]);
+    if let Some(p) = pinning {
+        // Client side only: `-A n,m` would also move the server.
+        cmd.args(["-A", &p.client.to_string()]);
+    }
     let result = netns::command_in(client_ns, &mut cmd).and_then(|()| {
         let timeout = duration + Duration::from_secs(15);
         cpu::measure(|| netns::output_timeout(&mut cmd, timeout))
@@ -175,14 +187,16 @@ fn attempt(
 }
 
 /// Measures TCP throughput from `client_ns` to `server_ip` in `server_ns`
-/// for `duration` (whole seconds), retrying a failed run once.
+/// for `duration` (whole seconds), client and server pinned as `pinning`
+/// says, retrying a failed run once.
 pub fn measure(
     client_ns: &Path,
     server_ns: &Path,
     server_ip: Ipv4Addr,
     duration: Duration,
+    pinning: Option<Pinning>,
 ) -> Result<IperfRun, DataplaneError> {
-    match attempt(client_ns, server_ns, server_ip, duration) {
+    match attempt(client_ns, server_ns, server_ip, duration, pinning) {
         Ok((report, cpu)) => Ok(IperfRun {
             report,
             cpu,
@@ -190,7 +204,7 @@ pub fn measure(
         }),
         Err(first) => {
             eprintln!("sarena-bench: iperf3 to {server_ip} failed, retrying once: {first}");
-            let (report, cpu) = attempt(client_ns, server_ns, server_ip, duration)?;
+            let (report, cpu) = attempt(client_ns, server_ns, server_ip, duration, pinning)?;
             Ok(IperfRun {
                 report,
                 cpu,
@@ -251,8 +265,8 @@ mod tests {
                 bytes: 12_500_000_000,
                 seconds: 5.0,
                 retransmits: None,
-                client_cpu_percent: None,
-                server_cpu_percent: None,
+                client_cpu_percent: Some(100.0),
+                server_cpu_percent: Some(60.0),
             },
             cpu: Some(CpuUsage {
                 busy_seconds: 10.0,
@@ -264,5 +278,7 @@ mod tests {
         assert!((run.gbits_per_second() - 20.0).abs() < 1e-9);
         // 12.5 GB = 100 Gbit moved with 10 CPU-seconds.
         assert!((run.cpu_seconds_per_gbit().unwrap() - 0.1).abs() < 1e-9);
+        // The processes: 1.6 CPUs for 5 s = 8 CPU-seconds for 100 Gbit.
+        assert!((run.process_cpu_seconds_per_gbit().unwrap() - 0.08).abs() < 1e-9);
     }
 }

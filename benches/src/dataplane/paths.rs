@@ -171,6 +171,7 @@ pub fn prepare(
         &e.server_ns,
         e.server_ip,
         Duration::from_millis(100),
+        None,
     )?;
     Ok(path)
 }

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::cpu::Pinning;
 use super::ebpf_check::EbpfCheck;
 use super::iperf::IperfRun;
 use super::rr::RrRun;
@@ -73,6 +74,10 @@ pub struct PathSummary {
     pub cpu_us_per_rr_median: Option<f64>,
     /// Median busy % of all CPUs during request/response.
     pub rr_busy_percent_median: Option<f64>,
+    /// Median CPU-seconds of the iperf3 processes per Gbit.
+    pub process_cpu_seconds_per_gbit_median: Option<f64>,
+    /// Median CPU microseconds of the client and server threads per round trip.
+    pub process_cpu_us_per_rr_median: Option<f64>,
     /// TCP retransmissions over all rounds.
     pub retransmits: u64,
     /// Throughput median ÷ the raw veth pair's.
@@ -81,6 +86,10 @@ pub struct PathSummary {
     pub rr_ratio_to_raw: Option<f64>,
     /// CPU per Gbit median ÷ the raw veth pair's (lower is better).
     pub cpu_per_gbit_ratio_to_raw: Option<f64>,
+    /// Process CPU per Gbit median ÷ the raw veth pair's (lower is better).
+    pub process_cpu_per_gbit_ratio_to_raw: Option<f64>,
+    /// Process CPU per round trip median ÷ the raw veth pair's (lower is better).
+    pub process_cpu_per_rr_ratio_to_raw: Option<f64>,
 }
 
 /// Everything measured on one path.
@@ -107,6 +116,8 @@ pub struct DataplaneResults {
     pub rr_seconds: u64,
     /// CPUs of the machine.
     pub cpus: usize,
+    /// Where client and server ran (`None`: wherever the scheduler put them).
+    pub pinning: Option<Pinning>,
     /// 1-minute load average before and after the measurements.
     pub load_average: (Option<f64>, Option<f64>),
     /// Every path measured.
@@ -163,6 +174,10 @@ impl PathSummary {
             iperf_busy_percent_median: median(&pick(&|s| s.iperf.cpu.map(|c| c.busy_percent))),
             cpu_us_per_rr_median: median(&pick(&|s| s.rr.cpu_us_per_transaction())),
             rr_busy_percent_median: median(&pick(&|s| s.rr.cpu.map(|c| c.busy_percent))),
+            process_cpu_seconds_per_gbit_median: median(&pick(&|s| {
+                s.iperf.process_cpu_seconds_per_gbit()
+            })),
+            process_cpu_us_per_rr_median: median(&pick(&|s| s.rr.process_cpu_us_per_transaction())),
             retransmits: samples
                 .iter()
                 .filter_map(|s| s.iperf.report.retransmits)
@@ -189,6 +204,14 @@ pub fn fill_ratios(paths: &mut [PathResult]) {
         s.cpu_per_gbit_ratio_to_raw = ratio(
             s.cpu_seconds_per_gbit_median,
             raw.cpu_seconds_per_gbit_median,
+        );
+        s.process_cpu_per_gbit_ratio_to_raw = ratio(
+            s.process_cpu_seconds_per_gbit_median,
+            raw.process_cpu_seconds_per_gbit_median,
+        );
+        s.process_cpu_per_rr_ratio_to_raw = ratio(
+            s.process_cpu_us_per_rr_median,
+            raw.process_cpu_us_per_rr_median,
         );
     }
 }

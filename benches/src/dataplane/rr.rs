@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::cpu::{self, CpuUsage};
+use super::cpu::{self, CpuUsage, Pinning};
 use super::{DataplaneError, netns};
 
 /// How long any single step (connect, accept, one round trip) may take
@@ -31,6 +31,9 @@ pub struct RrRun {
     pub per_second: f64,
     /// Machine CPU over the timed window.
     pub cpu: Option<CpuUsage>,
+    /// CPU-seconds of the client thread over the timed window plus the server
+    /// thread over its whole session (immune to other load on the machine).
+    pub process_cpu_seconds: Option<f64>,
 }
 
 impl RrRun {
@@ -38,6 +41,12 @@ impl RrRun {
     pub fn cpu_us_per_transaction(&self) -> Option<f64> {
         let cpu = self.cpu?;
         (self.transactions > 0).then(|| cpu.busy_seconds * 1e6 / self.transactions as f64)
+    }
+
+    /// Client and server threads' CPU microseconds per round trip.
+    pub fn process_cpu_us_per_transaction(&self) -> Option<f64> {
+        let cpu = self.process_cpu_seconds?;
+        (self.transactions > 0).then(|| cpu * 1e6 / self.transactions as f64)
     }
 }
 
@@ -50,8 +59,9 @@ fn io(action: &'static str, addr: SocketAddr) -> impl FnOnce(std::io::Error) -> 
 }
 
 /// Accepts one connection on `listener` (at most [`STEP_TIMEOUT`]), then
-/// echoes every byte until the client closes.
-fn serve(listener: TcpListener, addr: SocketAddr) -> Result<(), DataplaneError> {
+/// echoes every byte until the client closes; returns the thread's CPU
+/// seconds over the session.
+fn serve(listener: TcpListener, addr: SocketAddr) -> Result<Option<f64>, DataplaneError> {
     listener
         .set_nonblocking(true)
         .map_err(io("set nonblocking", addr))?;
@@ -71,10 +81,14 @@ fn serve(listener: TcpListener, addr: SocketAddr) -> Result<(), DataplaneError> 
         .map_err(io("set TCP_NODELAY", addr))?;
     conn.set_read_timeout(Some(STEP_TIMEOUT))
         .map_err(io("set read timeout", addr))?;
+    let start = cpu::thread_cpu_seconds();
     let mut byte = [0u8; 1];
     loop {
         match conn.read(&mut byte) {
-            Ok(0) => return Ok(()),
+            Ok(0) => {
+                let end = cpu::thread_cpu_seconds();
+                return Ok(start.zip(end).map(|(s, e)| e - s));
+            }
             Ok(_) => conn.write_all(&byte).map_err(io("write", addr))?,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => return Err(io("read", addr)(e)),
@@ -101,6 +115,7 @@ fn client(addr: SocketAddr, duration: Duration) -> Result<RrRun, DataplaneError>
         round_trip(&mut conn)?;
     }
     let before = cpu::sample()?;
+    let thread_before = cpu::thread_cpu_seconds();
     let start = Instant::now();
     let mut transactions = 0u64;
     while start.elapsed() < duration {
@@ -108,25 +123,32 @@ fn client(addr: SocketAddr, duration: Duration) -> Result<RrRun, DataplaneError>
         transactions += 1;
     }
     let seconds = start.elapsed().as_secs_f64();
+    let thread_after = cpu::thread_cpu_seconds();
     let after = cpu::sample()?;
     Ok(RrRun {
         transactions,
         seconds,
         per_second: transactions as f64 / seconds,
         cpu: CpuUsage::between(before, after, cpu::ticks_per_second()),
+        process_cpu_seconds: thread_before.zip(thread_after).map(|(b, a)| a - b),
     })
 }
 
 /// Measures the request/response rate from a client in `client_ns` to a
-/// server at `server_ip` in `server_ns` for `duration`.
+/// server at `server_ip` in `server_ns` for `duration`, the threads pinned
+/// as `pinning` says.
 pub fn measure(
     client_ns: &Path,
     server_ns: &Path,
     server_ip: Ipv4Addr,
     duration: Duration,
+    pinning: Option<Pinning>,
 ) -> Result<RrRun, DataplaneError> {
     let (tx, rx) = mpsc::channel();
     let server = netns::spawn_in(server_ns, move || {
+        if let Some(p) = pinning {
+            cpu::pin_current_thread(p.server)?;
+        }
         let wanted = SocketAddr::from((server_ip, 0));
         let bound = TcpListener::bind(wanted).and_then(|l| Ok((l.local_addr()?, l)));
         match bound {
@@ -150,12 +172,18 @@ pub fn measure(
             });
         }
     };
-    let run = netns::spawn_in(client_ns, move || client(addr, duration))
-        .and_then(|c| netns::join(c, "request/response client"));
+    let run = netns::spawn_in(client_ns, move || {
+        if let Some(p) = pinning {
+            cpu::pin_current_thread(p.client)?;
+        }
+        client(addr, duration)
+    })
+    .and_then(|c| netns::join(c, "request/response client"));
     // The client's socket is closed by now (or never connected): the server
     // sees EOF or times out.
     let served = netns::join(server, "request/response server");
-    let run = run?;
-    served?;
+    let mut run = run?;
+    let server_cpu = served?;
+    run.process_cpu_seconds = run.process_cpu_seconds.zip(server_cpu).map(|(c, s)| c + s);
     Ok(run)
 }

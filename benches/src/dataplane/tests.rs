@@ -30,8 +30,8 @@ fn sample(round: u32, gbits: f64, rr: f64) -> PathSample {
                 bytes,
                 seconds,
                 retransmits: Some(1),
-                client_cpu_percent: None,
-                server_cpu_percent: None,
+                client_cpu_percent: Some(100.0),
+                server_cpu_percent: Some(60.0),
             },
             // 2 CPUs fully busy for 5 s.
             cpu: usage(10.0, 100.0),
@@ -42,6 +42,7 @@ fn sample(round: u32, gbits: f64, rr: f64) -> PathSample {
             seconds: 3.0,
             per_second: rr,
             cpu: usage(3.0, 50.0),
+            process_cpu_seconds: Some(1.5),
         },
     }
 }
@@ -142,6 +143,10 @@ fn results() -> DataplaneResults {
         iperf_seconds: 5,
         rr_seconds: 3,
         cpus: 2,
+        pinning: Some(super::Pinning {
+            client: 0,
+            server: 1,
+        }),
         load_average: (Some(0.5), Some(1.25)),
         paths,
         ebpf_check: Some(ebpf_check),
@@ -160,6 +165,15 @@ fn markdown_has_a_row_per_path_targets_and_the_check() {
             .to_owned()
     };
     assert!(row("raw veth pair").contains("| 20.00 | 1.00 |"), "{md}");
+    // CPU table: 1.6 CPUs × 5 s for 100 Gbit; 1.5 s for 120,000 round trips.
+    assert!(
+        md.contains("| raw veth pair | 0.080 | 1.00 | 0.100 | 100 | 12.5 | 1.00 | 25.0 | 50 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("client pinned to CPU 0, server to CPU 1"),
+        "{md}"
+    );
     // eBPF ≥ 0.95× raw: target met; kernel at 0.75×: missed.
     assert!(row("Sarena eBPF mode").contains("1.00 ✓"), "{md}");
     assert!(row("Sarena kernel mode").contains("0.75 ✗"), "{md}");
