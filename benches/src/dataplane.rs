@@ -16,11 +16,10 @@ mod netns;
 mod paths;
 mod raw_veth;
 mod results;
+mod rounds;
 mod rr;
 #[cfg(test)]
 mod tests;
-
-use std::time::Duration;
 
 pub use cpu::{CpuUsage, Pinning};
 pub use ebpf_check::EbpfCheck;
@@ -31,7 +30,6 @@ pub use results::{DataplaneResults, PathKind, PathResult, PathSample, PathSummar
 pub use rr::RrRun;
 
 use crate::node::{BenchError, Bins};
-use paths::PreparedPath;
 
 /// What to measure and for how long.
 #[derive(Debug, Clone)]
@@ -132,9 +130,12 @@ impl DataplaneResults {
             .any(|p| p.path == PathKind::SarenaEbpf && !p.samples.is_empty());
         match &self.ebpf_check {
             Some(c) if !c.passed => problems.push(format!("eBPF check: {}", c.describe())),
-            None if ebpf_measured => problems.push("eBPF check: counters not read".into()),
+            None if ebpf_measured && self.check_errors.is_empty() => {
+                problems.push("eBPF check: counters not read".into())
+            }
             _ => {}
         }
+        problems.extend(self.check_errors.iter().cloned());
         problems
     }
 }
@@ -149,28 +150,6 @@ fn load_average() -> Option<f64> {
         .ok()
 }
 
-fn measure_once(
-    path: &PreparedPath,
-    opts: &DataplaneOptions,
-) -> Result<(IperfRun, RrRun), DataplaneError> {
-    let e = &path.endpoints;
-    let iperf = iperf::measure(
-        &e.client_ns,
-        &e.server_ns,
-        e.server_ip,
-        Duration::from_secs(opts.iperf_seconds),
-        opts.pinning,
-    )?;
-    let rr = rr::measure(
-        &e.client_ns,
-        &e.server_ns,
-        e.server_ip,
-        Duration::from_secs(opts.rr_seconds),
-        opts.pinning,
-    )?;
-    Ok((iperf, rr))
-}
-
 /// Sets up every path, measures them in interleaved rounds and summarises.
 /// A path that cannot be set up (or fails mid-run) is reported in
 /// [`DataplaneResults::skipped`]; the run fails only when nothing could be
@@ -183,91 +162,40 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
         (None, true) => Some(Bins::locate()?),
         (None, false) => None,
     };
-    let mut prepared: Vec<PreparedPath> = Vec::new();
-    let mut skipped = Vec::new();
-    let mut node_index = opts.first_node_index;
-    for &kind in &opts.paths {
-        let index = node_index;
-        if kind != PathKind::RawVeth {
-            node_index += 1;
-        }
-        let result = paths::prepare(kind, index, bins.as_ref());
-        match result {
-            Ok(p) => prepared.push(p),
-            Err(e) => {
-                eprintln!("sarena-bench: dataplane: {} not set up: {e}", kind.label());
-                skipped.push((kind, e.to_string()));
-            }
-        }
-    }
+    let (prepared, mut skipped) = rounds::prepare_all(opts, bins.as_ref());
     if prepared.is_empty() {
         return Err(BenchError::Verify {
-            what: "dataplane: no path could be set up".into(),
+            what: format!("dataplane: no path could be set up: {skipped:?}"),
         });
     }
     let load_before = load_average();
-    let ebpf = prepared.iter().find(|p| p.kind == PathKind::SarenaEbpf);
-    let counters_before = ebpf.and_then(|p| p.pin_dir()).map(ebpf_check::read_totals);
-
-    let mut samples: Vec<Vec<PathSample>> = vec![Vec::new(); prepared.len()];
-    let mut failed: Vec<Option<String>> = vec![None; prepared.len()];
-    for round in 1..=opts.rounds {
-        for (position, i) in results::round_order(prepared.len(), round)
-            .into_iter()
-            .enumerate()
-        {
-            if failed[i].is_some() {
-                continue;
-            }
-            let path = &prepared[i];
-            match measure_once(path, opts) {
-                Ok((iperf, rr)) => {
-                    eprintln!(
-                        "sarena-bench: dataplane round {round}/{}: {}: {:.2} Gbit/s, {:.0} req/s",
-                        opts.rounds,
-                        path.kind.label(),
-                        iperf.gbits_per_second(),
-                        rr.per_second
-                    );
-                    samples[i].push(PathSample {
-                        round,
-                        position: position as u32,
-                        iperf,
-                        rr,
-                    });
+    let ebpf = prepared.iter().position(|p| p.kind == PathKind::SarenaEbpf);
+    let counters_before = ebpf.and_then(|i| rounds::ebpf_counters(&prepared[i]));
+    let measured = rounds::measure(&prepared, opts);
+    let mut check_errors = Vec::new();
+    let ebpf_check = match (ebpf, counters_before) {
+        (Some(i), Some(before)) => {
+            let after = rounds::ebpf_counters(&prepared[i]);
+            let iperf_bytes = measured.samples[i]
+                .iter()
+                .map(|s| s.iperf.report.bytes)
+                .sum();
+            match (before, after) {
+                (Ok(before), Some(Ok(after))) => Some(EbpfCheck::new(&before, &after, iperf_bytes)),
+                (Err(e), _) | (_, Some(Err(e))) => {
+                    check_errors.push(format!("eBPF counters: {e}"));
+                    None
                 }
-                Err(e) => {
-                    eprintln!("sarena-bench: dataplane: {} failed: {e}", path.kind.label());
-                    failed[i] = Some(format!("failed in round {round}: {e}"));
-                }
+                (Ok(_), None) => None,
             }
         }
-    }
-
-    let ebpf_check = ebpf.and_then(|p| {
-        let i = prepared.iter().position(|q| q.kind == p.kind)?;
-        let iperf_bytes = samples[i].iter().map(|s| s.iperf.report.bytes).sum();
-        let before = match counters_before.as_ref()? {
-            Ok(c) => *c,
-            Err(e) => {
-                eprintln!("sarena-bench: dataplane: eBPF counters: {e}");
-                return None;
-            }
-        };
-        let after = p.pin_dir().map(ebpf_check::read_totals)?;
-        match after {
-            Ok(after) => Some(EbpfCheck::new(&before, &after, iperf_bytes)),
-            Err(e) => {
-                eprintln!("sarena-bench: dataplane: eBPF counters: {e}");
-                None
-            }
-        }
-    });
+        _ => None,
+    };
     let load_after = load_average();
 
     let mut paths: Vec<PathResult> = prepared
         .iter()
-        .zip(samples)
+        .zip(measured.samples)
         .map(|(p, samples)| PathResult {
             path: p.kind,
             mtu: p.mtu,
@@ -276,7 +204,7 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
         })
         .collect();
     results::fill_ratios(&mut paths);
-    for (p, why) in prepared.iter().zip(failed) {
+    for (p, why) in prepared.iter().zip(measured.failed) {
         if let Some(why) = why {
             skipped.push((p.kind, why));
         }
@@ -293,6 +221,7 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
         load_average: (load_before, load_after),
         paths,
         ebpf_check,
+        check_errors,
         skipped,
     })
 }

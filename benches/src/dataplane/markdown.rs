@@ -166,6 +166,9 @@ impl DataplaneResults {
                 );
             }
         }
+        for e in &self.check_errors {
+            let _ = writeln!(md, "**Check not made**: {e}\n");
+        }
         for (path, why) in &self.skipped {
             let _ = writeln!(md, "**{} not measured**: {why}\n", path.label());
         }

@@ -124,6 +124,9 @@ pub struct DataplaneResults {
     pub paths: Vec<PathResult>,
     /// The eBPF counters check, when the eBPF path was measured.
     pub ebpf_check: Option<EbpfCheck>,
+    /// Checks that could not be made, with why.
+    #[serde(default)]
+    pub check_errors: Vec<String>,
     /// Paths that could not be set up, with why.
     pub skipped: Vec<(PathKind, String)>,
 }

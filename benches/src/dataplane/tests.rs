@@ -150,6 +150,7 @@ fn results() -> DataplaneResults {
         load_average: (Some(0.5), Some(1.25)),
         paths,
         ebpf_check: Some(ebpf_check),
+        check_errors: Vec::new(),
         skipped: vec![(PathKind::PtpHostLocal, "ptp exploded".into())],
     }
 }
