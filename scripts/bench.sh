@@ -51,11 +51,15 @@ start=$(date +%s)
 
 log "set-up (Debian packages, eBPF toolchain, reference plugins, iperf3)"
 bash scripts/setup.sh
+# GNU time measures the plugins' peak RSS.
+# shellcheck source=scripts/apt.sh
+. scripts/apt.sh
+ensure_packages time
 
 # The eBPF mode is a contender: without the eBPF object there is no run.
 export SARENA_EBPF_REQUIRED=1
 log "release build of sarena-cni, sarena-daemon (with its eBPF object) and sarena-bench"
-daemon_out="$(cargo build --release -p sarena-cni -p sarena-daemon -p sarena-benches --bin sarena-bench \
+daemon_out="$(cargo build --release -p sarena-cni -p sarena-daemon -p sarena-benches \
   --message-format=json |
   jq -r 'select(.reason == "build-script-executed" and (.package_id | contains("sarena-daemon"))) | .out_dir' |
   tail -n1)"
@@ -63,13 +67,15 @@ if [ -z "$daemon_out" ] || [ ! -s "$daemon_out/sarena-ebpf" ]; then
   echo "error: the release build produced no eBPF object (run scripts/setup-ebpf.sh)" >&2
   exit 1
 fi
-export SARENA_EBPF_OBJECT="$daemon_out/sarena-ebpf"
-log "eBPF object: $SARENA_EBPF_OBJECT"
 
 log "criterion benches (IPAM, API round trip)"
 # Only this run's estimates go on the page.
 rm -rf target/criterion
 cargo bench -p sarena-benches --benches -- "${CRITERION_ARGS[@]}"
+
+# Exported after the cargo runs: the daemon's build script watches it.
+export SARENA_EBPF_OBJECT="$daemon_out/sarena-ebpf"
+log "eBPF object: $SARENA_EBPF_OBJECT"
 
 log "harness: CNI latency, churn, scale, dataplane"
 mkdir -p "$OUT"

@@ -401,7 +401,7 @@ impl Node {
 
     /// CNI ADD of `pod` (ifname eth0); remembers the result as the pod's prevResult.
     pub fn add(&self, pod: &Pod) -> Result<PluginRun, BenchError> {
-        let run = self.run("ADD", pod, None)?;
+        let run = self.run("ADD", Some(pod), None, false)?;
         if run.ok() {
             pod.set_prev_result(run.json.clone());
         }
@@ -411,7 +411,7 @@ impl Node {
     /// CNI DEL of `pod` (with its prevResult, as runtimes send it).
     pub fn del(&self, pod: &Pod) -> Result<PluginRun, BenchError> {
         let prev = pod.prev_result();
-        let run = self.run("DEL", pod, prev)?;
+        let run = self.run("DEL", Some(pod), prev, false)?;
         if run.ok() {
             pod.set_prev_result(None);
         }
@@ -421,22 +421,33 @@ impl Node {
     /// CNI CHECK of `pod` (with its prevResult).
     pub fn check(&self, pod: &Pod) -> Result<PluginRun, BenchError> {
         let prev = pod.prev_result();
-        self.run("CHECK", pod, prev)
+        self.run("CHECK", Some(pod), prev, false)
     }
 
-    /// CNI STATUS (no container; `pod` is ignored but for the log).
+    /// CNI STATUS (no container).
     pub fn status(&self) -> Result<PluginRun, BenchError> {
-        let inv = exec::Invocation {
-            plugin: &self.plugin,
-            cni_path: &self.cni_path,
-            command: "STATUS",
-            container_id: "",
-            netns: "",
-            ifname: "",
-            args: "",
-            stdin: &self.stdin_for(None)?,
+        self.run("STATUS", None, None, false)
+    }
+
+    /// `command` ("ADD", "CHECK", "STATUS", "DEL") of `pod` run through GNU time to
+    /// measure the plugin's peak RSS (`max_rss_kib`); not for latency. ADD/DEL update
+    /// the pod's prevResult like [`Node::add`] / [`Node::del`].
+    pub fn run_measuring_rss(&self, command: &str, pod: &Pod) -> Result<PluginRun, BenchError> {
+        let prev = if matches!(command, "CHECK" | "DEL") {
+            pod.prev_result()
+        } else {
+            None
         };
-        exec::run_plugin(&inv, &self.netns_file, &self.stderr_log)
+        let target = (command != "STATUS").then_some(pod);
+        let run = self.run(command, target, prev, true)?;
+        if run.ok() {
+            match command {
+                "ADD" => pod.set_prev_result(run.json.clone()),
+                "DEL" => pod.set_prev_result(None),
+                _ => {}
+            }
+        }
+        Ok(run)
     }
 
     fn stdin_for(&self, prev: Option<serde_json::Value>) -> Result<Vec<u8>, BenchError> {
@@ -453,23 +464,32 @@ impl Node {
     fn run(
         &self,
         command: &str,
-        pod: &Pod,
+        pod: Option<&Pod>,
         prev: Option<serde_json::Value>,
+        measure_rss: bool,
     ) -> Result<PluginRun, BenchError> {
-        let netns = pod.netns_path().display().to_string();
-        let args = format!(
-            "IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME={}",
-            pod.netns_name()
-        );
+        let netns = pod.map_or(String::new(), |p| p.netns_path().display().to_string());
+        let args = pod.map_or(String::new(), |p| {
+            format!(
+                "IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME={}",
+                p.netns_name()
+            )
+        });
+        let rss_file = measure_rss.then(|| {
+            self.work
+                .path()
+                .join(format!("rss-{}.txt", unique_name(command)))
+        });
         let inv = exec::Invocation {
             plugin: &self.plugin,
             cni_path: &self.cni_path,
             command,
-            container_id: pod.container_id(),
+            container_id: pod.map_or("", |p| p.container_id()),
             netns: &netns,
-            ifname: "eth0",
+            ifname: if pod.is_some() { "eth0" } else { "" },
             args: &args,
             stdin: &self.stdin_for(prev)?,
+            rss_file: rss_file.as_deref(),
         };
         exec::run_plugin(&inv, &self.netns_file, &self.stderr_log)
     }

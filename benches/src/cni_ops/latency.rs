@@ -32,9 +32,10 @@ pub struct OpLatency {
     pub p50_ratio_to_ptp: Option<f64>,
     /// p99 / ptp's p99 of the same op.
     pub p99_ratio_to_ptp: Option<f64>,
-    /// The plugin process's peak RSS: largest over the runs, KiB.
+    /// The plugin process's peak RSS, largest over the RSS runs (through GNU time,
+    /// separate from the timed runs), KiB.
     pub plugin_peak_rss_kib: Option<u64>,
-    /// The plugin process's peak RSS: median over the runs, KiB.
+    /// The plugin process's peak RSS, median over the RSS runs, KiB.
     pub plugin_median_rss_kib: Option<u64>,
     /// Every successful sample, ms, in run order (for plots).
     pub samples_ms: Vec<f64>,
@@ -47,6 +48,10 @@ pub struct LatencyResults {
     pub pods: usize,
     /// One row per contender and op (ops a contender does not implement are absent).
     pub rows: Vec<OpLatency>,
+    /// Pods per contender of the RSS pass.
+    pub rss_pods: usize,
+    /// GNU time's own figure for /bin/true: the floor under every RSS figure, KiB.
+    pub rss_floor_kib: Option<u64>,
 }
 
 impl LatencyResults {
@@ -68,7 +73,6 @@ struct Acc {
 
 impl Acc {
     fn record(&mut self, run: &PluginRun) {
-        self.rss.push(run.max_rss_kib);
         if run.ok() {
             self.samples.push(ms(run.elapsed));
         } else {
@@ -134,11 +138,47 @@ pub(super) fn run(
         );
     }
     drop(pods);
+    let rss_pods = RSS_PODS.min(n);
+    progress(&format!(
+        "latency: plugin peak RSS, {rss_pods} pods each (through GNU time, untimed)"
+    ));
+    for node in &nodes {
+        for pod in make_pods(&format!("rss-{}", node.contender().slug()), rss_pods, 2)? {
+            for op in OPS {
+                if op == "STATUS" && !node.contender().supports_status() {
+                    continue;
+                }
+                let run = node.run_measuring_rss(op, &pod)?;
+                if let Some(kib) = run.max_rss_kib {
+                    acc.entry((node.contender(), op)).or_default().rss.push(kib);
+                }
+            }
+        }
+        let usage = node.ipam_usage()?;
+        push_check(
+            checks,
+            usage_is(usage, 0),
+            format!(
+                "latency, {}: after the RSS pass the IPAM holds nothing ({usage:?})",
+                node.contender().label()
+            ),
+        );
+    }
+    let floor = node_scratch_floor(&nodes);
     drop(nodes);
     Ok(LatencyResults {
         pods: n,
         rows: rows(acc),
+        rss_pods,
+        rss_floor_kib: floor,
     })
+}
+
+/// Pods per contender of the RSS pass.
+const RSS_PODS: usize = 5;
+
+fn node_scratch_floor(nodes: &[Node]) -> Option<u64> {
+    crate::node::exec::rss_floor_kib(nodes.first()?.work_dir())
 }
 
 fn pod_added(pod: &Pod) -> bool {

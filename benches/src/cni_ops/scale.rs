@@ -25,7 +25,7 @@ pub struct ScaleResult {
     pub errors: usize,
     /// The daemon's VmRSS at this level, KiB (Sarena only).
     pub daemon_rss_kib: Option<u64>,
-    /// The plugin's peak RSS over the measured ADDs: largest, KiB.
+    /// The plugin's peak RSS over RSS_PODS extra ADDs through GNU time: largest, KiB.
     pub plugin_peak_rss_kib: Option<u64>,
     /// The plugin's peak RSS: median, KiB.
     pub plugin_median_rss_kib: Option<u64>,
@@ -84,6 +84,14 @@ pub(super) fn run(
             }
         }
         for (c, node) in nodes.iter().enumerate() {
+            // Peak RSS at this level: RSS_PODS more ADDs through GNU time (untimed).
+            let mut rss: Vec<u64> = Vec::new();
+            let tag = format!("rss{level}-{}", node.contender().slug());
+            for pod in make_pods(&tag, RSS_PODS, 2)? {
+                let run = node.run_measuring_rss("ADD", &pod)?;
+                rss.extend(run.max_rss_kib);
+                node.del(&pod)?;
+            }
             for pod in &samples[c] {
                 node.del(pod)?;
             }
@@ -92,7 +100,6 @@ pub(super) fn run(
                 .filter(|r| r.ok())
                 .map(|r| ms(r.elapsed))
                 .collect();
-            let rss: Vec<u64> = runs[c].iter().map(|r| r.max_rss_kib).collect();
             let rss_f: Vec<f64> = rss.iter().map(|&r| r as f64).collect();
             out.push(ScaleResult {
                 contender: node.contender(),
@@ -121,6 +128,9 @@ pub(super) fn run(
     drop(nodes);
     Ok(out)
 }
+
+/// Extra ADDs per level and contender whose peak RSS is measured (untimed).
+const RSS_PODS: usize = 3;
 
 /// Grows `filler` (pods ADDed on `node`) to `target` pods, on 3 worker threads.
 fn fill(node: &Node, filler: &mut Vec<Pod>, target: usize) -> Result<(), BenchError> {

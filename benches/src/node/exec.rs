@@ -2,6 +2,13 @@
 //! for the CNI variables, config on stdin, result (or error) on stdout, exit code.
 //! The child enters the node's netns before exec (`setns` on an fd opened before the
 //! fork: the only call made between fork and exec).
+//!
+//! Peak RSS: a child's `ru_maxrss` includes the RSS of the process that forked it
+//! (the copied address space's high-water mark survives exec), so wait4 on a child
+//! of the harness would report the harness's size. A run with `rss_file` set
+//! therefore goes through GNU time (`/usr/bin/time -f %M`), a small C program whose
+//! own child is the plugin: its figure is the plugin's peak with a floor of time's
+//! own size (see [`rss_floor_kib`]). Those runs are not timed for latency.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -23,8 +30,9 @@ pub struct PluginRun {
     pub status: ExitStatus,
     /// Everything the plugin wrote on stdout.
     pub stdout: String,
-    /// The child's peak resident set (wait4's `ru_maxrss`), KiB.
-    pub max_rss_kib: u64,
+    /// The plugin's peak resident set, KiB: only for runs made with `rss_file`
+    /// (through GNU time; see the module doc).
+    pub max_rss_kib: Option<u64>,
     /// The first IPv4 address of an ADD result.
     pub ip: Option<Ipv4Addr>,
     /// The parsed stdout, if it was JSON.
@@ -64,7 +72,12 @@ pub struct Invocation<'a> {
     pub ifname: &'a str,
     pub args: &'a str,
     pub stdin: &'a [u8],
+    /// Measure the peak RSS through GNU time, which writes it to this file.
+    pub rss_file: Option<&'a Path>,
 }
+
+/// GNU time, which measures the plugin's peak RSS.
+pub const GNU_TIME: &str = "/usr/bin/time";
 
 /// Runs `inv` with the process entering `netns` before exec; stderr goes to `stderr`.
 pub fn run_plugin(
@@ -76,7 +89,14 @@ pub fn run_plugin(
     let stderr = stderr
         .try_clone()
         .map_err(|source| BenchError::io("dup", "plugin stderr log", source))?;
-    let mut cmd = Command::new(inv.plugin);
+    let mut cmd = match inv.rss_file {
+        Some(file) => {
+            let mut c = Command::new(GNU_TIME);
+            c.arg("-f").arg("%M").arg("-o").arg(file).arg(inv.plugin);
+            c
+        }
+        None => Command::new(inv.plugin),
+    };
     cmd.env_clear()
         .env("CNI_COMMAND", inv.command)
         .env("CNI_CONTAINERID", inv.container_id)
@@ -113,8 +133,7 @@ pub fn run_plugin(
         }
         Ok(())
     })();
-    let (status, rusage) =
-        wait4(pid).map_err(|source| BenchError::io("wait4", inv.plugin, source))?;
+    let status = wait4(pid).map_err(|source| BenchError::io("wait4", inv.plugin, source))?;
     let elapsed = start.elapsed();
     // A plugin that exits without reading its stdin gives EPIPE: its exit status tells.
     if let Err(e) = io_result
@@ -128,14 +147,46 @@ pub fn run_plugin(
         elapsed,
         status,
         stdout,
-        max_rss_kib: u64::try_from(rusage.ru_maxrss).unwrap_or(0),
+        max_rss_kib: inv.rss_file.and_then(read_rss_file),
         ip,
         json,
     })
 }
 
-/// Reaps `pid` with its resource usage (retrying on EINTR).
-fn wait4(pid: libc::pid_t) -> std::io::Result<(ExitStatus, libc::rusage)> {
+/// The KiB figure GNU time wrote (last line; earlier lines may be its notes such
+/// as "Command exited with non-zero status"); the file is removed.
+fn read_rss_file(path: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let _ = std::fs::remove_file(path);
+    parse_time_output(&text)
+}
+
+/// The number on the last non-empty line of GNU time's `-f %M` output.
+pub fn parse_time_output(text: &str) -> Option<u64> {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// GNU time's own floor: its figure for `/bin/true` (KiB).
+pub fn rss_floor_kib(scratch: &Path) -> Option<u64> {
+    let file = scratch.join("rss-floor.txt");
+    let ok = Command::new(GNU_TIME)
+        .arg("-f")
+        .arg("%M")
+        .arg("-o")
+        .arg(&file)
+        .arg("/bin/true")
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok { read_rss_file(&file) } else { None }
+}
+
+/// Reaps `pid` (retrying on EINTR).
+fn wait4(pid: libc::pid_t) -> std::io::Result<ExitStatus> {
     loop {
         let mut status: libc::c_int = 0;
         // SAFETY: an all-zero rusage is a valid value of this plain C struct.
@@ -143,7 +194,7 @@ fn wait4(pid: libc::pid_t) -> std::io::Result<(ExitStatus, libc::rusage)> {
         // SAFETY: pid is our own unreaped child; both pointers are to live locals.
         let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
         if r == pid {
-            return Ok((ExitStatus::from_raw(status), usage));
+            return Ok(ExitStatus::from_raw(status));
         }
         let err = std::io::Error::last_os_error();
         if err.kind() != std::io::ErrorKind::Interrupted {
@@ -166,6 +217,16 @@ pub fn first_ipv4(result: &serde_json::Value) -> Option<Ipv4Addr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_output_last_line() {
+        assert_eq!(parse_time_output("5632\n"), Some(5632));
+        assert_eq!(
+            parse_time_output("Command exited with non-zero status 1\n7000\n\n"),
+            Some(7000)
+        );
+        assert_eq!(parse_time_output(""), None);
+    }
 
     #[test]
     fn first_ipv4_skips_ipv6_and_prefix() {

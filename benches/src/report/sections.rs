@@ -210,6 +210,16 @@ pub(super) fn latency(md: &mut String, cni: &CniResults) {
             kib(r.plugin_peak_rss_kib),
         );
     }
+    let _ = writeln!(
+        md,
+        "\nPlugin peak RSS: from {} more pods per contender after the timed runs, each \
+         operation run through GNU time (`/usr/bin/time -f %M`, untimed). A child's \
+         `ru_maxrss` includes the size of the process that forked it, so the harness \
+         does not read it from its own children; GNU time's floor (its figure for \
+         `/bin/true`) is {}.",
+        l.rss_pods,
+        kib(l.rss_floor_kib)
+    );
     let errors: Vec<String> = l
         .rows
         .iter()
@@ -293,7 +303,8 @@ pub(super) fn scale(md: &mut String, cni: &CniResults) {
         "The node is filled with real pods (ADDed by the plugin, untimed) up to each level; \
          then {} measured ADDs per contender, interleaved across the contenders, are timed and \
          deleted again. Daemon memory is `VmRSS` of `sarena-daemon` at that level; plugin \
-         memory is the plugin process's peak RSS (`wait4` `ru_maxrss`).\n",
+         memory is the plugin's peak RSS over 3 more ADDs at that level run through GNU \
+         time (untimed; see above).\n",
         cni.options.scale_samples
     );
     let _ = writeln!(

@@ -36,12 +36,14 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-fn fmt_tick(v: f64) -> String {
-    if v.fract().abs() < 1e-9 {
-        format!("{v:.0}")
+/// A tick label with as many decimals as the step needs (no float noise).
+fn fmt_tick(v: f64, step: f64) -> String {
+    let decimals = if step >= 1.0 {
+        0
     } else {
-        format!("{v}")
-    }
+        (-step.log10() - 1e-9).ceil() as usize
+    };
+    format!("{v:.decimals$}")
 }
 
 const W: f64 = 760.0;
@@ -67,8 +69,9 @@ fn header(out: &mut String, title: &str) {
 fn y_axis(out: &mut String, top: f64, step: f64, label: &str) -> impl Fn(f64) -> f64 + use<> {
     let plot_h = H - TOP - BOTTOM;
     let y = move |v: f64| TOP + plot_h * (1.0 - (v / top).clamp(0.0, 1.0));
-    let mut t = 0.0;
-    while t <= top + step * 1e-6 {
+    let ticks = (top / step).round() as usize;
+    for i in 0..=ticks {
+        let t = i as f64 * step;
         let yy = y(t);
         let _ = writeln!(
             out,
@@ -76,9 +79,8 @@ fn y_axis(out: &mut String, top: f64, step: f64, label: &str) -> impl Fn(f64) ->
             W - RIGHT,
             LEFT - 6.0,
             yy + 4.0,
-            fmt_tick(t)
+            fmt_tick(t, step)
         );
-        t += step;
     }
     let _ = writeln!(
         out,
@@ -198,16 +200,16 @@ pub fn cdf_chart(title: &str, x_label: &str, series: &[(String, Vec<(f64, f64)>)
     let y = y_axis(&mut out, 1.0, 0.2, "fraction of operations");
     let plot_w = W - LEFT - RIGHT;
     let x = |v: f64| LEFT + plot_w * (v / right).clamp(0.0, 1.0);
-    let mut t = 0.0;
-    while t <= right + step * 1e-6 {
+    let ticks = (right / step).round() as usize;
+    for i in 0..=ticks {
+        let t = i as f64 * step;
         let _ = writeln!(
             out,
             r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
             x(t),
             H - BOTTOM + 16.0,
-            fmt_tick(t)
+            fmt_tick(t, step)
         );
-        t += step;
     }
     let _ = writeln!(
         out,
@@ -248,6 +250,13 @@ pub fn cdf_chart(title: &str, x_label: &str, series: &[(String, Vec<(f64, f64)>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tick_labels_have_no_float_noise() {
+        assert_eq!(fmt_tick(3.0 * 0.2, 0.2), "0.6");
+        assert_eq!(fmt_tick(40.0, 10.0), "40");
+        assert_eq!(fmt_tick(0.15, 0.05), "0.15");
+    }
 
     #[test]
     fn nice_steps() {

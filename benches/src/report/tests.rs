@@ -34,6 +34,8 @@ fn inputs() -> ReportInputs {
                 row(Contender::PtpHostLocal, "ADD", &[10.0, 15.0, 20.0]),
                 ebpf_del,
             ],
+            rss_pods: 1,
+            rss_floor_kib: Some(1800),
         },
         churn: vec![],
         scale: vec![],
