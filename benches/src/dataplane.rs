@@ -21,13 +21,15 @@ mod rr;
 #[cfg(test)]
 mod tests;
 
-pub use cpu::{CpuUsage, Pinning};
+pub use cpu::{CpuUsage, Pinning, Settle};
 pub use ebpf_check::EbpfCheck;
 pub use error::DataplaneError;
 pub use iperf::{IperfReport, IperfRun};
 pub use markdown::TARGET_RATIO;
 pub use results::{DataplaneResults, PathKind, PathResult, PathSample, PathSummary};
 pub use rr::RrRun;
+
+use std::time::Duration;
 
 use crate::node::{BenchError, Bins};
 
@@ -52,7 +54,13 @@ pub struct DataplaneOptions {
     /// place them). The default: client on CPU 0, server on CPU 1 when
     /// there are two CPUs or more.
     pub pinning: Option<Pinning>,
+    /// Before the first round, wait at most this long for the machine to
+    /// quieten (below [`QUIET_PERCENT`] busy).
+    pub settle_max: Duration,
 }
+
+/// Busy share of all CPUs under which the machine counts as quiet.
+pub const QUIET_PERCENT: f64 = 20.0;
 
 impl DataplaneOptions {
     /// The published run: 5 rounds of 5 s iperf3 and 3 s request/response
@@ -66,6 +74,7 @@ impl DataplaneOptions {
             first_node_index: 90,
             bins: None,
             pinning: default_pinning(),
+            settle_max: Duration::from_secs(60),
         }
     }
 
@@ -75,6 +84,7 @@ impl DataplaneOptions {
             rounds: 1,
             iperf_seconds: 1,
             rr_seconds: 1,
+            settle_max: Duration::from_secs(5),
             ..DataplaneOptions::full()
         }
     }
@@ -168,6 +178,14 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
             what: format!("dataplane: no path could be set up: {skipped:?}"),
         });
     }
+    let settle = cpu::settle(opts.settle_max, QUIET_PERCENT);
+    eprintln!(
+        "sarena-bench: dataplane: waited {:.0} s for a quiet machine ({} % busy)",
+        settle.waited_seconds,
+        settle
+            .busy_percent
+            .map_or("?".into(), |b| format!("{b:.0}"))
+    );
     let load_before = load_average();
     let ebpf = prepared.iter().position(|p| p.kind == PathKind::SarenaEbpf);
     let counters_before = ebpf.and_then(|i| rounds::ebpf_counters(&prepared[i]));
@@ -218,6 +236,7 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
         rr_seconds: opts.rr_seconds,
         cpus,
         pinning: opts.pinning,
+        settle: Some(settle),
         load_average: (load_before, load_after),
         paths,
         ebpf_check,

@@ -2,6 +2,8 @@
 //! user + nice + system + irq + softirq) over a measurement, so that a path's
 //! cost shows even when its throughput is capped by the 2 CPUs.
 
+use std::time::{Duration, Instant};
+
 use serde::{Deserialize, Serialize};
 
 use super::DataplaneError;
@@ -146,6 +148,39 @@ pub fn pin_current_thread(cpu: usize) -> Result<(), DataplaneError> {
     }
 }
 
+/// How the machine looked when the measurements began.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Settle {
+    /// Seconds spent waiting for the machine to quieten.
+    pub waited_seconds: f64,
+    /// Busy % of all CPUs over the last one-second window.
+    pub busy_percent: Option<f64>,
+}
+
+/// Waits until the machine is quiet (busy below `threshold_percent` of all
+/// CPUs over a one-second window) or `max` has passed, so that work just
+/// before (pod churn, daemon start-up) does not land on the first round.
+pub fn settle(max: Duration, threshold_percent: f64) -> Settle {
+    let start = Instant::now();
+    let mut busy_percent = None;
+    loop {
+        let window = (|| {
+            let before = sample().ok()?;
+            std::thread::sleep(Duration::from_secs(1));
+            let after = sample().ok()?;
+            CpuUsage::between(before, after, ticks_per_second())
+        })();
+        busy_percent = window.map(|w| w.busy_percent).or(busy_percent);
+        let quiet = busy_percent.is_none_or(|b| b < threshold_percent);
+        if quiet || start.elapsed() >= max {
+            return Settle {
+                waited_seconds: start.elapsed().as_secs_f64(),
+                busy_percent,
+            };
+        }
+    }
+}
+
 /// Which CPU the client and the server run on (both iperf3 ends and both
 /// request/response threads), so every path is measured with the same
 /// placement instead of wherever the scheduler puts them.
@@ -219,6 +254,17 @@ mod tests {
         // No such CPU on a test machine; out of the set's range.
         assert!(pin_current_thread(1000).is_err());
         assert!(pin_current_thread(usize::MAX).is_err());
+    }
+
+    #[test]
+    fn settle_returns_within_its_bound() {
+        // A threshold nothing reaches: waits one window, then gives up.
+        let s = settle(Duration::ZERO, -1.0);
+        assert!(s.waited_seconds >= 0.9 && s.waited_seconds < 5.0, "{s:?}");
+        assert!(
+            s.busy_percent.is_some_and(|b| (0.0..=100.0).contains(&b)),
+            "{s:?}"
+        );
     }
 
     #[test]

@@ -178,6 +178,15 @@ impl DataplaneResults {
             .flat_map(|p| p.samples.iter())
             .filter_map(|s| s.iperf.cpu.map(|c| c.steal_percent))
             .reduce(f64::max);
+        if let Some(s) = self.settle {
+            let _ = writeln!(
+                md,
+                "Before the first round the harness waited {:.0} s for a quiet machine \
+                 (then {} % of all CPUs busy over one second).\n",
+                s.waited_seconds,
+                num(s.busy_percent, 0)
+            );
+        }
         let _ = writeln!(
             md,
             "Noise: 1-minute load average {} before and {} after the measurements; \

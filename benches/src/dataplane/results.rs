@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::cpu::Pinning;
+use super::cpu::{Pinning, Settle};
 use super::ebpf_check::EbpfCheck;
 use super::iperf::IperfRun;
 use super::rr::RrRun;
@@ -118,6 +118,9 @@ pub struct DataplaneResults {
     pub cpus: usize,
     /// Where client and server ran (`None`: wherever the scheduler put them).
     pub pinning: Option<Pinning>,
+    /// The wait for a quiet machine before the first round.
+    #[serde(default)]
+    pub settle: Option<Settle>,
     /// 1-minute load average before and after the measurements.
     pub load_average: (Option<f64>, Option<f64>),
     /// Every path measured.

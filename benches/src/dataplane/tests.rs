@@ -147,6 +147,10 @@ fn results() -> DataplaneResults {
             client: 0,
             server: 1,
         }),
+        settle: Some(super::Settle {
+            waited_seconds: 3.2,
+            busy_percent: Some(12.0),
+        }),
         load_average: (Some(0.5), Some(1.25)),
         paths,
         ebpf_check: Some(ebpf_check),
@@ -173,6 +177,10 @@ fn markdown_has_a_row_per_path_targets_and_the_check() {
     );
     assert!(
         md.contains("client pinned to CPU 0, server to CPU 1"),
+        "{md}"
+    );
+    assert!(
+        md.contains("waited 3 s for a quiet machine (then 12 %"),
         "{md}"
     );
     // eBPF ≥ 0.95× raw: target met; kernel at 0.75×: missed.
@@ -258,4 +266,31 @@ fn quick_dataplane_run() {
         assert!(p.summary.gbits_median.unwrap() > 0.1, "{:?}", p.summary);
         assert!(p.summary.rr_median.unwrap() > 100.0, "{:?}", p.summary);
     }
+}
+
+/// The measurement with settings from the environment, for comparing CPU
+/// placements by hand: `SARENA_DP_PIN=none|CLIENT,SERVER`,
+/// `SARENA_DP_ROUNDS=N`, `SARENA_DP_SECS=N` (both runs' length);
+/// `cargo test -p sarena-benches --lib -- --ignored --nocapture dataplane_run_from_env`
+#[test]
+#[ignore = "needs root, release binaries and iperf3; a manual experiment"]
+fn dataplane_run_from_env() {
+    let mut o = DataplaneOptions::quick();
+    let env = |k: &str| std::env::var(k).ok();
+    if let Some(pin) = env("SARENA_DP_PIN") {
+        o.pinning = pin.split_once(',').map(|(c, s)| super::Pinning {
+            client: c.parse().unwrap(),
+            server: s.parse().unwrap(),
+        });
+    }
+    if let Some(r) = env("SARENA_DP_ROUNDS") {
+        o.rounds = r.parse().unwrap();
+    }
+    if let Some(s) = env("SARENA_DP_SECS") {
+        o.iperf_seconds = s.parse().unwrap();
+        o.rr_seconds = o.iperf_seconds;
+    }
+    let results = super::run(&o).unwrap();
+    println!("{}", results.markdown());
+    assert_eq!(results.problems(), Vec::<String>::new());
 }
