@@ -5,10 +5,13 @@
 //! Plugins are executed as a runtime does (see [`exec`]): a fresh process each time,
 //! entering the node netns before exec. Everything is removed on drop.
 
+mod bins;
+mod contender;
 mod error;
 pub mod exec;
 pub mod http;
 pub mod netns;
+mod state;
 
 use std::fs::{File, OpenOptions};
 use std::net::Ipv4Addr;
@@ -18,127 +21,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+pub use bins::Bins;
+pub use contender::Contender;
 pub use error::BenchError;
 pub use exec::PluginRun;
 pub use netns::{Netns, Pod, run_cmd, run_id, unique_name};
-
-/// Who provides pod networking on a node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Contender {
-    /// sarena-cni + sarena-daemon, eBPF dataplane.
-    SarenaEbpf,
-    /// sarena-cni + sarena-daemon, kernel-routing dataplane.
-    SarenaKernel,
-    /// Reference `ptp` + `host-local` (containernetworking-plugins).
-    PtpHostLocal,
-    /// Reference `bridge` + `host-local`.
-    BridgeHostLocal,
-}
-
-impl Contender {
-    /// All four, in report order.
-    pub const ALL: [Contender; 4] = [
-        Contender::SarenaEbpf,
-        Contender::SarenaKernel,
-        Contender::PtpHostLocal,
-        Contender::BridgeHostLocal,
-    ];
-
-    /// Human label for tables.
-    pub fn label(self) -> &'static str {
-        match self {
-            Contender::SarenaEbpf => "Sarena (eBPF)",
-            Contender::SarenaKernel => "Sarena (kernel)",
-            Contender::PtpHostLocal => "ptp + host-local",
-            Contender::BridgeHostLocal => "bridge + host-local",
-        }
-    }
-
-    /// Short identifier (file names, JSON).
-    pub fn slug(self) -> &'static str {
-        match self {
-            Contender::SarenaEbpf => "sarena-ebpf",
-            Contender::SarenaKernel => "sarena-kernel",
-            Contender::PtpHostLocal => "ptp",
-            Contender::BridgeHostLocal => "bridge",
-        }
-    }
-
-    /// Sarena (a daemon runs on the node).
-    pub fn is_sarena(self) -> bool {
-        matches!(self, Contender::SarenaEbpf | Contender::SarenaKernel)
-    }
-
-    /// Whether the plugin implements STATUS (CNI 1.1.0; the reference plugins speak 1.0.0).
-    pub fn supports_status(self) -> bool {
-        self.is_sarena()
-    }
-}
-
-/// Where the binaries are.
-#[derive(Debug, Clone)]
-pub struct Bins {
-    /// `sarena-cni` (release build).
-    pub sarena_cni: PathBuf,
-    /// `sarena-daemon` (release build).
-    pub sarena_daemon: PathBuf,
-    /// Directory of the reference plugins (ptp, bridge, host-local).
-    pub cni_dir: PathBuf,
-}
-
-impl Bins {
-    /// `SARENA_BIN_DIR`, else the directory of this executable, else the workspace's
-    /// `target/release`; reference plugins from `SARENA_REF_CNI_DIR` or /usr/lib/cni.
-    pub fn locate() -> Result<Bins, BenchError> {
-        let mut dirs: Vec<PathBuf> = Vec::new();
-        if let Some(d) = std::env::var_os("SARENA_BIN_DIR") {
-            dirs.push(PathBuf::from(d));
-        }
-        if let Ok(exe) = std::env::current_exe()
-            && let Some(d) = exe.parent()
-        {
-            dirs.push(d.to_path_buf());
-        }
-        dirs.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release"));
-        let bin_dir = dirs
-            .iter()
-            .find(|d| d.join("sarena-cni").is_file() && d.join("sarena-daemon").is_file())
-            .ok_or_else(|| BenchError::MissingBinary {
-                what: "sarena-cni and sarena-daemon",
-                path: dirs.last().cloned().unwrap_or_default(),
-                hint: "cargo build --release -p sarena-cni -p sarena-daemon (or set SARENA_BIN_DIR)",
-            })?;
-        let cni_dir = std::env::var_os("SARENA_REF_CNI_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("/usr/lib/cni"));
-        for p in ["ptp", "bridge", "host-local"] {
-            if !cni_dir.join(p).is_file() {
-                return Err(BenchError::MissingBinary {
-                    what: "reference CNI plugin",
-                    path: cni_dir.join(p),
-                    hint: "apt-get install containernetworking-plugins (scripts/setup.sh)",
-                });
-            }
-        }
-        Ok(Bins {
-            sarena_cni: bin_dir.join("sarena-cni"),
-            sarena_daemon: bin_dir.join("sarena-daemon"),
-            cni_dir,
-        })
-    }
-}
-
-/// A node's IPAM occupancy, read from its own state (daemon API or host-local's dir).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IpamUsage {
-    /// Endpoints the daemon knows (Sarena only).
-    pub endpoints: Option<usize>,
-    /// Addresses allocated.
-    pub addresses: usize,
-}
+pub use state::{IpamUsage, count_host_local, parse_vm_rss};
 
 struct Daemon {
     child: Child,
@@ -613,74 +503,9 @@ fn stop_child(child: &mut Child, grace: Duration) {
     let _ = child.wait();
 }
 
-/// Addresses host-local holds under `dir` (one file per address; not `lock`,
-/// not `last_reserved_ip*`).
-pub fn count_host_local(dir: &Path) -> Result<usize, BenchError> {
-    let mut n = 0;
-    if !dir.exists() {
-        return Ok(0);
-    }
-    let nets = std::fs::read_dir(dir).map_err(|e| BenchError::io("read_dir", dir, e))?;
-    for net in nets.flatten() {
-        let Ok(entries) = std::fs::read_dir(net.path()) else {
-            continue;
-        };
-        n += entries
-            .flatten()
-            .filter(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                name != "lock" && !name.starts_with("last_reserved_ip")
-            })
-            .count();
-    }
-    Ok(n)
-}
-
-/// VmRSS (KiB) from a /proc/PID/status text.
-pub fn parse_vm_rss(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-}
-
 /// The last `n` lines of a file (for error messages).
 fn tail(path: &Path, n: usize) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn vm_rss_is_parsed() {
-        let s = "Name:\tsarena-daemon\nVmPeak:\t  9000 kB\nVmRSS:\t   12345 kB\nThreads: 3\n";
-        assert_eq!(parse_vm_rss(s), Some(12345));
-        assert_eq!(parse_vm_rss("Name: x\n"), None);
-    }
-
-    #[test]
-    fn host_local_count_skips_lock_and_last_reserved() {
-        let dir = tempfile::tempdir().unwrap();
-        let net = dir.path().join("net");
-        std::fs::create_dir(&net).unwrap();
-        for f in ["lock", "last_reserved_ip.0", "10.1.0.2", "10.1.0.3"] {
-            std::fs::write(net.join(f), "x").unwrap();
-        }
-        assert_eq!(count_host_local(dir.path()).unwrap(), 2);
-        assert_eq!(count_host_local(&dir.path().join("absent")).unwrap(), 0);
-    }
-
-    #[test]
-    fn contender_labels_are_distinct() {
-        let slugs: std::collections::HashSet<_> = Contender::ALL.iter().map(|c| c.slug()).collect();
-        assert_eq!(slugs.len(), 4);
-        assert!(Contender::SarenaEbpf.supports_status());
-        assert!(!Contender::PtpHostLocal.supports_status());
-    }
 }
