@@ -51,8 +51,8 @@ pub struct DataplaneOptions {
     /// The binaries; `None`: [`Bins::locate`].
     pub bins: Option<Bins>,
     /// Pin client and server to these CPUs (`None`: let the scheduler
-    /// place them). The default: client on CPU 0, server on CPU 1 when
-    /// there are two CPUs or more.
+    /// place them). The default: both on the same CPU (see
+    /// [`DataplaneOptions::full`]).
     pub pinning: Option<Pinning>,
     /// Before the first round, wait at most this long for the machine to
     /// quieten (below [`QUIET_PERCENT`] busy).
@@ -64,7 +64,14 @@ pub const QUIET_PERCENT: f64 = 20.0;
 
 impl DataplaneOptions {
     /// The published run: 5 rounds of 5 s iperf3 and 3 s request/response
-    /// per path (about 3.5 minutes for the four paths).
+    /// per path (about 3.5 minutes for the four paths), client and server
+    /// pinned to one CPU, the highest this process may use: there the
+    /// throughput and the request/response rate are the inverse of the whole
+    /// path's cost (sender, forwarding, receiver), which is what the paths
+    /// differ in, and background load on a small shared machine lands mostly
+    /// on the other CPU(s). On the 2-vCPU machine of the published runs, with
+    /// other work running, client and server on different CPUs varied 3–5×
+    /// between rounds, unpinned about 2×, on one CPU ±10 %.
     pub fn full() -> DataplaneOptions {
         DataplaneOptions {
             rounds: 5,
@@ -109,13 +116,12 @@ impl DataplaneOptions {
     }
 }
 
-/// Client on CPU 0, server on CPU 1, when the machine has two CPUs we may
-/// run on.
+/// Client and server on the same CPU, the highest this process may use.
 fn default_pinning() -> Option<Pinning> {
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    (cpus >= 2).then_some(Pinning {
-        client: 0,
-        server: 1,
+    let cpu = cpu::allowed_cpus().into_iter().max()?;
+    Some(Pinning {
+        client: cpu,
+        server: cpu,
     })
 }
 

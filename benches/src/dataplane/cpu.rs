@@ -123,6 +123,21 @@ pub fn thread_cpu_seconds() -> Option<f64> {
     (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
 }
 
+/// The CPUs this thread may run on (`sched_getaffinity`); empty if unknown.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: an all-zero cpu_set_t is the empty set; sched_getaffinity
+    // fills the set we own, CPU_ISSET reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
+            .collect()
+    }
+}
+
 /// Pins the calling thread to `cpu`.
 pub fn pin_current_thread(cpu: usize) -> Result<(), DataplaneError> {
     if cpu >= libc::CPU_SETSIZE as usize {
@@ -254,6 +269,13 @@ mod tests {
         // No such CPU on a test machine; out of the set's range.
         assert!(pin_current_thread(1000).is_err());
         assert!(pin_current_thread(usize::MAX).is_err());
+    }
+
+    #[test]
+    fn allowed_cpus_match_the_parallelism() {
+        let cpus = allowed_cpus();
+        let n = std::thread::available_parallelism().map_or(0, usize::from);
+        assert_eq!(cpus.len(), n, "{cpus:?}");
     }
 
     #[test]

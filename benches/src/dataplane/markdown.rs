@@ -40,6 +40,12 @@ impl DataplaneResults {
 
     fn method(&self, md: &mut String) {
         let pinning = match self.pinning {
+            Some(p) if p.client == p.server => format!(
+                "client and server both pinned to CPU {} (iperf3 `-A`, `sched_setaffinity` \
+                 for the request/response threads): on one CPU the rates are the inverse of \
+                 the whole path's cost, and background load lands mostly on the other CPU(s)",
+                p.client
+            ),
             Some(p) => format!(
                 "client pinned to CPU {}, server to CPU {} (both iperf3 ends with `-A`, \
                  both request/response threads with `sched_setaffinity`)",

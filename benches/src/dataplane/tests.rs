@@ -144,7 +144,7 @@ fn results() -> DataplaneResults {
         rr_seconds: 3,
         cpus: 2,
         pinning: Some(super::Pinning {
-            client: 0,
+            client: 1,
             server: 1,
         }),
         settle: Some(super::Settle {
@@ -176,7 +176,7 @@ fn markdown_has_a_row_per_path_targets_and_the_check() {
         "{md}"
     );
     assert!(
-        md.contains("client pinned to CPU 0, server to CPU 1"),
+        md.contains("client and server both pinned to CPU 1"),
         "{md}"
     );
     assert!(
