@@ -1,1 +1,12 @@
-//! Criterion benchmarks of Sarena; see `benches/`.
+//! Sarena's benchmarks: criterion benches in `benches/` (IPAM, API round
+//! trip) and the `sarena-bench` harness (CNI operations executed as a runtime
+//! does, churn, scale, dataplane) that writes `docs/benchmarks.md`.
+
+// Tests may unwrap (as in sarena-core).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod cni_ops;
+pub mod dataplane;
+pub mod node;
+pub mod report;
+pub mod stats;

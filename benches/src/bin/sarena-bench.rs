@@ -1,0 +1,226 @@
+//! `sarena-bench`: the benchmark harness of issue 6. Runs the CNI operation
+//! benchmarks (latency, churn, scale) and the dataplane benchmark on throwaway
+//! nodes, writes each part's results as JSON, and renders docs/benchmarks.md.
+//! Must run as root. `scripts/bench.sh` is the one documented command.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use sarena_benches::cni_ops::{self, CniOptions, CniResults};
+use sarena_benches::dataplane::{self, DataplaneOptions, DataplaneResults};
+use sarena_benches::node::{BenchError, Bins};
+use sarena_benches::report::{self, Machine, ReportInputs};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sarena-bench",
+    version,
+    about = "Sarena's benchmark harness (run as root)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    part: Part,
+}
+
+#[derive(Debug, Subcommand)]
+enum Part {
+    /// CNI ADD/CHECK/STATUS/DEL latency, churn and scale against the reference plugins.
+    Cni(RunArgs),
+    /// Pod ↔ pod throughput and request/response against a raw veth pair.
+    Dataplane(RunArgs),
+    /// `cni`, then `dataplane`, then `report`.
+    All(RunArgs),
+    /// Renders the page from the JSON results in --out.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// Pods per contender in the latency part.
+    #[arg(long, default_value_t = 200)]
+    pods: usize,
+    /// Tiny numbers: a smoke run of every code path.
+    #[arg(long)]
+    quick: bool,
+    #[command(flatten)]
+    report: ReportArgs,
+}
+
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// Where the results JSON go.
+    #[arg(long, default_value = "target/bench")]
+    out: PathBuf,
+    /// Where benchmarks.md and its plots go (default: --out).
+    #[arg(long)]
+    docs: Option<PathBuf>,
+    /// Criterion's output directory (estimates are gathered from it).
+    #[arg(long, default_value = "target/criterion")]
+    criterion: PathBuf,
+    /// The command to print on the page (default: $SARENA_BENCH_COMMAND, else this one).
+    #[arg(long)]
+    command: Option<String>,
+}
+
+/// Facts of the run besides the results.
+#[derive(Debug, Serialize, Deserialize)]
+struct RunInfo {
+    quick: bool,
+    command: String,
+    machine: Machine,
+}
+
+const CNI_JSON: &str = "cni.json";
+const DATAPLANE_JSON: &str = "dataplane.json";
+const RUN_JSON: &str = "run.json";
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.part) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("sarena-bench: some verifications failed (see the page's last sections)");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("sarena-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Ok(false): finished, but a verification failed.
+fn run(part: Part) -> Result<bool, BenchError> {
+    match part {
+        Part::Cni(a) => {
+            start(&a)?;
+            cni(&a)
+        }
+        Part::Dataplane(a) => {
+            start(&a)?;
+            dp(&a)
+        }
+        Part::All(a) => {
+            start(&a)?;
+            let cni_ok = cni(&a)?;
+            let dp_ok = dp(&a)?;
+            report_part(&a.report)?;
+            Ok(cni_ok && dp_ok)
+        }
+        Part::Report(r) => {
+            report_part(&r)?;
+            Ok(true)
+        }
+    }
+}
+
+fn command_line(r: &ReportArgs) -> String {
+    r.command
+        .clone()
+        .or_else(|| std::env::var("SARENA_BENCH_COMMAND").ok())
+        .unwrap_or_else(|| std::env::args().collect::<Vec<_>>().join(" "))
+}
+
+/// Root check, output dir, run facts.
+fn start(a: &RunArgs) -> Result<(), BenchError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(BenchError::NotRoot);
+    }
+    if a.pods == 0 {
+        return Err(BenchError::Input {
+            what: "--pods must be at least 1".into(),
+        });
+    }
+    std::fs::create_dir_all(&a.report.out)
+        .map_err(|e| BenchError::io("mkdir", &a.report.out, e))?;
+    let bins = Bins::locate()?;
+    let info = RunInfo {
+        quick: a.quick,
+        command: command_line(&a.report),
+        machine: report::machine::collect(Some(&bins.sarena_cni)),
+    };
+    write_json(&a.report.out.join(RUN_JSON), &info)
+}
+
+fn cni(a: &RunArgs) -> Result<bool, BenchError> {
+    let opts = if a.quick {
+        CniOptions::quick()
+    } else {
+        CniOptions::full(a.pods)
+    };
+    let bins = Bins::locate()?;
+    let results = cni_ops::run(&opts, &bins)?;
+    write_json(&a.report.out.join(CNI_JSON), &results)?;
+    Ok(results.all_checks_ok())
+}
+
+fn dp(a: &RunArgs) -> Result<bool, BenchError> {
+    let opts = if a.quick {
+        DataplaneOptions::quick()
+    } else {
+        DataplaneOptions::full()
+    };
+    cni_ops::progress(&format!("dataplane: {} rounds", opts.rounds));
+    let results = dataplane::run(&opts)?;
+    write_json(&a.report.out.join(DATAPLANE_JSON), &results)?;
+    let problems = results.problems();
+    for p in &problems {
+        cni_ops::progress(&format!("dataplane problem: {p}"));
+    }
+    Ok(problems.is_empty())
+}
+
+fn report_part(r: &ReportArgs) -> Result<(), BenchError> {
+    let info: Option<RunInfo> = read_json(&r.out.join(RUN_JSON))?;
+    let cni: Option<CniResults> = read_json(&r.out.join(CNI_JSON))?;
+    let dataplane: Option<DataplaneResults> = read_json(&r.out.join(DATAPLANE_JSON))?;
+    if cni.is_none() && dataplane.is_none() {
+        return Err(BenchError::Input {
+            what: format!(
+                "no results in {} (run `sarena-bench all` first)",
+                r.out.display()
+            ),
+        });
+    }
+    let (quick, command, machine) = match info {
+        Some(i) => (i.quick, r.command.clone().unwrap_or(i.command), i.machine),
+        None => (false, command_line(r), report::machine::collect(None)),
+    };
+    let inputs = ReportInputs {
+        cni,
+        dataplane,
+        criterion: report::criterion::gather(&r.criterion),
+        machine,
+        command,
+        quick,
+    };
+    let docs = r.docs.clone().unwrap_or_else(|| r.out.clone());
+    for f in report::write(&docs, &inputs)? {
+        cni_ops::progress(&format!("wrote {}", f.display()));
+    }
+    Ok(())
+}
+
+fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), BenchError> {
+    let text = serde_json::to_string_pretty(value).map_err(|source| BenchError::Json {
+        what: path.display().to_string(),
+        source,
+    })?;
+    std::fs::write(path, text).map_err(|e| BenchError::io("write", path, e))
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>, BenchError> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| BenchError::io("read", path, e))?;
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|source| BenchError::Json {
+            what: path.display().to_string(),
+            source,
+        })
+}

@@ -1,0 +1,252 @@
+//! Issue item 4, the dataplane: pod ↔ pod TCP throughput (iperf3, one
+//! stream) and a 1-byte request/response rate over one TCP connection, for
+//! Sarena eBPF mode, Sarena kernel mode and reference ptp + host-local (two
+//! pods each, made by the real plugin on a throwaway [`Node`]), and a raw
+//! veth pair between two netns; interleaved rounds, medians, ratios to the raw
+//! veth pair, and the machine's CPU cost from `/proc/stat`.
+//!
+//! [`Node`]: crate::node::Node
+
+mod cpu;
+mod ebpf_check;
+mod error;
+mod iperf;
+mod markdown;
+mod netns;
+mod paths;
+mod raw_veth;
+mod results;
+mod rounds;
+mod rr;
+#[cfg(test)]
+mod tests;
+
+pub use cpu::{CpuUsage, Pinning, Settle};
+pub use ebpf_check::EbpfCheck;
+pub use error::DataplaneError;
+pub use iperf::{IperfReport, IperfRun};
+pub use markdown::TARGET_RATIO;
+pub use results::{DataplaneResults, PathKind, PathResult, PathSample, PathSummary};
+pub use rr::RrRun;
+
+use std::time::Duration;
+
+use crate::node::{BenchError, Bins};
+
+/// What to measure and for how long.
+#[derive(Debug, Clone)]
+pub struct DataplaneOptions {
+    /// Interleaved rounds (each measures every path once).
+    pub rounds: u32,
+    /// iperf3 duration per run, whole seconds.
+    pub iperf_seconds: u64,
+    /// Request/response duration per run, seconds.
+    pub rr_seconds: u64,
+    /// The paths, in report order.
+    pub paths: Vec<PathKind>,
+    /// Node index of the first plugin path (the next ones count up); node
+    /// indexes pick the pod subnets, so keep them apart from other nodes
+    /// alive at the same time.
+    pub first_node_index: u8,
+    /// The binaries; `None`: [`Bins::locate`].
+    pub bins: Option<Bins>,
+    /// Pin client and server to these CPUs (`None`: let the scheduler
+    /// place them). The default: both on the same CPU (see
+    /// [`DataplaneOptions::full`]).
+    pub pinning: Option<Pinning>,
+    /// Before the first round, wait at most this long for the machine to
+    /// quieten (below [`QUIET_PERCENT`] busy).
+    pub settle_max: Duration,
+}
+
+/// Busy share of all CPUs under which the machine counts as quiet.
+pub const QUIET_PERCENT: f64 = 20.0;
+
+impl DataplaneOptions {
+    /// The published run: 5 rounds of 5 s iperf3 and 3 s request/response
+    /// per path (about 3.5 minutes for the four paths), client and server
+    /// pinned to one CPU, the highest this process may use: there the
+    /// throughput and the request/response rate are the inverse of the whole
+    /// path's cost (sender, forwarding, receiver), which is what the paths
+    /// differ in, and background load on a small shared machine lands mostly
+    /// on the other CPU(s). On the 2-vCPU machine of the published runs, with
+    /// other work running, client and server on different CPUs varied 3–5×
+    /// between rounds, unpinned about 2×, on one CPU ±10 %.
+    pub fn full() -> DataplaneOptions {
+        DataplaneOptions {
+            rounds: 5,
+            iperf_seconds: 5,
+            rr_seconds: 3,
+            paths: PathKind::ALL.to_vec(),
+            first_node_index: 90,
+            bins: None,
+            pinning: default_pinning(),
+            settle_max: Duration::from_secs(60),
+        }
+    }
+
+    /// A smoke run: one round of 1 s each.
+    pub fn quick() -> DataplaneOptions {
+        DataplaneOptions {
+            rounds: 1,
+            iperf_seconds: 1,
+            rr_seconds: 1,
+            settle_max: Duration::from_secs(5),
+            ..DataplaneOptions::full()
+        }
+    }
+
+    fn validate(&self) -> Result<(), DataplaneError> {
+        if self.rounds == 0 || self.iperf_seconds == 0 || self.rr_seconds == 0 {
+            return Err(DataplaneError::Options(
+                "rounds, iperf_seconds and rr_seconds must be at least 1".into(),
+            ));
+        }
+        if self.paths.is_empty() {
+            return Err(DataplaneError::Options("no path to measure".into()));
+        }
+        if usize::from(self.first_node_index) + self.paths.len() > 100 {
+            return Err(DataplaneError::Options(format!(
+                "first_node_index {} leaves no room for {} nodes below 100",
+                self.first_node_index,
+                self.paths.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Client and server on the same CPU, the highest this process may use.
+fn default_pinning() -> Option<Pinning> {
+    let cpu = cpu::allowed_cpus().into_iter().max()?;
+    Some(Pinning {
+        client: cpu,
+        server: cpu,
+    })
+}
+
+impl Default for DataplaneOptions {
+    fn default() -> Self {
+        DataplaneOptions::full()
+    }
+}
+
+impl DataplaneResults {
+    /// Checks that failed: paths not measured, the eBPF counters not
+    /// matching. Empty when everything asked for was measured and verified.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems: Vec<String> = self
+            .skipped
+            .iter()
+            .map(|(path, why)| format!("{}: {why}", path.label()))
+            .collect();
+        let ebpf_measured = self
+            .paths
+            .iter()
+            .any(|p| p.path == PathKind::SarenaEbpf && !p.samples.is_empty());
+        match &self.ebpf_check {
+            Some(c) if !c.passed => problems.push(format!("eBPF check: {}", c.describe())),
+            None if ebpf_measured && self.check_errors.is_empty() => {
+                problems.push("eBPF check: counters not read".into())
+            }
+            _ => {}
+        }
+        problems.extend(self.check_errors.iter().cloned());
+        problems
+    }
+}
+
+/// 1-minute load average.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Sets up every path, measures them in interleaved rounds and summarises.
+/// A path that cannot be set up (or fails mid-run) is reported in
+/// [`DataplaneResults::skipped`]; the run fails only when nothing could be
+/// measured or the binaries are missing.
+pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
+    opts.validate()?;
+    let needs_bins = opts.paths.iter().any(|p| *p != PathKind::RawVeth);
+    let bins = match (&opts.bins, needs_bins) {
+        (Some(b), _) => Some(b.clone()),
+        (None, true) => Some(Bins::locate()?),
+        (None, false) => None,
+    };
+    let (prepared, mut skipped) = rounds::prepare_all(opts, bins.as_ref());
+    if prepared.is_empty() {
+        return Err(BenchError::Verify {
+            what: format!("dataplane: no path could be set up: {skipped:?}"),
+        });
+    }
+    let settle = cpu::settle(opts.settle_max, QUIET_PERCENT);
+    eprintln!(
+        "sarena-bench: dataplane: waited {:.0} s for a quiet machine ({} % busy)",
+        settle.waited_seconds,
+        settle
+            .busy_percent
+            .map_or("?".into(), |b| format!("{b:.0}"))
+    );
+    let load_before = load_average();
+    let ebpf = prepared.iter().position(|p| p.kind == PathKind::SarenaEbpf);
+    let counters_before = ebpf.and_then(|i| rounds::ebpf_counters(&prepared[i]));
+    let measured = rounds::measure(&prepared, opts);
+    let mut check_errors = Vec::new();
+    let ebpf_check = match (ebpf, counters_before) {
+        (Some(i), Some(before)) => {
+            let after = rounds::ebpf_counters(&prepared[i]);
+            let iperf_bytes = measured.samples[i]
+                .iter()
+                .map(|s| s.iperf.report.bytes)
+                .sum();
+            match (before, after) {
+                (Ok(before), Some(Ok(after))) => Some(EbpfCheck::new(&before, &after, iperf_bytes)),
+                (Err(e), _) | (_, Some(Err(e))) => {
+                    check_errors.push(format!("eBPF counters: {e}"));
+                    None
+                }
+                (Ok(_), None) => None,
+            }
+        }
+        _ => None,
+    };
+    let load_after = load_average();
+
+    let mut paths: Vec<PathResult> = prepared
+        .iter()
+        .zip(measured.samples)
+        .map(|(p, samples)| PathResult {
+            path: p.kind,
+            mtu: p.mtu,
+            summary: PathSummary::of(&samples),
+            samples,
+        })
+        .collect();
+    results::fill_ratios(&mut paths);
+    for (p, why) in prepared.iter().zip(measured.failed) {
+        if let Some(why) = why {
+            skipped.push((p.kind, why));
+        }
+    }
+    let cpus = std::fs::read_to_string("/proc/stat")
+        .map(|t| cpu::parse_cpu_count(&t))
+        .unwrap_or(0);
+    Ok(DataplaneResults {
+        rounds: opts.rounds,
+        iperf_seconds: opts.iperf_seconds,
+        rr_seconds: opts.rr_seconds,
+        cpus,
+        pinning: opts.pinning,
+        settle: Some(settle),
+        load_average: (load_before, load_after),
+        paths,
+        ebpf_check,
+        check_errors,
+        skipped,
+    })
+}

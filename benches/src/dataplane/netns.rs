@@ -1,0 +1,160 @@
+//! Running code and programs inside a pod's network namespace: a fresh
+//! thread that `setns`es (the namespace is per thread, and the thread ends
+//! with the work), or a child process that `setns`es between fork and exec.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::DataplaneError;
+
+fn open(netns: &Path) -> Result<File, DataplaneError> {
+    File::open(netns).map_err(|source| DataplaneError::Io {
+        action: "open netns",
+        path: netns.to_owned(),
+        source,
+    })
+}
+
+fn enter(file: &File) -> std::io::Result<()> {
+    // SAFETY: setns on an open namespace fd; it only changes this thread's
+    // network namespace.
+    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Runs `f` on a new thread inside the network namespace at `netns` (a
+/// `/run/netns/<name>` path).
+pub fn spawn_in<T, F>(
+    netns: &Path,
+    f: F,
+) -> Result<JoinHandle<Result<T, DataplaneError>>, DataplaneError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, DataplaneError> + Send + 'static,
+{
+    let file = open(netns)?;
+    let path: PathBuf = netns.to_owned();
+    std::thread::Builder::new()
+        .name("bench-netns".into())
+        .spawn(move || {
+            enter(&file).map_err(|source| DataplaneError::Io {
+                action: "setns",
+                path,
+                source,
+            })?;
+            drop(file);
+            f()
+        })
+        .map_err(|source| DataplaneError::Io {
+            action: "spawn thread for",
+            path: netns.to_owned(),
+            source,
+        })
+}
+
+/// Joins a thread from [`spawn_in`]; a panic becomes an error.
+pub fn join<T>(
+    handle: JoinHandle<Result<T, DataplaneError>>,
+    what: &'static str,
+) -> Result<T, DataplaneError> {
+    handle
+        .join()
+        .map_err(|_| DataplaneError::ThreadPanicked { what })?
+}
+
+/// Makes `cmd` run inside the network namespace at `netns`: the namespace
+/// file is opened now, and the child calls only `setns` on it between fork
+/// and exec (async-signal-safe).
+pub fn command_in(netns: &Path, cmd: &mut Command) -> Result<(), DataplaneError> {
+    let file = open(netns)?;
+    // SAFETY: the closure calls only setns (async-signal-safe) on an fd opened
+    // before the fork, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || enter(&file));
+    }
+    Ok(())
+}
+
+/// Waits for `child` at most `timeout`; kills and reaps it when it takes
+/// longer (then `None`).
+pub fn wait_timeout(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Kills and reaps `child` if it is still running (for a server whose
+/// client has finished or failed).
+pub fn stop(child: &mut Child) {
+    if let Ok(None) = child.try_wait() {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+}
+
+/// A finished (or timed-out) child's output.
+#[derive(Debug)]
+pub struct Output {
+    /// Exit status; `None` when it was killed for taking too long.
+    pub status: Option<ExitStatus>,
+    /// Standard output (lossy UTF-8).
+    pub stdout: String,
+    /// Standard error (lossy UTF-8).
+    pub stderr: String,
+}
+
+/// Runs `cmd` with stdout and stderr captured (read on their own threads so
+/// a full pipe never stalls it) and kills it after `timeout`.
+pub fn output_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, DataplaneError> {
+    use std::process::Stdio;
+    let program = PathBuf::from(cmd.get_program());
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|source| DataplaneError::Io {
+            action: "spawn",
+            path: program.clone(),
+            source,
+        })?;
+    fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> JoinHandle<String> {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            String::from_utf8_lossy(&buf).into_owned()
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let status = wait_timeout(&mut child, timeout).map_err(|source| DataplaneError::Io {
+        action: "wait for",
+        path: program,
+        source,
+    })?;
+    Ok(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}

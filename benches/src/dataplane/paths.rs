@@ -1,0 +1,191 @@
+//! Setting up each measured path: two pods on a throwaway node made by the
+//! real plugin (Sarena eBPF, Sarena kernel, ptp + host-local), or the raw
+//! veth pair. Everything is torn down on drop.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::raw_veth::{self, RawVethPair};
+use super::results::PathKind;
+use super::rr;
+use crate::node::{BenchError, Bins, Contender, Node, Pod, run_cmd};
+
+/// Where a path's client and server live.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    /// The client's netns (`/run/netns/...`).
+    pub client_ns: PathBuf,
+    /// The server's netns.
+    pub server_ns: PathBuf,
+    /// The server's address.
+    pub server_ip: Ipv4Addr,
+}
+
+/// Two pods on one node; the pods are deleted (CNI DEL) before the node
+/// goes.
+#[derive(Debug)]
+pub struct PodPair {
+    client: Pod,
+    server: Pod,
+    node: Node,
+}
+
+impl PodPair {
+    /// The node the pods are on.
+    pub fn node(&self) -> &Node {
+        &self.node
+    }
+}
+
+impl Drop for PodPair {
+    fn drop(&mut self) {
+        for pod in [&self.client, &self.server] {
+            match self.node.del(pod) {
+                Ok(run) if run.ok() => {}
+                Ok(run) => eprintln!(
+                    "sarena-bench: warning: DEL of {} on {}: {}",
+                    pod.container_id(),
+                    self.node.contender().label(),
+                    run.error_text()
+                ),
+                Err(e) => eprintln!("sarena-bench: warning: DEL of {}: {e}", pod.container_id()),
+            }
+        }
+    }
+}
+
+/// What keeps a path alive.
+#[derive(Debug)]
+pub enum Setup {
+    /// The raw veth pair (held only to be dropped last).
+    Raw(#[allow(dead_code, reason = "held for its Drop")] RawVethPair),
+    /// Two pods on a node.
+    Pods(Box<PodPair>),
+}
+
+/// A path ready to be measured.
+#[derive(Debug)]
+pub struct PreparedPath {
+    /// Which path.
+    pub kind: PathKind,
+    /// Client and server.
+    pub endpoints: Endpoints,
+    /// The server side's `eth0` MTU.
+    pub mtu: Option<u32>,
+    /// The namespaces, node and pods (dropped last).
+    pub setup: Setup,
+}
+
+impl PreparedPath {
+    /// The node's pin dir, for the eBPF path.
+    pub fn pin_dir(&self) -> Option<&Path> {
+        match &self.setup {
+            Setup::Pods(p) => p.node().pin_dir(),
+            Setup::Raw(_) => None,
+        }
+    }
+}
+
+fn contender(kind: PathKind) -> Option<Contender> {
+    match kind {
+        PathKind::RawVeth => None,
+        PathKind::SarenaEbpf => Some(Contender::SarenaEbpf),
+        PathKind::SarenaKernel => Some(Contender::SarenaKernel),
+        PathKind::PtpHostLocal => Some(Contender::PtpHostLocal),
+    }
+}
+
+/// The MTU in `ip -o link show` output.
+pub fn parse_mtu(ip_link: &str) -> Option<u32> {
+    let mut words = ip_link.split_whitespace();
+    words.find(|w| *w == "mtu")?;
+    words.next()?.parse().ok()
+}
+
+fn mtu_of(netns_name: &str) -> Option<u32> {
+    run_cmd("ip", &["-n", netns_name, "-o", "link", "show", "eth0"])
+        .ok()
+        .as_deref()
+        .and_then(parse_mtu)
+}
+
+/// Sets up `kind` (a node with index `node_index` from `bins` for the
+/// plugin paths) and checks that a TCP round trip works over it.
+pub fn prepare(
+    kind: PathKind,
+    node_index: u8,
+    bins: Option<&Bins>,
+) -> Result<PreparedPath, BenchError> {
+    let path = match contender(kind) {
+        None => {
+            let pair = RawVethPair::new()?;
+            PreparedPath {
+                kind,
+                endpoints: Endpoints {
+                    client_ns: pair.client_netns().to_owned(),
+                    server_ns: pair.server_netns().to_owned(),
+                    server_ip: raw_veth::SERVER_IP,
+                },
+                mtu: Some(raw_veth::MTU),
+                setup: Setup::Raw(pair),
+            }
+        }
+        Some(contender) => {
+            let bins = bins.ok_or_else(|| BenchError::Input {
+                what: format!("{}: the binaries were not located", kind.label()),
+            })?;
+            let node = Node::start(contender, node_index, bins)?;
+            let client = Pod::new("dp-client")?;
+            let server = Pod::new("dp-server")?;
+            let pair = PodPair {
+                client,
+                server,
+                node,
+            };
+            pair.node.add_ok(&pair.client)?;
+            let added = pair.node.add_ok(&pair.server)?;
+            let server_ip = added.ip.ok_or_else(|| BenchError::Verify {
+                what: format!(
+                    "{}: ADD of the server pod gave no IPv4 address",
+                    kind.label()
+                ),
+            })?;
+            let mtu = mtu_of(pair.server.netns_name());
+            PreparedPath {
+                kind,
+                endpoints: Endpoints {
+                    client_ns: pair.client.netns_path().to_owned(),
+                    server_ns: pair.server.netns_path().to_owned(),
+                    server_ip,
+                },
+                mtu,
+                setup: Setup::Pods(Box::new(pair)),
+            }
+        }
+    };
+    // The path must carry a TCP connection before it is measured.
+    let e = &path.endpoints;
+    rr::measure(
+        &e.client_ns,
+        &e.server_ns,
+        e.server_ip,
+        Duration::from_millis(100),
+        None,
+    )?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mtu_is_read_from_ip_link() {
+        let line = "2: eth0@if5: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1450 qdisc noqueue state UP \
+                    mode DEFAULT group default qlen 1000\\    link/ether 5a:...";
+        assert_eq!(parse_mtu(line), Some(1450));
+        assert_eq!(parse_mtu("2: eth0: <UP> qdisc noop"), None);
+        assert_eq!(parse_mtu("mtu x"), None);
+    }
+}

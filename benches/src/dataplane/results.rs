@@ -1,0 +1,234 @@
+//! The measurements of every path, their medians and their ratios to the raw
+//! veth pair (serde: written to the results JSON the report reads).
+
+use serde::{Deserialize, Serialize};
+
+use super::cpu::{Pinning, Settle};
+use super::ebpf_check::EbpfCheck;
+use super::iperf::IperfRun;
+use super::rr::RrRun;
+
+/// A pod ↔ pod path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PathKind {
+    /// One veth pair straight between two netns (the floor).
+    RawVeth,
+    /// Two pods made by sarena-cni, daemon in eBPF mode.
+    SarenaEbpf,
+    /// Two pods made by sarena-cni, daemon in kernel mode.
+    SarenaKernel,
+    /// Two pods made by the reference ptp + host-local plugins.
+    PtpHostLocal,
+}
+
+impl PathKind {
+    /// Every path, in report order.
+    pub const ALL: [PathKind; 4] = [
+        PathKind::RawVeth,
+        PathKind::SarenaEbpf,
+        PathKind::SarenaKernel,
+        PathKind::PtpHostLocal,
+    ];
+
+    /// The name used in tables.
+    pub fn label(self) -> &'static str {
+        match self {
+            PathKind::RawVeth => "raw veth pair",
+            PathKind::SarenaEbpf => "Sarena eBPF mode",
+            PathKind::SarenaKernel => "Sarena kernel mode",
+            PathKind::PtpHostLocal => "ptp + host-local",
+        }
+    }
+}
+
+/// One round's measurements of one path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathSample {
+    /// Round number, from 1.
+    pub round: u32,
+    /// Position of this path within the round (0 = measured first).
+    pub position: u32,
+    /// TCP throughput.
+    pub iperf: IperfRun,
+    /// Request/response rate.
+    pub rr: RrRun,
+}
+
+/// Medians over a path's rounds and ratios to the raw veth pair's medians.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PathSummary {
+    /// Median TCP throughput, Gbit/s.
+    pub gbits_median: Option<f64>,
+    /// Smallest and largest round, Gbit/s.
+    pub gbits_range: Option<(f64, f64)>,
+    /// Median round trips per second.
+    pub rr_median: Option<f64>,
+    /// Smallest and largest round, round trips per second.
+    pub rr_range: Option<(f64, f64)>,
+    /// Median machine CPU-seconds per Gbit moved by iperf3.
+    pub cpu_seconds_per_gbit_median: Option<f64>,
+    /// Median busy % of all CPUs during iperf3.
+    pub iperf_busy_percent_median: Option<f64>,
+    /// Median machine CPU microseconds per round trip.
+    pub cpu_us_per_rr_median: Option<f64>,
+    /// Median busy % of all CPUs during request/response.
+    pub rr_busy_percent_median: Option<f64>,
+    /// Median CPU-seconds of the iperf3 processes per Gbit.
+    pub process_cpu_seconds_per_gbit_median: Option<f64>,
+    /// Median CPU microseconds of the client and server threads per round trip.
+    pub process_cpu_us_per_rr_median: Option<f64>,
+    /// TCP retransmissions over all rounds.
+    pub retransmits: u64,
+    /// Throughput median ÷ the raw veth pair's.
+    pub gbits_ratio_to_raw: Option<f64>,
+    /// Request/response median ÷ the raw veth pair's.
+    pub rr_ratio_to_raw: Option<f64>,
+    /// CPU per Gbit median ÷ the raw veth pair's (lower is better).
+    pub cpu_per_gbit_ratio_to_raw: Option<f64>,
+    /// Process CPU per Gbit median ÷ the raw veth pair's (lower is better).
+    pub process_cpu_per_gbit_ratio_to_raw: Option<f64>,
+    /// Process CPU per round trip median ÷ the raw veth pair's (lower is better).
+    pub process_cpu_per_rr_ratio_to_raw: Option<f64>,
+}
+
+/// Everything measured on one path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PathResult {
+    /// Which path.
+    pub path: PathKind,
+    /// The server pod's `eth0` MTU (it bounds the segment size).
+    pub mtu: Option<u32>,
+    /// Every round.
+    pub samples: Vec<PathSample>,
+    /// Medians and ratios.
+    pub summary: PathSummary,
+}
+
+/// The dataplane section's results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataplaneResults {
+    /// Interleaved rounds run.
+    pub rounds: u32,
+    /// iperf3 duration per run, seconds.
+    pub iperf_seconds: u64,
+    /// Request/response duration per run, seconds.
+    pub rr_seconds: u64,
+    /// CPUs of the machine.
+    pub cpus: usize,
+    /// Where client and server ran (`None`: wherever the scheduler put them).
+    pub pinning: Option<Pinning>,
+    /// The wait for a quiet machine before the first round.
+    #[serde(default)]
+    pub settle: Option<Settle>,
+    /// 1-minute load average before and after the measurements.
+    pub load_average: (Option<f64>, Option<f64>),
+    /// Every path measured.
+    pub paths: Vec<PathResult>,
+    /// The eBPF counters check, when the eBPF path was measured.
+    pub ebpf_check: Option<EbpfCheck>,
+    /// Checks that could not be made, with why.
+    #[serde(default)]
+    pub check_errors: Vec<String>,
+    /// Paths that could not be set up, with why.
+    pub skipped: Vec<(PathKind, String)>,
+}
+
+/// Median of `values` (mean of the two middle ones for an even count);
+/// `None` when empty.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[mid]
+    } else {
+        (v[mid - 1] + v[mid]) / 2.0
+    })
+}
+
+fn range(values: &[f64]) -> Option<(f64, f64)> {
+    let min = values.iter().copied().reduce(f64::min)?;
+    let max = values.iter().copied().reduce(f64::max)?;
+    Some((min, max))
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+impl PathSummary {
+    /// Medians of `samples`; ratios stay `None` (see [`fill_ratios`]).
+    pub fn of(samples: &[PathSample]) -> PathSummary {
+        let pick = |f: &dyn Fn(&PathSample) -> Option<f64>| -> Vec<f64> {
+            samples.iter().filter_map(f).collect()
+        };
+        let gbits = pick(&|s| Some(s.iperf.gbits_per_second()));
+        let rr = pick(&|s| Some(s.rr.per_second));
+        PathSummary {
+            gbits_median: median(&gbits),
+            gbits_range: range(&gbits),
+            rr_median: median(&rr),
+            rr_range: range(&rr),
+            cpu_seconds_per_gbit_median: median(&pick(&|s| s.iperf.cpu_seconds_per_gbit())),
+            iperf_busy_percent_median: median(&pick(&|s| s.iperf.cpu.map(|c| c.busy_percent))),
+            cpu_us_per_rr_median: median(&pick(&|s| s.rr.cpu_us_per_transaction())),
+            rr_busy_percent_median: median(&pick(&|s| s.rr.cpu.map(|c| c.busy_percent))),
+            process_cpu_seconds_per_gbit_median: median(&pick(&|s| {
+                s.iperf.process_cpu_seconds_per_gbit()
+            })),
+            process_cpu_us_per_rr_median: median(&pick(&|s| s.rr.process_cpu_us_per_transaction())),
+            retransmits: samples
+                .iter()
+                .filter_map(|s| s.iperf.report.retransmits)
+                .sum(),
+            ..PathSummary::default()
+        }
+    }
+}
+
+/// Sets every path's ratios to the raw veth pair's medians (none without a
+/// raw veth path).
+pub fn fill_ratios(paths: &mut [PathResult]) {
+    let Some(raw) = paths
+        .iter()
+        .find(|p| p.path == PathKind::RawVeth)
+        .map(|p| p.summary.clone())
+    else {
+        return;
+    };
+    for p in paths.iter_mut() {
+        let s = &mut p.summary;
+        s.gbits_ratio_to_raw = ratio(s.gbits_median, raw.gbits_median);
+        s.rr_ratio_to_raw = ratio(s.rr_median, raw.rr_median);
+        s.cpu_per_gbit_ratio_to_raw = ratio(
+            s.cpu_seconds_per_gbit_median,
+            raw.cpu_seconds_per_gbit_median,
+        );
+        s.process_cpu_per_gbit_ratio_to_raw = ratio(
+            s.process_cpu_seconds_per_gbit_median,
+            raw.process_cpu_seconds_per_gbit_median,
+        );
+        s.process_cpu_per_rr_ratio_to_raw = ratio(
+            s.process_cpu_us_per_rr_median,
+            raw.process_cpu_us_per_rr_median,
+        );
+    }
+}
+
+/// The order paths are measured in during `round` (from 1): the list
+/// rotated by one more place each round, so no path is always first (right
+/// after the previous round's last) or always last.
+pub fn round_order(paths: usize, round: u32) -> Vec<usize> {
+    if paths == 0 {
+        return Vec::new();
+    }
+    let shift = (round.saturating_sub(1) as usize) % paths;
+    (0..paths).map(|i| (i + shift) % paths).collect()
+}

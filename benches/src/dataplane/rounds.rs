@@ -1,0 +1,109 @@
+//! Setting up all paths and measuring them in interleaved rounds.
+
+use std::time::Duration;
+
+use sarena_common::EndpointCounters;
+
+use super::iperf::{self, IperfRun};
+use super::paths::{self, PreparedPath};
+use super::results::{PathKind, PathSample, round_order};
+use super::rr::{self, RrRun};
+use super::{DataplaneError, DataplaneOptions, ebpf_check};
+use crate::node::Bins;
+
+/// Sets up every path of `opts`; the ones that fail are returned with why.
+pub fn prepare_all(
+    opts: &DataplaneOptions,
+    bins: Option<&Bins>,
+) -> (Vec<PreparedPath>, Vec<(PathKind, String)>) {
+    let mut prepared = Vec::new();
+    let mut skipped = Vec::new();
+    let mut node_index = opts.first_node_index;
+    for &kind in &opts.paths {
+        let index = node_index;
+        if kind != PathKind::RawVeth {
+            node_index += 1;
+        }
+        match paths::prepare(kind, index, bins) {
+            Ok(p) => prepared.push(p),
+            Err(e) => {
+                eprintln!("sarena-bench: dataplane: {} not set up: {e}", kind.label());
+                skipped.push((kind, e.to_string()));
+            }
+        }
+    }
+    (prepared, skipped)
+}
+
+/// The eBPF programs' counters of `path`'s node (`None` without a pin dir).
+pub fn ebpf_counters(path: &PreparedPath) -> Option<Result<EndpointCounters, DataplaneError>> {
+    path.pin_dir().map(ebpf_check::read_totals)
+}
+
+/// What the rounds gave, by index into the prepared paths.
+#[derive(Debug)]
+pub struct Measured {
+    /// Each path's samples.
+    pub samples: Vec<Vec<PathSample>>,
+    /// Why a path stopped being measured.
+    pub failed: Vec<Option<String>>,
+}
+
+fn measure_once(
+    path: &PreparedPath,
+    opts: &DataplaneOptions,
+) -> Result<(IperfRun, RrRun), DataplaneError> {
+    let e = &path.endpoints;
+    let iperf = iperf::measure(
+        &e.client_ns,
+        &e.server_ns,
+        e.server_ip,
+        Duration::from_secs(opts.iperf_seconds),
+        opts.pinning,
+    )?;
+    let rr = rr::measure(
+        &e.client_ns,
+        &e.server_ns,
+        e.server_ip,
+        Duration::from_secs(opts.rr_seconds),
+        opts.pinning,
+    )?;
+    Ok((iperf, rr))
+}
+
+/// Measures every path once per round, in [`round_order`]; a path that
+/// fails is left out of the later rounds.
+pub fn measure(prepared: &[PreparedPath], opts: &DataplaneOptions) -> Measured {
+    let mut samples: Vec<Vec<PathSample>> = vec![Vec::new(); prepared.len()];
+    let mut failed: Vec<Option<String>> = vec![None; prepared.len()];
+    for round in 1..=opts.rounds {
+        for (position, i) in round_order(prepared.len(), round).into_iter().enumerate() {
+            if failed[i].is_some() {
+                continue;
+            }
+            let path = &prepared[i];
+            match measure_once(path, opts) {
+                Ok((iperf, rr)) => {
+                    eprintln!(
+                        "sarena-bench: dataplane round {round}/{}: {}: {:.2} Gbit/s, {:.0} req/s",
+                        opts.rounds,
+                        path.kind.label(),
+                        iperf.gbits_per_second(),
+                        rr.per_second
+                    );
+                    samples[i].push(PathSample {
+                        round,
+                        position: position as u32,
+                        iperf,
+                        rr,
+                    });
+                }
+                Err(e) => {
+                    eprintln!("sarena-bench: dataplane: {} failed: {e}", path.kind.label());
+                    failed[i] = Some(format!("failed in round {round}: {e}"));
+                }
+            }
+        }
+    }
+    Measured { samples, failed }
+}

@@ -1,0 +1,79 @@
+//! The harness's error type: every failure names what it was doing and on what.
+
+use std::path::PathBuf;
+
+/// A failure of the benchmark harness, with the call and the object as fields.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The harness needs root (namespaces, veths, bpffs).
+    #[error("the benchmark harness must run as root (it creates network namespaces and veths)")]
+    NotRoot,
+    /// A binary the harness runs is missing.
+    #[error("{what} not found at {path}: {hint}")]
+    MissingBinary {
+        what: &'static str,
+        path: PathBuf,
+        hint: &'static str,
+    },
+    /// A file-system or process call failed.
+    #[error("{call} {path}: {source}")]
+    Io {
+        call: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A helper command (`ip`, `iperf3`, ...) exited non-zero.
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Command {
+        command: String,
+        status: String,
+        stderr: String,
+    },
+    /// The private sarena-daemon did not come up.
+    #[error("sarena-daemon of node {node} did not start: {reason}; log tail:\n{log_tail}")]
+    DaemonStart {
+        node: String,
+        reason: String,
+        log_tail: String,
+    },
+    /// A request to the daemon's API failed.
+    #[error("daemon API {path} on {socket}: {detail}")]
+    Api {
+        socket: PathBuf,
+        path: String,
+        detail: String,
+    },
+    /// A CNI operation returned an error (or no result) where one was required.
+    #[error("CNI {command} of {container_id} on {node} failed: {detail}")]
+    Plugin {
+        node: String,
+        command: String,
+        container_id: String,
+        detail: String,
+    },
+    /// JSON the harness reads or writes did not (de)serialise.
+    #[error("JSON of {what}: {source}")]
+    Json {
+        what: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A check of the results failed (address missing, duplicate, IPAM not empty...).
+    #[error("verification failed: {what}")]
+    Verify { what: String },
+    /// Bad options or input.
+    #[error("invalid input: {what}")]
+    Input { what: String },
+}
+
+impl BenchError {
+    /// An [`BenchError::Io`] for `call` on `path`.
+    pub fn io(call: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        BenchError::Io {
+            call,
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! Named network namespaces (`/run/netns/NAME`, as `ip netns add` makes them), removed
+//! on drop, and the pods that are one each.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::BenchError;
+
+/// This process's run id: six hex digits, in every name the harness creates.
+pub fn run_id() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        format!(
+            "{:06x}",
+            (nanos ^ std::process::id().rotate_left(11)) & 0xff_ffff
+        )
+    })
+}
+
+/// A name unique in this run: `sb<run id><n><tag>` (alphanumeric, `-` and `_`).
+pub fn unique_name(tag: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    let tag: String = tag
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(24)
+        .collect();
+    format!("sb{}{n:x}-{tag}", run_id())
+}
+
+/// Runs a helper command to completion; non-zero exit is an error with its stderr.
+pub fn run_cmd(program: &str, args: &[&str]) -> Result<String, BenchError> {
+    let command = format!("{program} {}", args.join(" "));
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|source| BenchError::io("spawn", program, source))?;
+    if !out.status.success() {
+        return Err(BenchError::Command {
+            command,
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A named network namespace, deleted (`ip netns del`) on drop.
+#[derive(Debug)]
+pub struct Netns {
+    name: String,
+    path: PathBuf,
+}
+
+impl Netns {
+    /// Creates `/run/netns/NAME` with its loopback up.
+    pub fn create(name: &str) -> Result<Netns, BenchError> {
+        run_cmd("ip", &["netns", "add", name])?;
+        let ns = Netns {
+            name: name.to_string(),
+            path: PathBuf::from("/run/netns").join(name),
+        };
+        run_cmd("ip", &["-n", name, "link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// The namespace's name under /run/netns.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `/run/netns/NAME`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Opens the namespace (for `setns`).
+    pub fn open(&self) -> Result<File, BenchError> {
+        File::open(&self.path).map_err(|source| BenchError::io("open netns", &self.path, source))
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if let Err(e) = run_cmd("ip", &["netns", "del", &self.name]) {
+            warn(&format!("removing netns {}: {e}", self.name));
+        }
+    }
+}
+
+/// Cleanup failures are reported on stderr (nothing else can be done in `drop`).
+pub(crate) fn warn(msg: &str) {
+    eprintln!("sarena-bench: warning: {msg}");
+}
+
+/// A pod: its own network namespace and container id; it keeps the result of its
+/// last successful ADD (the `prevResult` runtimes send with CHECK and DEL).
+#[derive(Debug)]
+pub struct Pod {
+    netns: Netns,
+    container_id: String,
+    tag: String,
+    prev_result: Mutex<Option<serde_json::Value>>,
+}
+
+impl Pod {
+    /// A new pod (fresh netns, unique container id) named after `tag`.
+    pub fn new(tag: &str) -> Result<Pod, BenchError> {
+        let name = unique_name(tag);
+        let netns = Netns::create(&name)?;
+        Ok(Pod {
+            container_id: format!("{name}-ctr"),
+            netns,
+            tag: tag.to_string(),
+            prev_result: Mutex::new(None),
+        })
+    }
+
+    /// `/run/netns/NAME` of the pod.
+    pub fn netns_path(&self) -> &Path {
+        self.netns.path()
+    }
+
+    /// The pod's netns name.
+    pub fn netns_name(&self) -> &str {
+        self.netns.name()
+    }
+
+    /// The container id the CNI operations use.
+    pub fn container_id(&self) -> &str {
+        &self.container_id
+    }
+
+    /// The tag given to [`Pod::new`].
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// Opens the pod's netns (for `setns`).
+    pub fn open_netns(&self) -> Result<File, BenchError> {
+        self.netns.open()
+    }
+
+    /// Whether the pod has the result of a successful ADD (and no DEL since).
+    pub fn has_prev_result(&self) -> bool {
+        self.prev_result.lock().is_ok_and(|slot| slot.is_some())
+    }
+
+    /// The IPv4 address of the pod's last ADD result.
+    pub fn prev_ip(&self) -> Option<std::net::Ipv4Addr> {
+        self.prev_result()
+            .as_ref()
+            .and_then(super::exec::first_ipv4)
+    }
+
+    pub(crate) fn set_prev_result(&self, result: Option<serde_json::Value>) {
+        if let Ok(mut slot) = self.prev_result.lock() {
+            *slot = result;
+        }
+    }
+
+    pub(crate) fn prev_result(&self) -> Option<serde_json::Value> {
+        self.prev_result.lock().ok().and_then(|slot| slot.clone())
+    }
+}

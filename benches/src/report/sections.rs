@@ -1,0 +1,385 @@
+//! The page's sections, one function each.
+
+use std::fmt::Write;
+
+use super::{CDF_SVG, LATENCY_SVG, Machine, ReportInputs};
+use crate::cni_ops::CniResults;
+use crate::dataplane::{PathKind, TARGET_RATIO};
+use crate::node::Contender;
+use crate::report::criterion::{CriterionEstimate, human_ns};
+
+fn f(v: Option<f64>, decimals: usize) -> String {
+    v.map_or("–".into(), |v| format!("{v:.decimals$}"))
+}
+
+fn kib(v: Option<u64>) -> String {
+    v.map_or("–".into(), |v| format!("{:.1} MiB", v as f64 / 1024.0))
+}
+
+pub(super) fn machine(md: &mut String, m: &Machine) {
+    let _ = writeln!(md, "## Machine\n");
+    let _ = writeln!(md, "| | |\n|---|---|");
+    let rows = [
+        ("date", m.date.clone()),
+        ("CPU", m.cpu.clone()),
+        ("cores", m.cores.to_string()),
+        ("memory", format!("{:.1} GiB", m.memory_gib)),
+        ("virtualisation", m.virtualization.clone()),
+        ("kernel", m.kernel.clone()),
+        ("load average at start (1/5/15 min)", m.load_average.clone()),
+        ("rustc", m.rustc.clone()),
+        ("Sarena", m.sarena.clone()),
+        ("reference plugins", m.reference_plugins.clone()),
+        ("iperf3", m.iperf3.clone()),
+    ];
+    for (k, v) in rows {
+        let _ = writeln!(md, "| {k} | {v} |");
+    }
+    let _ = writeln!(md);
+}
+
+/// One row of the targets table.
+struct Target {
+    what: String,
+    target: String,
+    measured: String,
+    met: Option<bool>,
+}
+
+fn verdict(met: Option<bool>) -> &'static str {
+    match met {
+        Some(true) => "✓ met",
+        Some(false) => "✗ missed",
+        None => "not measured",
+    }
+}
+
+fn targets_of(inputs: &ReportInputs) -> Vec<Target> {
+    let mut t = Vec::new();
+    let sarena = [Contender::SarenaEbpf, Contender::SarenaKernel];
+    if let Some(cni) = &inputs.cni {
+        for (op, limit) in [("ADD", 0.25), ("DEL", 0.2)] {
+            for c in sarena {
+                let row = cni.latency.row(c, op);
+                let r = row.and_then(|r| r.p50_ratio_to_ptp);
+                t.push(Target {
+                    what: format!("{op} p50, {}", c.label()),
+                    target: format!("≤ {limit}× ptp + host-local"),
+                    measured: format!(
+                        "{}× ({} ms vs {} ms)",
+                        f(r, 2),
+                        f(row.and_then(|r| r.summary).map(|s| s.p50), 2),
+                        f(
+                            cni.latency
+                                .row(Contender::PtpHostLocal, op)
+                                .and_then(|r| r.summary)
+                                .map(|s| s.p50),
+                            2
+                        )
+                    ),
+                    met: r.map(|r| r <= limit),
+                });
+            }
+        }
+        let top = cni.churn.iter().map(|c| c.concurrency).max();
+        for c in sarena {
+            let row = cni
+                .churn
+                .iter()
+                .find(|r| r.contender == c && Some(r.concurrency) == top);
+            t.push(Target {
+                what: format!("{} concurrent ADDs, {}", top.unwrap_or(0), c.label()),
+                target: "all done within 1 s, zero errors".into(),
+                measured: row.map_or("–".into(), |r| {
+                    format!("{:.0} ms, {} errors", r.add_wall_ms, r.add_errors)
+                }),
+                met: row.map(|r| r.add_wall_ms <= 1000.0 && r.add_errors == 0),
+            });
+        }
+        let top = cni.scale.iter().map(|s| s.existing).max();
+        for c in sarena {
+            let row = cni
+                .scale
+                .iter()
+                .find(|r| r.contender == c && Some(r.existing) == top);
+            let r = row.and_then(|r| r.p50_ratio_to_first_level);
+            t.push(Target {
+                what: format!(
+                    "ADD p50 at {} endpoints vs at {}, {}",
+                    top.unwrap_or(0),
+                    cni.scale.iter().map(|s| s.existing).min().unwrap_or(0),
+                    c.label()
+                ),
+                target: "≤ 1.2×".into(),
+                measured: format!("{}×", f(r, 2)),
+                met: r.map(|r| r <= 1.2),
+            });
+        }
+    }
+    if let Some(dp) = &inputs.dataplane {
+        for kind in [PathKind::SarenaEbpf, PathKind::SarenaKernel] {
+            let s = dp.paths.iter().find(|p| p.path == kind).map(|p| &p.summary);
+            for (what, r) in [
+                ("TCP throughput", s.and_then(|s| s.gbits_ratio_to_raw)),
+                ("request/response rate", s.and_then(|s| s.rr_ratio_to_raw)),
+            ] {
+                t.push(Target {
+                    what: format!("{what}, {}", kind.label()),
+                    target: format!("≥ {TARGET_RATIO}× raw veth pair"),
+                    measured: format!("{}×", f(r, 2)),
+                    met: r.map(|r| r >= TARGET_RATIO),
+                });
+            }
+        }
+    }
+    t
+}
+
+pub(super) fn targets(md: &mut String, inputs: &ReportInputs) {
+    let t = targets_of(inputs);
+    if t.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "## Targets (issue 6)\n");
+    let _ = writeln!(md, "| what | target | measured | |\n|---|---|---|---|");
+    for r in &t {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} |",
+            r.what,
+            r.target,
+            r.measured,
+            verdict(r.met)
+        );
+    }
+    let missed: Vec<&str> = t
+        .iter()
+        .filter(|r| r.met == Some(false))
+        .map(|r| r.what.as_str())
+        .collect();
+    let _ = writeln!(
+        md,
+        "\n{} of {} targets met{}\n",
+        t.iter().filter(|r| r.met == Some(true)).count(),
+        t.len(),
+        if missed.is_empty() {
+            ".".to_string()
+        } else {
+            format!("; missed: {}.", missed.join("; "))
+        }
+    );
+}
+
+pub(super) fn latency(md: &mut String, cni: &CniResults) {
+    let l = &cni.latency;
+    let _ = writeln!(md, "## CNI operation latency\n");
+    let _ = writeln!(
+        md,
+        "{} pods per contender. Each contender runs on its own throwaway node (a network \
+         namespace standing in for the host netns; Sarena with its own `sarena-daemon` \
+         inside it). The plugin is executed exactly as a runtime does: a fresh process per \
+         operation, environment cleared but for `CNI_*` and `PATH`, the network config on \
+         stdin (`prevResult` included for CHECK and DEL), result read from stdout, exit code \
+         checked. Latency is spawn → reaped. Operations are interleaved: pod *i*'s ADD on \
+         every contender (in an order rotated per pod), then the next pod; then all CHECKs, \
+         STATUSes and DELs the same way. The reference plugins speak CNI up to 1.0.0 and \
+         have no STATUS.\n",
+        l.pods
+    );
+    let _ = writeln!(
+        md,
+        "| op | contender | n | p50 ms | p90 ms | p99 ms | max ms | errors | p50 ÷ ptp | p99 ÷ ptp | plugin peak RSS (median / max) |"
+    );
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &l.rows {
+        let s = r.summary;
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |",
+            r.op,
+            r.contender.label(),
+            s.map_or(0, |s| s.n),
+            f(s.map(|s| s.p50), 2),
+            f(s.map(|s| s.p90), 2),
+            f(s.map(|s| s.p99), 2),
+            f(s.map(|s| s.max), 2),
+            r.errors,
+            f(r.p50_ratio_to_ptp, 2),
+            f(r.p99_ratio_to_ptp, 2),
+            kib(r.plugin_median_rss_kib),
+            kib(r.plugin_peak_rss_kib),
+        );
+    }
+    let _ = writeln!(
+        md,
+        "\nPlugin peak RSS: from {} more pods per contender after the timed runs, each \
+         operation run through GNU time (`/usr/bin/time -f %M`, untimed). A child's \
+         `ru_maxrss` includes the size of the process that forked it, so the harness \
+         does not read it from its own children; GNU time's floor (its figure for \
+         `/bin/true`) is {}.",
+        l.rss_pods,
+        kib(l.rss_floor_kib)
+    );
+    let errors: Vec<String> = l
+        .rows
+        .iter()
+        .filter_map(|r| {
+            Some(format!(
+                "{} {}: {}",
+                r.contender.label(),
+                r.op,
+                r.first_error.as_ref()?
+            ))
+        })
+        .collect();
+    if !errors.is_empty() {
+        let _ = writeln!(md, "\nFirst error of each failing row:\n");
+        for e in errors {
+            let _ = writeln!(md, "- {e}");
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\n![CNI latency: median bars, p90/p99 whiskers]({LATENCY_SVG})\n\n![ADD latency CDF]({CDF_SVG})\n"
+    );
+}
+
+pub(super) fn churn(md: &mut String, cni: &CniResults) {
+    if cni.churn.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "## Churn: concurrent ADDs, then concurrent DELs\n");
+    let _ = writeln!(
+        md,
+        "N plugin processes started at once (one thread each, released together), on a fresh \
+         node per contender; then N DELs at once. Wall time is from the release to the last \
+         process reaped. Afterwards the addresses of the N results are checked for \
+         duplicates and the node's IPAM for exactly N addresses (after the ADDs) and none \
+         (after the DELs).\n"
+    );
+    let _ = writeln!(
+        md,
+        "| N | contender | ADD wall ms | ADD p50 / p99 ms | ADD errors | DEL wall ms | DEL p50 / p99 ms | DEL errors | duplicate addresses | IPAM after ADDs / DELs |"
+    );
+    let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    for r in &cni.churn {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.0} | {} / {} | {} | {:.0} | {} / {} | {} | {} | {} / {} |",
+            r.concurrency,
+            r.contender.label(),
+            r.add_wall_ms,
+            f(r.add.map(|s| s.p50), 1),
+            f(r.add.map(|s| s.p99), 1),
+            r.add_errors,
+            r.del_wall_ms,
+            f(r.del.map(|s| s.p50), 1),
+            f(r.del.map(|s| s.p99), 1),
+            r.del_errors,
+            r.duplicates.len(),
+            r.held_after_add.addresses,
+            r.held_after_del.addresses,
+        );
+    }
+    for r in cni.churn.iter().filter(|r| r.first_error.is_some()) {
+        let _ = writeln!(
+            md,
+            "\n- first error, {} at {}: {}",
+            r.contender.label(),
+            r.concurrency,
+            r.first_error.as_deref().unwrap_or("")
+        );
+    }
+    let _ = writeln!(md);
+}
+
+pub(super) fn scale(md: &mut String, cni: &CniResults) {
+    if cni.scale.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "## Scale: ADD with existing endpoints\n");
+    let _ = writeln!(
+        md,
+        "The node is filled with real pods (ADDed by the plugin, untimed) up to each level; \
+         then {} measured ADDs per contender, interleaved across the contenders, are timed and \
+         deleted again. Daemon memory is `VmRSS` of `sarena-daemon` at that level; plugin \
+         memory is the plugin's peak RSS over 3 more ADDs at that level run through GNU \
+         time (untimed; see above).\n",
+        cni.options.scale_samples
+    );
+    let _ = writeln!(
+        md,
+        "| existing endpoints | contender | ADD p50 ms | p90 ms | p99 ms | p50 ÷ p50 at lowest level | errors | daemon RSS | plugin peak RSS (median / max) |"
+    );
+    let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &cni.scale {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |",
+            r.existing,
+            r.contender.label(),
+            f(r.add.map(|s| s.p50), 2),
+            f(r.add.map(|s| s.p90), 2),
+            f(r.add.map(|s| s.p99), 2),
+            f(r.p50_ratio_to_first_level, 2),
+            r.errors,
+            kib(r.daemon_rss_kib),
+            kib(r.plugin_median_rss_kib),
+            kib(r.plugin_peak_rss_kib),
+        );
+    }
+    let _ = writeln!(md);
+}
+
+pub(super) fn criterion(md: &mut String, estimates: &[CriterionEstimate]) {
+    let _ = writeln!(md, "## Criterion benches (IPAM, API round trip)\n");
+    if estimates.is_empty() {
+        let _ = writeln!(md, "No criterion estimates were found for this run.\n");
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "`cargo bench -p sarena-benches` (short warm-up and measurement times), read from \
+         `target/criterion/*/new/estimates.json`.\n"
+    );
+    let _ = writeln!(
+        md,
+        "| bench | mean | 95 % CI of the mean | median |\n|---|---:|---:|---:|"
+    );
+    for e in estimates {
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {} – {} | {} |",
+            e.id,
+            human_ns(e.mean_ns),
+            human_ns(e.mean_ci_ns.0),
+            human_ns(e.mean_ci_ns.1),
+            human_ns(e.median_ns)
+        );
+    }
+    let _ = writeln!(md);
+}
+
+pub(super) fn checks(md: &mut String, cni: &CniResults) {
+    let _ = writeln!(md, "## Verifications of this run\n");
+    for c in &cni.checks {
+        let _ = writeln!(md, "- {} {}", if c.ok { "✓" } else { "✗ FAILED:" }, c.what);
+    }
+    let _ = writeln!(md);
+}
+
+pub(super) fn method(md: &mut String) {
+    let _ = writeln!(
+        md,
+        "## How to read these numbers\n\n\
+         - Percentiles are nearest-rank over the successful operations; p50 is the median.\n\
+         - Ratios below 1 mean Sarena is faster (latency) or lower; for the dataplane, ratios \
+           are of rates, so above 1 means faster than the raw veth pair.\n\
+         - The machine is small (see above) and may be shared: absolute numbers move between \
+           runs; interleaving makes the ratios within one run the fairer comparison.\n\
+         - Reference configs: `ptp` (ipMasq false, MTU 1500) and `bridge` (isGateway, own \
+           bridge per node) with `host-local` on a /16, cniVersion 1.0.0. Sarena: \
+           `sarena-cni` with cniVersion 1.1.0 against its own daemon, pool /16, \
+           masquerade off.\n"
+    );
+}

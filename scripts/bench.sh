@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The benchmark command (issue 6): CNI ADD/CHECK/STATUS/DEL latency against the
+# reference ptp/bridge + host-local plugins, churn, scale, the dataplane
+# against a raw veth pair, and the criterion benches; renders
+# docs/benchmarks.md and docs/benchmarks-*.svg from the results.
+#
+# Usage (as root): bash scripts/bench.sh [--pods N] [--quick]
+#   --pods N   pods per contender in the latency part (default 200)
+#   --quick    a smoke run with tiny numbers; writes target/bench-quick/, not docs/
+# Everything runs in throwaway network namespaces this run creates and removes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+
+if [ "$(id -u)" != 0 ]; then
+  echo "error: scripts/bench.sh must run as root: it creates network namespaces, veths and daemons" >&2
+  exit 1
+fi
+
+PODS=200
+QUICK=()
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --pods)
+      [ "$#" -ge 2 ] || { echo "error: --pods needs a number" >&2; exit 1; }
+      PODS=$2
+      shift 2
+      ;;
+    --quick)
+      QUICK=(--quick)
+      shift
+      ;;
+    *)
+      echo "error: unknown argument '$1' (usage: bash scripts/bench.sh [--pods N] [--quick])" >&2
+      exit 1
+      ;;
+  esac
+done
+command_line="bash scripts/bench.sh"
+if [ "${#QUICK[@]}" -gt 0 ]; then
+  OUT=target/bench-quick DOCS=target/bench-quick
+  CRITERION_ARGS=(--warm-up-time 0.2 --measurement-time 0.5)
+  command_line="bash scripts/bench.sh --quick"
+else
+  OUT=target/bench DOCS=docs
+  CRITERION_ARGS=(--warm-up-time 1 --measurement-time 3)
+  [ "$PODS" = 200 ] || command_line="bash scripts/bench.sh --pods $PODS"
+fi
+start=$(date +%s)
+
+log "set-up (Debian packages, eBPF toolchain, reference plugins, iperf3)"
+bash scripts/setup.sh
+# GNU time measures the plugins' peak RSS.
+# shellcheck source=scripts/apt.sh
+. scripts/apt.sh
+ensure_packages time
+
+# The eBPF mode is a contender: without the eBPF object there is no run.
+export SARENA_EBPF_REQUIRED=1
+log "release build of sarena-cni, sarena-daemon (with its eBPF object) and sarena-bench"
+daemon_out="$(cargo build --release -p sarena-cni -p sarena-daemon -p sarena-benches \
+  --message-format=json |
+  jq -r 'select(.reason == "build-script-executed" and (.package_id | contains("sarena-daemon"))) | .out_dir' |
+  tail -n1)"
+if [ -z "$daemon_out" ] || [ ! -s "$daemon_out/sarena-ebpf" ]; then
+  echo "error: the release build produced no eBPF object (run scripts/setup-ebpf.sh)" >&2
+  exit 1
+fi
+
+log "criterion benches (IPAM, API round trip)"
+# Only this run's estimates go on the page.
+rm -rf target/criterion
+cargo bench -p sarena-benches --benches -- "${CRITERION_ARGS[@]}"
+
+# Exported after the cargo runs: the daemon's build script watches it.
+export SARENA_EBPF_OBJECT="$daemon_out/sarena-ebpf"
+log "eBPF object: $SARENA_EBPF_OBJECT"
+
+log "harness: CNI latency, churn, scale, dataplane"
+mkdir -p "$OUT"
+rc=0
+SARENA_BENCH_COMMAND="$command_line" target/release/sarena-bench all --pods "$PODS" "${QUICK[@]}" \
+  --out "$OUT" --docs "$DOCS" --criterion target/criterion || rc=$?
+
+log "done in $(($(date +%s) - start)) s: $DOCS/benchmarks.md (results JSON in $OUT/)"
+# 2: the page was written but a verification failed (listed at its end).
+exit "$rc"
