@@ -193,13 +193,22 @@ impl DataplaneResults {
                 num(s.busy_percent, 0)
             );
         }
+        let bound = match self.pinning {
+            Some(p) if p.client == p.server => {
+                "both ends share one CPU, so a path's rates follow its CPU cost; rounds \
+                 still vary by about ±10 % with whatever else the machine runs"
+            }
+            _ => {
+                "one TCP stream is bound by copying on these CPUs, so throughput differences \
+                  of a few % are within the noise"
+            }
+        };
         let _ = writeln!(
             md,
-            "Noise: 1-minute load average {} before and {} after the measurements; \
-             hypervisor steal up to {} % of CPU time during a TCP run. With {} CPUs one \
-             TCP stream is bound by copying, so throughput differences of a few % are \
-             within the noise; the processes' CPU per Gbit and per request show the \
-             forwarding path's own cost better.",
+            "Noise: 1-minute load average {} before and {} after the measurements (a slow \
+             average: it still carries whatever ran just before); hypervisor steal up to {} % \
+             of CPU time during a TCP run. With {} CPUs {bound}; the processes' CPU per Gbit \
+             and per request show the path's own cost best.",
             num(self.load_average.0, 2),
             num(self.load_average.1, 2),
             num(steal, 1),

@@ -270,7 +270,8 @@ fn quick_dataplane_run() {
 
 /// The measurement with settings from the environment, for comparing CPU
 /// placements by hand: `SARENA_DP_PIN=none|CLIENT,SERVER`,
-/// `SARENA_DP_ROUNDS=N`, `SARENA_DP_SECS=N` (both runs' length);
+/// `SARENA_DP_ROUNDS=N`, `SARENA_DP_SECS=N` (both runs' length),
+/// `SARENA_DP_PATHS=raw-veth,sarena-ebpf,...` (e.g. one path under `perf record -a`);
 /// `cargo test -p sarena-benches --lib -- --ignored --nocapture dataplane_run_from_env`
 #[test]
 #[ignore = "needs root, release binaries and iperf3; a manual experiment"]
@@ -285,6 +286,12 @@ fn dataplane_run_from_env() {
     }
     if let Some(r) = env("SARENA_DP_ROUNDS") {
         o.rounds = r.parse().unwrap();
+    }
+    if let Some(paths) = env("SARENA_DP_PATHS") {
+        o.paths = paths
+            .split(',')
+            .map(|p| serde_json::from_value(serde_json::Value::String(p.into())).unwrap())
+            .collect();
     }
     if let Some(s) = env("SARENA_DP_SECS") {
         o.iperf_seconds = s.parse().unwrap();
