@@ -55,6 +55,17 @@ impl WithDataplane {
         self
     }
 
+    /// Removes `owner` from the registry, then detaches what it had; returns
+    /// whether anything existed and the endpoint that did.
+    async fn remove(&self, owner: Attachment) -> Result<(bool, Option<Endpoint>), DaemonError> {
+        let existing = self.registry.endpoint(owner.clone()).await?;
+        let deleted = self.registry.delete_endpoint(owner).await?;
+        if let Some(endpoint) = &existing {
+            self.detach_logged(endpoint).await;
+        }
+        Ok((deleted, existing))
+    }
+
     async fn detach_logged(&self, endpoint: &Endpoint) {
         if let Err(error) = self.dataplane.detach(endpoint).await {
             tracing::warn!(%error, host_ifname = %endpoint.host_ifname, "detach failed; reconcile will retry");
@@ -103,25 +114,12 @@ impl Daemon for WithDataplane {
     }
 
     async fn delete_endpoint(&self, owner: Attachment) -> Result<bool, DaemonError> {
-        let existing = self.registry.endpoint(owner.clone()).await?;
-        let deleted = self.registry.delete_endpoint(owner).await?;
-        if let Some(endpoint) = existing {
-            self.detach_logged(&endpoint).await;
-        }
-        Ok(deleted)
+        Ok(self.remove(owner).await?.0)
     }
 
     async fn delete_endpoint_and_veth(&self, owner: Attachment) -> Result<Deleted, DaemonError> {
-        let existing = self.registry.endpoint(owner.clone()).await?;
-        let deleted = self.registry.delete_endpoint(owner).await?;
-        let Some(endpoint) = existing else {
-            return Ok(Deleted {
-                deleted,
-                veth_removal: false,
-            });
-        };
-        self.detach_logged(&endpoint).await;
-        let Some(links) = self.veths.clone() else {
+        let (deleted, existing) = self.remove(owner).await?;
+        let (Some(endpoint), Some(links)) = (existing, self.veths.clone()) else {
             return Ok(Deleted {
                 deleted,
                 veth_removal: false,

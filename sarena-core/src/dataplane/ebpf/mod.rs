@@ -303,18 +303,12 @@ impl AyaDataplane {
     fn detach_locked(&self, state: &mut State, endpoint: &Endpoint) -> Result<(), DataplaneError> {
         let mut errors = Vec::new();
         // Only from our own device: a newer one may have taken the name.
+        // (tcx links of earlier versions are gone since the start-up reconcile.)
         if if_nametoindex(&endpoint.host_ifname) == Some(endpoint.host_ifindex) {
             for direction in Direction::ALL {
                 if let Err(e) = tc::detach(&endpoint.host_ifname, direction) {
                     errors.push(e);
                 }
-            }
-        }
-        for link in self.pinned_links()? {
-            if link.ifname == endpoint.host_ifname
-                && let Err(e) = self.unpin(&link)
-            {
-                errors.push(e.to_string());
             }
         }
         for addr in entries::ipv4_addresses(&endpoint.addresses) {
@@ -406,16 +400,13 @@ impl AyaDataplane {
     }
 }
 
-/// A netlink handle for filter queries, its connection driven by the current
-/// tokio runtime until the handle is dropped.
+/// A netlink handle for filter queries (must run inside a tokio runtime).
 fn netlink() -> Result<rtnetlink::Handle, DataplaneError> {
-    let (connection, handle, _) = rtnetlink::new_connection().map_err(|e| DataplaneError::Io {
-        call: "open netlink socket",
-        path: "NETLINK_ROUTE".into(),
-        source: e,
-    })?;
-    tokio::spawn(connection);
-    Ok(handle)
+    crate::links::netns::host_handle().map_err(|e| DataplaneError::Netlink {
+        call: "netlink socket",
+        object: "host".into(),
+        message: e.to_string(),
+    })
 }
 
 /// The ids of the loaded programs that use one of `maps`.

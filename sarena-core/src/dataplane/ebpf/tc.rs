@@ -21,6 +21,7 @@ use aya::programs::tc::{
 use futures_util::TryStreamExt;
 use rtnetlink::packet_route::tc::{TcAttribute, TcFilterBpfOption, TcOption};
 
+use super::error_chain;
 use super::pins::Direction;
 
 /// The filter priority of Sarena's programs on a host veth (1: first).
@@ -42,26 +43,17 @@ pub struct TcAttachment {
     pub tag: u64,
 }
 
-/// What [`attach`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Attached {
-    /// There was no filter at Sarena's position; one was created.
-    Created,
-    /// A filter was there and now runs `prog`.
-    Replaced,
-}
-
 /// Adds `clsact` to `ifname` when missing, then puts `prog` at Sarena's
 /// position on `direction`'s hook, replacing whatever filter is there.
 pub(super) fn attach(
     prog: &mut SchedClassifier,
     ifname: &str,
     direction: Direction,
-) -> Result<Attached, String> {
+) -> Result<(), String> {
     if let Err(e) = aya::programs::tc::qdisc_add_clsact(ifname)
         && !is_errno(&e, libc::EEXIST)
     {
-        return Err(format!("add clsact qdisc: {}", chain(&e)));
+        return Err(format!("add clsact qdisc: {}", error_chain(&e)));
     }
     let options = || {
         TcAttachOptions::Netlink(NlOptions {
@@ -70,8 +62,8 @@ pub(super) fn attach(
             ..NlOptions::default()
         })
     };
-    let (id, outcome) = match prog.attach_with_options(ifname, direction.attach_type(), options()) {
-        Ok(id) => (id, Attached::Created),
+    let id = match prog.attach_with_options(ifname, direction.attach_type(), options()) {
+        Ok(id) => id,
         Err(e) if is_errno(&e, libc::EEXIST) => {
             let existing = SchedClassifierLink::attached(
                 ifname,
@@ -81,21 +73,19 @@ pub(super) fn attach(
                 None,
             )
             .map_err(|e| format!("find filter: {e}"))?;
-            let id = prog
-                .attach_to_link(existing)
-                .map_err(|e| format!("replace filter: {}", chain(&e)))?;
-            (id, Attached::Replaced)
+            prog.attach_to_link(existing)
+                .map_err(|e| format!("replace filter: {}", error_chain(&e)))?
         }
-        Err(e) => return Err(format!("add filter: {}", chain(&e))),
+        Err(e) => return Err(format!("add filter: {}", error_chain(&e))),
     };
     let link = prog
         .take_link(id)
-        .map_err(|e| format!("take link: {}", chain(&e)))?;
+        .map_err(|e| format!("take link: {}", error_chain(&e)))?;
     // Dropping the link would delete the filter; the filter must outlive the
     // daemon. The link holds no resource (ifindex, hook, priority, handle),
     // so forgetting it leaks nothing.
     std::mem::forget(link);
-    Ok(outcome)
+    Ok(())
 }
 
 /// Removes Sarena's filter from `direction`'s hook of `ifname`; a missing
@@ -115,7 +105,7 @@ pub(super) fn detach(ifname: &str, direction: Direction) -> Result<(), String> {
     match link.detach() {
         Ok(()) => Ok(()),
         Err(e) if is_errno(&e, libc::ENOENT) || is_errno(&e, libc::EINVAL) => Ok(()),
-        Err(e) => Err(format!("delete filter: {}", chain(&e))),
+        Err(e) => Err(format!("delete filter: {}", error_chain(&e))),
     }
 }
 
@@ -212,15 +202,4 @@ fn is_errno(e: &(dyn std::error::Error + 'static), errno: i32) -> bool {
         current = err.source();
     }
     false
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
