@@ -15,8 +15,6 @@ mod state;
 
 use std::fs::{File, OpenOptions};
 use std::net::Ipv4Addr;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -187,7 +185,7 @@ impl Node {
             .stdin(Stdio::null())
             .stdout(Stdio::from(log))
             .stderr(Stdio::from(log2));
-        self.enter_netns_on_exec(&mut cmd);
+        self.enter_netns_on_exec(&mut cmd)?;
         let child = cmd
             .spawn()
             .map_err(|e| BenchError::io("spawn", &bins.sarena_daemon, e))?;
@@ -224,18 +222,13 @@ impl Node {
     }
 
     /// Makes `cmd` enter this node's netns between fork and exec.
-    fn enter_netns_on_exec(&self, cmd: &mut Command) {
-        let fd = self.netns_file.as_raw_fd();
-        // SAFETY: only setns(2) (async-signal-safe) runs between fork and exec, on an
-        // fd owned by `self`, which outlives the spawn.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+    fn enter_netns_on_exec(&self, cmd: &mut Command) -> Result<(), BenchError> {
+        let netns = self
+            .netns_file
+            .try_clone()
+            .map_err(|source| BenchError::io("dup", self.netns.path(), source))?;
+        netns::enter_on_exec(cmd, netns);
+        Ok(())
     }
 
     /// The contender on this node.
@@ -419,7 +412,7 @@ impl Node {
         })?;
         let mut cmd = Command::new(program);
         cmd.args(args);
-        self.enter_netns_on_exec(&mut cmd);
+        self.enter_netns_on_exec(&mut cmd)?;
         let out = cmd
             .output()
             .map_err(|e| BenchError::io("spawn in node netns", *program, e))?;

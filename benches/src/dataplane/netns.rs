@@ -4,7 +4,6 @@
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::thread::JoinHandle;
@@ -75,12 +74,7 @@ pub fn join<T>(
 /// file is opened now, and the child calls only `setns` on it between fork
 /// and exec (async-signal-safe).
 pub fn command_in(netns: &Path, cmd: &mut Command) -> Result<(), DataplaneError> {
-    let file = open(netns)?;
-    // SAFETY: the closure calls only setns (async-signal-safe) on an fd opened
-    // before the fork, and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || enter(&file));
-    }
+    crate::node::netns::enter_on_exec(cmd, open(netns)?);
     Ok(())
 }
 

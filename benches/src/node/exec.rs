@@ -13,8 +13,7 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::Ipv4Addr;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -85,7 +84,9 @@ pub fn run_plugin(
     netns: &File,
     stderr: &File,
 ) -> Result<PluginRun, BenchError> {
-    let fd = netns.as_raw_fd();
+    let netns = netns
+        .try_clone()
+        .map_err(|source| BenchError::io("dup", "node netns", source))?;
     let stderr = stderr
         .try_clone()
         .map_err(|source| BenchError::io("dup", "plugin stderr log", source))?;
@@ -108,16 +109,7 @@ pub fn run_plugin(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(stderr));
-    // SAFETY: between fork and exec only setns(2) (async-signal-safe) runs, on an fd
-    // opened before the fork and kept open by `netns` for the whole call.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setns(fd, libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    super::netns::enter_on_exec(&mut cmd, netns);
     let start = Instant::now();
     let mut child = cmd
         .spawn()

@@ -2,6 +2,8 @@
 //! on drop, and the pods that are one each.
 
 use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -41,6 +43,22 @@ pub fn unique_name(tag: &str) -> String {
         .take(24)
         .collect();
     format!("sb{}{n:x}-{tag}", run_id())
+}
+
+/// Makes `cmd` enter the network namespace `netns` (an open namespace file)
+/// between fork and exec. The file moves into the hook, so it stays open until
+/// the spawn; the child calls only `setns(2)` there (async-signal-safe).
+pub fn enter_on_exec(cmd: &mut Command, netns: File) {
+    // SAFETY: the hook runs between fork and exec and calls only setns on an
+    // fd it owns; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Runs a helper command to completion; non-zero exit is an error with its stderr.
