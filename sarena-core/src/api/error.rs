@@ -119,4 +119,13 @@ impl DaemonError {
     pub fn is_unreachable(&self) -> bool {
         matches!(self, DaemonError::Unreachable { .. })
     }
+
+    /// True for failures worth retrying later: the daemon was not reached, the
+    /// request broke or timed out, or the daemon said it cannot serve now.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            DaemonError::Unreachable { .. } | DaemonError::Transport { .. }
+        ) || self.kind() == Some(ApiErrorKind::Unavailable)
+    }
 }

@@ -31,7 +31,7 @@ use crate::cni::result::{Interface, IpConfig, Route};
 use crate::links::{Links, PodIfaceConfig, VethPair, VethSpec, host_ifname};
 
 use super::delqueue::DeleteQueue;
-use super::error::{AttachmentDisplay, PluginError, Step, is_transient};
+use super::error::{AttachmentDisplay, PluginError, Step};
 use super::request::AddRequest;
 
 /// Runs ADD. See the module docs for the failure handling.
@@ -197,7 +197,7 @@ impl Undo for AllocationGuard<'_> {
         };
         match outcome {
             Ok(_) => tracing::info!(attachment = %AttachmentDisplay(att), "address released"),
-            Err(e) if is_transient(&e) && self.queue.is_some() => {
+            Err(e) if e.is_transient() && self.queue.is_some() => {
                 let queued = self.queue.map(|q| q.enqueue(att));
                 tracing::warn!(attachment = %AttachmentDisplay(att), error = %e,
                     queued = ?queued, "cannot release the address now; deletion queued");

@@ -15,7 +15,7 @@ use crate::api::Daemon;
 use crate::links::{LinkError, Links, host_ifname};
 
 use super::delqueue::DeleteQueue;
-use super::error::{AttachmentDisplay, PluginError, Step, is_transient};
+use super::error::{AttachmentDisplay, PluginError, Step};
 use super::request::DelRequest;
 
 /// Runs DEL.
@@ -38,7 +38,7 @@ pub(crate) async fn del(
             tracing::debug!(attachment = %AttachmentDisplay(att), existed = answer.deleted,
                 veth_removal = answer.veth_removal, "endpoint deleted")
         }
-        Err(e) if is_transient(&e) => match queue {
+        Err(e) if e.is_transient() => match queue {
             Some(q) => match q.enqueue(att) {
                 Ok(()) => tracing::warn!(attachment = %AttachmentDisplay(att), error = %e,
                     "daemon unavailable; deletion queued"),

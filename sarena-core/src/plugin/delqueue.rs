@@ -23,8 +23,6 @@ use sha2::{Digest, Sha256};
 
 use crate::api::{ApiErrorKind, Attachment, Daemon};
 
-use super::error::is_transient;
-
 const LOCK_FILE: &str = ".lock";
 const TMP_PREFIX: &str = ".tmp.";
 const ENTRY_SUFFIX: &str = ".json";
@@ -291,7 +289,7 @@ impl DeleteQueue {
             };
             asked += 1;
             match daemon.delete_endpoint(att.clone()).await {
-                Err(e) if is_transient(&e) => {
+                Err(e) if e.is_transient() => {
                     tracing::info!(error = %e, "daemon unavailable; deletions stay queued");
                     report.daemon_unreachable = true;
                     report.remaining += files.len() - i;

@@ -330,15 +330,6 @@ impl From<PluginError> for CniError {
     }
 }
 
-/// True for daemon failures worth retrying later: the daemon was not reached, the
-/// request broke or timed out, or the daemon said it cannot serve now.
-pub(crate) fn is_transient(e: &DaemonError) -> bool {
-    matches!(
-        e,
-        DaemonError::Unreachable { .. } | DaemonError::Transport { .. }
-    ) || e.kind() == Some(ApiErrorKind::Unavailable)
-}
-
 fn daemon_code(step: Step, source: &DaemonError, details: String) -> CniError {
     let op = step.operation();
     if let DaemonError::InvalidEndpoint { endpoint, .. } = source {
@@ -356,7 +347,7 @@ fn daemon_code(step: Step, source: &DaemonError, details: String) -> CniError {
         };
         return CniError::new(ErrorCode::PluginNotAvailable, msg).with_details(details);
     }
-    if is_transient(source) {
+    if source.is_transient() {
         let msg = if source.is_unreachable() {
             format!("cannot reach the Sarena daemon to {step}; try again later")
         } else {
