@@ -20,6 +20,7 @@
 pub mod api;
 pub mod cni;
 pub mod dataplane;
+mod digest;
 pub mod ipam;
 pub mod links;
 pub mod node;

@@ -145,14 +145,10 @@ pub trait Links: Send + Sync {
 /// The host-side veth name for an attachment: `lxc` + the leading hex of
 /// sha256(`containerid:ifname`), 15 bytes in all (the kernel's limit).
 pub fn host_ifname(container_id: &str, ifname: &str) -> String {
-    use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(format!("{container_id}:{ifname}").as_bytes());
-    let mut name = String::with_capacity(15);
-    name.push_str("lxc");
-    for byte in digest.iter().take(6) {
-        name.push_str(&format!("{byte:02x}"));
-    }
-    name
+    format!(
+        "lxc{:.12x}",
+        crate::digest::attachment_digest(container_id, ifname)
+    )
 }
 
 #[cfg(test)]

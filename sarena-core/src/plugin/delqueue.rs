@@ -19,9 +19,9 @@ use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::api::{ApiErrorKind, Attachment, Daemon};
+use crate::digest::attachment_digest;
 
 const LOCK_FILE: &str = ".lock";
 const TMP_PREFIX: &str = ".tmp.";
@@ -126,13 +126,8 @@ impl DeleteQueue {
     }
 
     fn entry_path(&self, att: &Attachment) -> PathBuf {
-        let digest = Sha256::digest(format!("{}:{}", att.container_id, att.ifname).as_bytes());
-        let mut name = String::with_capacity(64 + ENTRY_SUFFIX.len());
-        for byte in digest.iter() {
-            name.push_str(&format!("{byte:02x}"));
-        }
-        name.push_str(ENTRY_SUFFIX);
-        self.dir.join(name)
+        let digest = attachment_digest(&att.container_id, &att.ifname);
+        self.dir.join(format!("{digest:x}{ENTRY_SUFFIX}"))
     }
 
     /// Names of the complete entries (temp files and the lock excluded); an absent

@@ -266,3 +266,11 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .unwrap()
         .block_on(f)
 }
+
+#[test]
+fn entry_files_are_named_by_the_attachment_digest() {
+    let (_d, q) = queue();
+    // printf 'abc123:eth0' | sha256sum
+    let name = "c69fce2d24302fe50f4378898a2c062dfe9f83781b9aedb060a7e06a71e2fe00.json";
+    assert_eq!(q.entry_path(&att("abc123")), q.dir().join(name));
+}
