@@ -8,6 +8,8 @@
 //!   versions, typed results and their conversion to older versions, errors.
 //! - [`plugin`]: the ADD / DEL / CHECK / STATUS / GC sequences, written against
 //!   the [`api::Daemon`] and [`links::Links`] traits.
+//! - [`delqueue`]: [`delqueue::DeleteQueue`], the durable queue of deletions DEL
+//!   could not hand to the daemon, replayed by later plugin runs and the daemon.
 //! - [`api`]: the daemon's REST API types, the [`api::Daemon`] trait and its HTTP client.
 //! - [`links`]: the [`links::Links`] trait: netns handling and veth provisioning.
 //! - [`ipam`]: address pools and the free-interval allocator (never scans a range).
@@ -18,8 +20,10 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod api;
+mod blocking;
 pub mod cni;
 pub mod dataplane;
+pub mod delqueue;
 mod digest;
 pub mod ipam;
 pub mod links;

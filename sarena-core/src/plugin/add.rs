@@ -30,7 +30,7 @@ use crate::cni::CniResult;
 use crate::cni::result::{Interface, IpConfig, Route};
 use crate::links::{Links, PodIfaceConfig, VethPair, VethSpec, host_ifname};
 
-use super::delqueue::DeleteQueue;
+use crate::delqueue::DeleteQueue;
 use super::error::{AttachmentDisplay, PluginError, Step};
 use super::request::AddRequest;
 
@@ -44,7 +44,9 @@ pub(crate) async fn add(
     let att = &req.attachment;
     // 1. Validate the input; refuse while a deletion of this attachment is queued.
     req.validate().map_err(PluginError::Invalid)?;
-    if queue.is_some_and(|q| q.contains(att)) {
+    if let Some(q) = queue
+        && q.contains_off_worker(att).await
+    {
         return Err(PluginError::DeletionPending {
             attachment: att.clone(),
         });
@@ -198,7 +200,10 @@ impl Undo for AllocationGuard<'_> {
         match outcome {
             Ok(_) => tracing::info!(attachment = %AttachmentDisplay(att), "address released"),
             Err(e) if e.is_transient() && self.queue.is_some() => {
-                let queued = self.queue.map(|q| q.enqueue(att));
+                let queued = match self.queue {
+                    Some(q) => Some(q.enqueue_off_worker(att).await),
+                    None => None,
+                };
                 tracing::warn!(attachment = %AttachmentDisplay(att), error = %e,
                     queued = ?queued, "cannot release the address now; deletion queued");
             }

@@ -14,7 +14,7 @@
 use crate::api::Daemon;
 use crate::links::{LinkError, Links, host_ifname};
 
-use super::delqueue::DeleteQueue;
+use crate::delqueue::DeleteQueue;
 use super::error::{AttachmentDisplay, PluginError, Step};
 use super::request::DelRequest;
 
@@ -39,7 +39,7 @@ pub(crate) async fn del(
                 veth_removal = answer.veth_removal, "endpoint deleted")
         }
         Err(e) if e.is_transient() => match queue {
-            Some(q) => match q.enqueue(att) {
+            Some(q) => match q.enqueue_off_worker(att).await {
                 Ok(()) => tracing::warn!(attachment = %AttachmentDisplay(att), error = %e,
                     "daemon unavailable; deletion queued"),
                 Err(qe) => errors.push(PluginError::Queue {

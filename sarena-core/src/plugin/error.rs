@@ -7,7 +7,7 @@ use crate::api::{ApiErrorKind, Attachment, DaemonError};
 use crate::cni::{CniError, ErrorCode};
 use crate::links::LinkError;
 
-use super::delqueue::QueueError;
+use crate::delqueue::QueueError;
 
 /// The CNI operation a step belongs to; decides how a failure maps to a CNI code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

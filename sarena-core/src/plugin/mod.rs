@@ -37,7 +37,6 @@
 mod add;
 mod check;
 mod del;
-mod delqueue;
 mod dispatch;
 mod error;
 mod gc;
@@ -53,7 +52,7 @@ use crate::api::Daemon;
 use crate::cni::CniResult;
 use crate::links::Links;
 
-pub use delqueue::{DeleteQueue, QueueError, ReplayReport};
+pub use crate::delqueue::{DeleteQueue, QueueError, ReplayReport};
 pub use dispatch::{dispatch, version_output};
 pub use error::{Operation, PluginError, Step};
 pub use request::{AddRequest, CheckRequest, DelRequest, GcRequest};

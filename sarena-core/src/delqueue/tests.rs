@@ -1,7 +1,10 @@
 use std::sync::{Arc, Barrier};
 
+use std::fs::{self, File};
+
+use super::files::{LOCK_FILE, TMP_PREFIX};
 use super::*;
-use crate::api::{DaemonError, MockDaemon};
+use crate::api::{ApiErrorKind, DaemonError, MockDaemon};
 
 fn att(id: &str) -> Attachment {
     Attachment {
@@ -126,7 +129,7 @@ fn concurrent_enqueue_from_processes() {
                 .args([
                     "--ignored",
                     "--exact",
-                    "plugin::delqueue::tests::child_enqueue",
+                    "delqueue::tests::child_enqueue",
                     "--quiet",
                 ])
                 .env("SARENA_DELQ_TEST_DIR", q.dir())
