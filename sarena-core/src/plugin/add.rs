@@ -31,7 +31,8 @@ use crate::cni::result::{Interface, IpConfig, Route};
 use crate::links::{Links, PodIfaceConfig, VethPair, VethSpec, host_ifname};
 
 use crate::delqueue::DeleteQueue;
-use super::error::{AttachmentDisplay, PluginError, Step};
+use super::error::{AttachmentDisplay, PluginError};
+use super::step::Step;
 use super::request::AddRequest;
 
 /// Runs ADD. See the module docs for the failure handling.

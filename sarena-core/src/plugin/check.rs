@@ -13,7 +13,8 @@ use crate::api::{Attachment, Daemon, RouteSpec};
 use crate::cni::result::Route;
 use crate::links::{Links, host_ifname};
 
-use super::error::{PluginError, Step};
+use super::error::PluginError;
+use super::step::Step;
 use super::request::CheckRequest;
 
 /// What prevResult says about this attachment.

@@ -15,7 +15,8 @@ use crate::api::Daemon;
 use crate::links::{LinkError, Links, host_ifname};
 
 use crate::delqueue::DeleteQueue;
-use super::error::{AttachmentDisplay, PluginError, Step};
+use super::error::{AttachmentDisplay, PluginError};
+use super::step::Step;
 use super::request::DelRequest;
 
 /// Runs DEL.

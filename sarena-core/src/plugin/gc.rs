@@ -6,7 +6,8 @@ use std::collections::HashSet;
 use crate::api::{Daemon, GcRequest as DaemonGcRequest};
 use crate::links::{Links, host_ifname};
 
-use super::error::{PluginError, Step};
+use super::error::PluginError;
+use super::step::Step;
 use super::request::GcRequest;
 
 /// Runs GC. Best effort: a failing step does not stop the others.

@@ -36,12 +36,14 @@
 
 mod add;
 mod check;
+mod cni_codes;
 mod del;
 mod dispatch;
 mod error;
 mod gc;
 mod request;
 mod status;
+mod step;
 #[cfg(test)]
 mod test_support;
 
@@ -54,8 +56,9 @@ use crate::links::Links;
 
 pub use crate::delqueue::{DeleteQueue, QueueError, ReplayReport};
 pub use dispatch::{dispatch, version_output};
-pub use error::{Operation, PluginError, Step};
+pub use error::PluginError;
 pub use request::{AddRequest, CheckRequest, DelRequest, GcRequest};
+pub use step::{Operation, Step};
 
 /// The plugin: the CNI operations over a daemon client and a links backend.
 #[derive(Clone)]

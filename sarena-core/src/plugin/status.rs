@@ -2,7 +2,8 @@
 
 use crate::api::Daemon;
 
-use super::error::{PluginError, Step};
+use super::error::PluginError;
+use super::step::Step;
 
 /// Runs STATUS: `GET /daemon/health`. Unreachable, failing or not ready → error
 /// (code 50 at the edge).
