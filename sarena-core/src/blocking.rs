@@ -42,9 +42,8 @@ mod tests {
     #[test]
     fn without_a_runtime_it_runs_inline() {
         let caller = std::thread::current().id();
-        let ran_on = futures_util::FutureExt::now_or_never(off_worker(|| {
-            std::thread::current().id()
-        }));
+        let ran_on =
+            futures_util::FutureExt::now_or_never(off_worker(|| std::thread::current().id()));
         assert_eq!(ran_on.map(Result::unwrap), Some(caller));
     }
 

@@ -14,8 +14,8 @@ use crate::cni::result::Route;
 use crate::links::{Links, host_ifname};
 
 use super::error::PluginError;
-use super::step::Step;
 use super::request::CheckRequest;
+use super::step::Step;
 
 /// What prevResult says about this attachment.
 struct Expected {

@@ -12,12 +12,12 @@
 //!    a missing or unopenable netns is fine.
 
 use crate::api::Daemon;
+use crate::delqueue::DeleteQueue;
 use crate::links::{LinkError, Links, host_ifname};
 
-use crate::delqueue::DeleteQueue;
 use super::error::{AttachmentDisplay, PluginError};
-use super::step::Step;
 use super::request::DelRequest;
+use super::step::Step;
 
 /// Runs DEL.
 pub(crate) async fn del(

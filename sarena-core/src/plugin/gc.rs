@@ -7,8 +7,8 @@ use crate::api::{Daemon, GcRequest as DaemonGcRequest};
 use crate::links::{Links, host_ifname};
 
 use super::error::PluginError;
-use super::step::Step;
 use super::request::GcRequest;
+use super::step::Step;
 
 /// Runs GC. Best effort: a failing step does not stop the others.
 pub(crate) async fn gc(
