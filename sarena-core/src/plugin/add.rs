@@ -1,41 +1,37 @@
-//! ADD: the seed's eight steps, each one trait call away, in order but for two
-//! pairs that do not depend on each other and run concurrently to save round
-//! trips: the stale-link check (2) with the daemon's config (3–4), and the pod
-//! interface's addresses and routes (7) with the endpoint's registration (8).
-//! ADD succeeds only if both of a pair do.
+//! ADD: the seed's eight steps, one named function each, called in order by
+//! [`add`] but for two pairs that do not depend on each other and run
+//! concurrently to save round trips: the stale-link check (2) with the daemon's
+//! config (3–4), and the pod interface's addresses and routes (7) with the
+//! endpoint's registration (8). ADD succeeds only if both of a pair do.
 //!
 //! Idempotence: step 2 removes a link left in the pod netns by a previous ADD of
 //! the same attachment and, when there was one, that ADD's endpoint at the daemon
 //! (which releases its address), so a repeated ADD starts from scratch.
 //!
-//! Failure handling: once the address is allocated, an `AllocationGuard` owns
-//! it; once the veth exists, a `VethGuard` owns it. [`guarded`] runs each later
-//! step and, on error, awaits the guard's `rollback()` before returning the
-//! error (veth first, then the address), or `disarm()`s it on success, so no
-//! error path can skip the cleanup. Rollback failures are logged and never
-//! replace the original error; an address the daemon cannot be told to release
-//! goes into the deletion queue. Drop cannot await, so a guard dropped armed
-//! (only when the ADD future itself is cancelled) logs a warning, and the
-//! daemon's allocation lease is the backstop. If `POST /endpoint/create` fails in
-//! a way that may have created the endpoint (a broken connection), rollback
-//! deletes the endpoint rather than releasing the bare allocation.
-
-use std::cell::Cell;
-use std::future::Future;
+//! Failure handling: the steps that create something register its undo on one
+//! [`Rollback`] stack: the address (5, also when the allocation's own outcome is
+//! unknown) and the veth (6). Registration (8) turns the address's entry into
+//! "the endpoint may exist" when it succeeded or failed in a way that may have
+//! created the endpoint (a broken connection): undoing it then deletes the
+//! endpoint rather than releasing the bare allocation. If any step from 5 on
+//! fails, the stack is undone newest first (veth, then the endpoint or the
+//! address) before the error is returned; see [`Rollback`] for logging, the
+//! deletion queue and cancellation.
 
 use crate::api::{
     AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, EndpointCreate,
 };
 use crate::cni::CniResult;
 use crate::cni::result::{Interface, IpConfig, Route};
+use crate::delqueue::DeleteQueue;
 use crate::links::{Links, PodIfaceConfig, VethPair, VethSpec, host_ifname};
 
-use crate::delqueue::DeleteQueue;
 use super::error::{AttachmentDisplay, PluginError};
-use super::step::Step;
 use super::request::AddRequest;
+use super::rollback::{Rollback, Undo};
+use super::step::Step;
 
-/// Runs ADD. See the module docs for the failure handling.
+/// Runs ADD. See the module docs for the order and the failure handling.
 pub(crate) async fn add(
     daemon: &dyn Daemon,
     links: &dyn Links,
@@ -43,89 +39,156 @@ pub(crate) async fn add(
     req: &AddRequest,
 ) -> Result<CniResult, PluginError> {
     let att = &req.attachment;
-    // 1. Validate the input; refuse while a deletion of this attachment is queued.
+    validate(req, queue).await?;
+    let (stale, config) =
+        futures_util::join!(remove_stale_link(links, req), daemon_config(daemon, att));
+    if stale? {
+        remove_stale_endpoint(daemon, att).await?;
+    }
+    let config = config?;
+
+    let mut rollback = Rollback::new(daemon, links, queue, att);
+    let attached = async {
+        let allocation = allocate(daemon, req, &mut rollback).await?;
+        let pair = create_veth(links, req, &config, &mut rollback).await?;
+        let (configured, registered) = futures_util::join!(
+            configure_pod(links, req, &allocation),
+            register_endpoint(daemon, req, &pair, &allocation, &mut rollback)
+        );
+        configured?;
+        registered?;
+        Ok(cni_result(req, &config, &pair, &allocation))
+    }
+    .await;
+    let result = rollback.settle(attached).await?;
+    tracing::info!(attachment = %AttachmentDisplay(att), "ADD done");
+    Ok(result)
+}
+
+/// 1. Validates the input; refuses while a deletion of this attachment is queued.
+async fn validate(req: &AddRequest, queue: Option<&DeleteQueue>) -> Result<(), PluginError> {
     req.validate().map_err(PluginError::Invalid)?;
     if let Some(q) = queue
-        && q.contains_off_worker(att).await
+        && q.contains_off_worker(&req.attachment).await
     {
         return Err(PluginError::DeletionPending {
-            attachment: att.clone(),
+            attachment: req.attachment.clone(),
         });
     }
-    // 2. Make ADD idempotent: remove a stale link of the same name in the pod netns;
-    //    if there was one, the endpoint a previous ADD registered for it is stale too.
-    // 3–4. Meanwhile, the daemon's config (MTU).
-    let (stale, config) = futures_util::join!(
-        links.remove_pod_link(&req.netns, &att.ifname),
-        daemon.config()
-    );
-    let stale = stale.map_err(|e| PluginError::link(Step::RemoveStaleLink, att, e))?;
-    if stale {
-        daemon
-            .delete_endpoint(att.clone())
-            .await
-            .map_err(|e| PluginError::daemon(Step::RemoveStaleEndpoint, att, e))?;
-    }
-    let config = config.map_err(|e| PluginError::daemon(Step::DaemonConfig, att, e))?;
-    // 5. Allocate the address; from here on the guard releases it on failure (also
-    //    when the allocation's own outcome is unknown).
-    let endpoint_may_exist = Cell::new(false);
-    let mut allocated = AllocationGuard::new(daemon, queue, att, &endpoint_may_exist);
-    let allocation = match daemon
+    Ok(())
+}
+
+/// 2. Makes ADD idempotent: removes a stale link of the same name in the pod
+/// netns. `true` when there was one.
+async fn remove_stale_link(links: &dyn Links, req: &AddRequest) -> Result<bool, PluginError> {
+    let att = &req.attachment;
+    links
+        .remove_pod_link(&req.netns, &att.ifname)
+        .await
+        .map_err(|e| PluginError::link(Step::RemoveStaleLink, att, e))
+}
+
+/// 2. With a stale link, the endpoint a previous ADD registered for it is stale
+/// too: deletes it (which releases its address).
+async fn remove_stale_endpoint(daemon: &dyn Daemon, att: &Attachment) -> Result<(), PluginError> {
+    daemon
+        .delete_endpoint(att.clone())
+        .await
+        .map(drop)
+        .map_err(|e| PluginError::daemon(Step::RemoveStaleEndpoint, att, e))
+}
+
+/// 3–4. The daemon's config (MTU): the first request, which connects to the daemon.
+async fn daemon_config(daemon: &dyn Daemon, att: &Attachment) -> Result<DaemonConfig, PluginError> {
+    daemon
+        .config()
+        .await
+        .map_err(|e| PluginError::daemon(Step::DaemonConfig, att, e))
+}
+
+/// 5. Allocates the address. Its undo (release) is registered unless the daemon
+/// surely allocated nothing.
+async fn allocate(
+    daemon: &dyn Daemon,
+    req: &AddRequest,
+    rollback: &mut Rollback<'_>,
+) -> Result<Allocation, PluginError> {
+    let att = &req.attachment;
+    let allocated = daemon
         .allocate(AllocateRequest {
             owner: att.clone(),
             pod: req.pod.clone(),
             requested: req.requested_ips.clone(),
             pool: None,
         })
-        .await
-    {
-        Ok(allocation) => allocation,
-        Err(e) => {
-            if outcome_unknown(&e) {
-                allocated.rollback().await;
-            } else {
-                allocated.disarm();
-            }
-            return Err(PluginError::daemon(Step::Allocate, att, e));
-        }
-    };
-    let result = guarded(&mut allocated, async {
-        // 6. Create the veth pair; from here on the guard removes it on failure.
-        let pair = links
-            .create_veth(&VethSpec {
-                host_ifname: host_ifname(&att.container_id, &att.ifname),
-                netns: req.netns.clone(),
-                pod_ifname: att.ifname.clone(),
-                mtu: config.mtu,
-                pod_mac: req.requested_mac.clone(),
-            })
-            .await
-            .map_err(|e| PluginError::link(Step::CreateVeth, att, e))?;
-        let mut veth = VethGuard::new(links, att, &pair.host_ifname);
-        guarded(&mut veth, async {
-            // 7. Addresses and routes on the pod interface, while
-            // 8. the endpoint is registered (the daemon attaches the host end).
-            let pod = pod_config(&allocation);
-            let (configured, registered) = futures_util::join!(
-                links.configure_pod(&req.netns, &att.ifname, &pod),
-                daemon.create_endpoint(endpoint_create(req, &pair, &allocation))
-            );
-            // Rollback deletes the endpoint (not just the allocation) when it
-            // was, or may have been, registered.
-            endpoint_may_exist.set(match &registered {
-                Ok(_) => true,
-                Err(e) => outcome_unknown(e),
-            });
-            configured.map_err(|e| PluginError::link(Step::ConfigurePod, att, e))?;
-            registered.map_err(|e| PluginError::daemon(Step::RegisterEndpoint, att, e))?;
-            Ok(cni_result(req, &config, &pair, &allocation))
+        .await;
+    if may_have_taken_effect(&allocated) {
+        rollback.push(Undo::Allocation);
+    }
+    allocated.map_err(|e| PluginError::daemon(Step::Allocate, att, e))
+}
+
+/// 6. Creates the veth pair (host end named after the attachment, pod end in the
+/// pod netns under its final name) and registers its removal.
+async fn create_veth(
+    links: &dyn Links,
+    req: &AddRequest,
+    config: &DaemonConfig,
+    rollback: &mut Rollback<'_>,
+) -> Result<VethPair, PluginError> {
+    let att = &req.attachment;
+    let pair = links
+        .create_veth(&VethSpec {
+            host_ifname: host_ifname(&att.container_id, &att.ifname),
+            netns: req.netns.clone(),
+            pod_ifname: att.ifname.clone(),
+            mtu: config.mtu,
+            pod_mac: req.requested_mac.clone(),
         })
         .await
-    })
-    .await?;
-    tracing::info!(attachment = %AttachmentDisplay(att), "ADD done");
-    Ok(result)
+        .map_err(|e| PluginError::link(Step::CreateVeth, att, e))?;
+    rollback.push(Undo::Veth {
+        host_ifname: pair.host_ifname.clone(),
+    });
+    Ok(pair)
+}
+
+/// 7. Puts the allocation's addresses and routes on the pod interface and brings it up.
+async fn configure_pod(
+    links: &dyn Links,
+    req: &AddRequest,
+    allocation: &Allocation,
+) -> Result<(), PluginError> {
+    let att = &req.attachment;
+    links
+        .configure_pod(&req.netns, &att.ifname, &pod_config(allocation))
+        .await
+        .map_err(|e| PluginError::link(Step::ConfigurePod, att, e))
+}
+
+/// 8. Registers the endpoint (the daemon attaches the host end). Once it is, or
+/// may be, registered, undoing the allocation deletes the endpoint.
+async fn register_endpoint(
+    daemon: &dyn Daemon,
+    req: &AddRequest,
+    pair: &VethPair,
+    allocation: &Allocation,
+    rollback: &mut Rollback<'_>,
+) -> Result<(), PluginError> {
+    let registered = daemon
+        .create_endpoint(endpoint_create(req, pair, allocation))
+        .await;
+    if may_have_taken_effect(&registered) {
+        rollback.endpoint_may_exist();
+    }
+    registered
+        .map(drop)
+        .map_err(|e| PluginError::daemon(Step::RegisterEndpoint, &req.attachment, e))
+}
+
+/// True when a daemon call succeeded or failed with an unknown outcome.
+fn may_have_taken_effect<T>(answer: &Result<T, DaemonError>) -> bool {
+    answer.as_ref().map_or_else(outcome_unknown, |_| true)
 }
 
 /// True when a failed request may still have taken effect at the daemon: the
@@ -133,140 +196,6 @@ pub(crate) async fn add(
 /// refusal (an API error) or an unreachable daemon means nothing happened.
 fn outcome_unknown(e: &DaemonError) -> bool {
     !matches!(e, DaemonError::Api { .. } | DaemonError::Unreachable { .. })
-}
-
-/// Something ADD created that must be undone if a later step fails.
-trait Undo {
-    /// Undoes it, logging (not returning) failures so the original error stands.
-    async fn rollback(&mut self);
-    /// Keeps it: ADD succeeded.
-    fn disarm(&mut self);
-}
-
-/// Runs `step`; on error rolls `guard` back before returning the error, on success disarms it.
-async fn guarded<T, G: Undo>(
-    guard: &mut G,
-    step: impl Future<Output = Result<T, PluginError>>,
-) -> Result<T, PluginError> {
-    match step.await {
-        Ok(value) => {
-            guard.disarm();
-            Ok(value)
-        }
-        Err(e) => {
-            guard.rollback().await;
-            Err(e)
-        }
-    }
-}
-
-/// Owns an allocated address until the endpoint is registered.
-struct AllocationGuard<'a> {
-    daemon: &'a dyn Daemon,
-    queue: Option<&'a DeleteQueue>,
-    attachment: &'a Attachment,
-    armed: bool,
-    /// Set when `POST /endpoint/create` failed in a way that may have created the
-    /// endpoint: rollback then deletes the endpoint (which also releases the address)
-    /// instead of releasing the bare allocation.
-    endpoint_may_exist: &'a Cell<bool>,
-}
-
-impl<'a> AllocationGuard<'a> {
-    fn new(
-        daemon: &'a dyn Daemon,
-        queue: Option<&'a DeleteQueue>,
-        attachment: &'a Attachment,
-        endpoint_may_exist: &'a Cell<bool>,
-    ) -> Self {
-        AllocationGuard {
-            daemon,
-            queue,
-            attachment,
-            armed: true,
-            endpoint_may_exist,
-        }
-    }
-}
-
-impl Undo for AllocationGuard<'_> {
-    async fn rollback(&mut self) {
-        self.armed = false;
-        let att = self.attachment;
-        let outcome = if self.endpoint_may_exist.get() {
-            self.daemon.delete_endpoint(att.clone()).await
-        } else {
-            self.daemon.release(att.clone()).await
-        };
-        match outcome {
-            Ok(_) => tracing::info!(attachment = %AttachmentDisplay(att), "address released"),
-            Err(e) if e.is_transient() && self.queue.is_some() => {
-                let queued = match self.queue {
-                    Some(q) => Some(q.enqueue_off_worker(att).await),
-                    None => None,
-                };
-                tracing::warn!(attachment = %AttachmentDisplay(att), error = %e,
-                    queued = ?queued, "cannot release the address now; deletion queued");
-            }
-            Err(e) => tracing::error!(attachment = %AttachmentDisplay(att), error = %e,
-                "cannot release the address; the daemon's lease will expire it"),
-        }
-    }
-
-    fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for AllocationGuard<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            tracing::warn!(attachment = %AttachmentDisplay(self.attachment),
-                "ADD abandoned after allocation; the address stays until its lease expires");
-        }
-    }
-}
-
-/// Owns the veth pair until the endpoint is registered.
-struct VethGuard<'a> {
-    links: &'a dyn Links,
-    attachment: &'a Attachment,
-    host_ifname: String,
-    armed: bool,
-}
-
-impl<'a> VethGuard<'a> {
-    fn new(links: &'a dyn Links, attachment: &'a Attachment, host_ifname: &str) -> Self {
-        VethGuard {
-            links,
-            attachment,
-            host_ifname: host_ifname.to_string(),
-            armed: true,
-        }
-    }
-}
-
-impl Undo for VethGuard<'_> {
-    async fn rollback(&mut self) {
-        self.armed = false;
-        match self.links.remove_host_link(&self.host_ifname).await {
-            Ok(_) => tracing::info!(ifname = %self.host_ifname, "veth removed"),
-            Err(e) => tracing::error!(attachment = %AttachmentDisplay(self.attachment),
-                ifname = %self.host_ifname, error = %e, "cannot remove the veth"),
-        }
-    }
-
-    fn disarm(&mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for VethGuard<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            tracing::warn!(ifname = %self.host_ifname, "ADD abandoned after creating the veth; it stays");
-        }
-    }
 }
 
 fn pod_config(allocation: &Allocation) -> PodIfaceConfig {

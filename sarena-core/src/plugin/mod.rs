@@ -42,6 +42,7 @@ mod dispatch;
 mod error;
 mod gc;
 mod request;
+mod rollback;
 mod status;
 mod step;
 #[cfg(test)]
