@@ -11,7 +11,9 @@
 //! 3. When `CNI_NETNS` is given and can be opened, remove the pod end there too;
 //!    a missing or unopenable netns is fine.
 
-use crate::api::Daemon;
+use std::path::Path;
+
+use crate::api::{Attachment, Daemon};
 use crate::delqueue::DeleteQueue;
 use crate::links::{LinkError, Links, host_ifname};
 
@@ -19,7 +21,8 @@ use super::error::{AttachmentDisplay, PluginError};
 use super::request::DelRequest;
 use super::step::Step;
 
-/// Runs DEL.
+/// Runs DEL: the steps of the module docs, each one call; failures are
+/// collected and reported together after all have run.
 pub(crate) async fn del(
     daemon: &dyn Daemon,
     links: &dyn Links,
@@ -30,54 +33,91 @@ pub(crate) async fn del(
     let att = &req.attachment;
     let mut errors = Vec::new();
 
-    // Whether the daemon removes the veth pair (after answering); if not,
-    // or if it cannot be asked, DEL removes it here.
-    let mut links_left_to_us = true;
-    match daemon.delete_endpoint_and_veth(att.clone()).await {
-        Ok(answer) => {
-            links_left_to_us = !answer.veth_removal;
-            tracing::debug!(attachment = %AttachmentDisplay(att), existed = answer.deleted,
-                veth_removal = answer.veth_removal, "endpoint deleted")
-        }
-        Err(e) if e.is_transient() => match queue {
-            Some(q) => match q.enqueue_off_worker(att).await {
-                Ok(()) => tracing::warn!(attachment = %AttachmentDisplay(att), error = %e,
-                    "daemon unavailable; deletion queued"),
-                Err(qe) => errors.push(PluginError::Queue {
-                    step: Step::EnqueueDeletion,
-                    attachment: Some(att.clone()),
-                    source: qe,
-                }),
-            },
-            None => errors.push(PluginError::daemon(Step::DeleteEndpoint, att, e)),
-        },
-        Err(e) => errors.push(PluginError::daemon(Step::DeleteEndpoint, att, e)),
-    }
-    if !links_left_to_us {
-        PluginError::collect(Some(att), errors)?;
+    let daemon_removes_veth = delete_endpoint(daemon, queue, att)
+        .await
+        .unwrap_or_else(|e| {
+            errors.push(e);
+            false
+        });
+    if daemon_removes_veth {
         tracing::info!(attachment = %AttachmentDisplay(att), "DEL done; the daemon removes the veth");
         return Ok(());
     }
-
-    let host = host_ifname(&att.container_id, &att.ifname);
-    match links.remove_host_link(&host).await {
-        Ok(existed) => tracing::debug!(ifname = %host, existed, "host link removed"),
-        Err(e) => errors.push(PluginError::link(Step::RemoveHostLink, att, e)),
+    if let Err(e) = remove_host_link(links, att).await {
+        errors.push(e);
     }
-
-    if let Some(netns) = &req.netns {
-        match links.remove_pod_link(netns, &att.ifname).await {
-            Ok(existed) => tracing::debug!(ifname = %att.ifname, existed, "pod link removed"),
-            Err(LinkError::Netns { path, source }) => {
-                tracing::debug!(%path, error = %source, "netns gone; nothing to remove in it");
-            }
-            Err(e) => errors.push(PluginError::link(Step::RemovePodLink, att, e)),
-        }
+    if let Some(netns) = &req.netns
+        && let Err(e) = remove_pod_link(links, netns, att).await
+    {
+        errors.push(e);
     }
 
     PluginError::collect(Some(att), errors)?;
     tracing::info!(attachment = %AttachmentDisplay(att), "DEL done");
     Ok(())
+}
+
+/// 1. Deletes the endpoint at the daemon, asking it to remove the veth pair too;
+/// queues the deletion when the daemon cannot be reached. `Ok(true)`: the daemon
+/// removes the veth (after answering), so DEL need not.
+async fn delete_endpoint(
+    daemon: &dyn Daemon,
+    queue: Option<&DeleteQueue>,
+    att: &Attachment,
+) -> Result<bool, PluginError> {
+    let e = match daemon.delete_endpoint_and_veth(att.clone()).await {
+        Ok(answer) => {
+            tracing::debug!(attachment = %AttachmentDisplay(att), existed = answer.deleted,
+                veth_removal = answer.veth_removal, "endpoint deleted");
+            return Ok(answer.veth_removal);
+        }
+        Err(e) => e,
+    };
+    match queue {
+        Some(q) if e.is_transient() => match q.enqueue_off_worker(att).await {
+            Ok(()) => {
+                tracing::warn!(attachment = %AttachmentDisplay(att), error = %e,
+                    "daemon unavailable; deletion queued");
+                Ok(false)
+            }
+            Err(qe) => Err(PluginError::Queue {
+                step: Step::EnqueueDeletion,
+                attachment: Some(att.clone()),
+                source: qe,
+            }),
+        },
+        _ => Err(PluginError::daemon(Step::DeleteEndpoint, att, e)),
+    }
+}
+
+/// 2. Removes the host end of the veth (which takes the pod end with it).
+async fn remove_host_link(links: &dyn Links, att: &Attachment) -> Result<(), PluginError> {
+    let host = host_ifname(&att.container_id, &att.ifname);
+    let existed = links
+        .remove_host_link(&host)
+        .await
+        .map_err(|e| PluginError::link(Step::RemoveHostLink, att, e))?;
+    tracing::debug!(ifname = %host, existed, "host link removed");
+    Ok(())
+}
+
+/// 3. Removes the pod end in `netns`; a netns that is gone is fine.
+async fn remove_pod_link(
+    links: &dyn Links,
+    netns: &Path,
+    att: &Attachment,
+) -> Result<(), PluginError> {
+    match links.remove_pod_link(netns, &att.ifname).await {
+        Ok(existed) => {
+            tracing::debug!(ifname = %att.ifname, existed, "pod link removed");
+            Ok(())
+        }
+        Err(LinkError::Netns { path, source }) => {
+            tracing::debug!(%path, error = %source, "netns gone; nothing to remove in it");
+            Ok(())
+        }
+        Err(e) => Err(PluginError::link(Step::RemovePodLink, att, e)),
+    }
 }
 
 #[cfg(test)]
