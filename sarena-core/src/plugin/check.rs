@@ -26,7 +26,8 @@ struct Expected {
     host_ifname: String,
 }
 
-/// Runs CHECK.
+/// Runs CHECK: prevResult's sandbox, then the endpoint at the daemon, the pod
+/// interface and the host link; the first difference is the error.
 pub(crate) async fn check(
     daemon: &dyn Daemon,
     links: &dyn Links,
@@ -35,73 +36,124 @@ pub(crate) async fn check(
     req.validate().map_err(PluginError::Invalid)?;
     let att = &req.attachment;
     let want = expected(req)?;
-    let mismatch = |what: &str, expected: &dyn Display, found: &dyn Display| {
-        Err(PluginError::CheckMismatch {
-            attachment: att.clone(),
-            what: what.to_string(),
-            expected: expected.to_string(),
-            found: found.to_string(),
-        })
-    };
+    check_sandbox(req, &want)?;
+    check_endpoint(daemon, att, &want).await?;
+    check_pod(links, req, &want).await?;
+    check_host_link(links, att, &want).await?;
+    tracing::info!(container_id = %att.container_id, ifname = %att.ifname, "CHECK passed");
+    Ok(())
+}
 
-    if let Some(sandbox) = &want.sandbox
-        && sandbox != &req.netns.display().to_string()
-    {
-        return mismatch("sandbox (CNI_NETNS)", sandbox, &req.netns.display());
+/// A [`PluginError::CheckMismatch`] of `what` on `att`.
+fn mismatch(
+    att: &Attachment,
+    what: &str,
+    expected: &dyn Display,
+    found: &dyn Display,
+) -> PluginError {
+    PluginError::CheckMismatch {
+        attachment: att.clone(),
+        what: what.to_string(),
+        expected: expected.to_string(),
+        found: found.to_string(),
     }
+}
 
+/// prevResult's sandbox, when it names one, is `CNI_NETNS`.
+fn check_sandbox(req: &CheckRequest, want: &Expected) -> Result<(), PluginError> {
+    match &want.sandbox {
+        Some(sandbox) if sandbox != &req.netns.display().to_string() => Err(mismatch(
+            &req.attachment,
+            "sandbox (CNI_NETNS)",
+            sandbox,
+            &req.netns.display(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The endpoint is registered at the daemon with prevResult's addresses and pod MAC.
+async fn check_endpoint(
+    daemon: &dyn Daemon,
+    att: &Attachment,
+    want: &Expected,
+) -> Result<(), PluginError> {
     let endpoint = daemon
         .endpoint(att.clone())
         .await
         .map_err(|e| PluginError::daemon(Step::LookupEndpoint, att, e))?;
     let Some(endpoint) = endpoint else {
-        return mismatch("endpoint at the daemon", &"registered", &"not registered");
+        return Err(mismatch(
+            att,
+            "endpoint at the daemon",
+            &"registered",
+            &"not registered",
+        ));
     };
     if sorted(&endpoint.addresses) != sorted(&want.addresses) {
-        return mismatch(
+        return Err(mismatch(
+            att,
             "endpoint addresses at the daemon",
             &list(&want.addresses),
             &list(&endpoint.addresses),
-        );
+        ));
     }
     if let Some(mac) = &want.pod_mac
         && !mac.eq_ignore_ascii_case(&endpoint.pod_mac)
     {
-        return mismatch("endpoint pod MAC at the daemon", mac, &endpoint.pod_mac);
+        return Err(mismatch(
+            att,
+            "endpoint pod MAC at the daemon",
+            mac,
+            &endpoint.pod_mac,
+        ));
     }
+    Ok(())
+}
 
+/// The pod interface exists, has prevResult's MAC and addresses, is up, and
+/// has prevResult's routes.
+async fn check_pod(
+    links: &dyn Links,
+    req: &CheckRequest,
+    want: &Expected,
+) -> Result<(), PluginError> {
+    let att = &req.attachment;
     let pod = links
         .inspect_pod(&req.netns, &att.ifname)
         .await
         .map_err(|e| PluginError::link(Step::InspectPod, att, e))?;
     let Some(pod) = pod else {
-        return mismatch(
+        return Err(mismatch(
+            att,
             &format!("pod interface {}", att.ifname),
             &"present",
             &"missing",
-        );
+        ));
     };
     if let Some(mac) = &want.pod_mac
         && !mac.eq_ignore_ascii_case(&pod.mac)
     {
-        return mismatch("pod interface MAC", mac, &pod.mac);
+        return Err(mismatch(att, "pod interface MAC", mac, &pod.mac));
     }
     if let Some(missing) = want.addresses.iter().find(|a| !pod.addresses.contains(a)) {
-        return mismatch(
+        return Err(mismatch(
+            att,
             "pod interface addresses",
             &format!("{missing} among them"),
             &list(&pod.addresses),
-        );
+        ));
     }
     if !pod.up {
-        return mismatch("pod interface state", &"up", &"down");
+        return Err(mismatch(att, "pod interface state", &"up", &"down"));
     }
     if let Some(route) = want
         .routes
         .iter()
         .find(|r| !pod.routes.iter().any(|f| same_route(r, f)))
     {
-        return mismatch(
+        return Err(mismatch(
+            att,
             "pod routes",
             &format!("{} via {}", route.dst, show_gw(route.gw)),
             &pod.routes
@@ -109,21 +161,29 @@ pub(crate) async fn check(
                 .map(|r| format!("{} via {}", r.dst, show_gw(r.gw)))
                 .collect::<Vec<_>>()
                 .join(", "),
-        );
+        ));
     }
+    Ok(())
+}
 
+/// The host end of the veth exists.
+async fn check_host_link(
+    links: &dyn Links,
+    att: &Attachment,
+    want: &Expected,
+) -> Result<(), PluginError> {
     let host = links
         .host_link_index(&want.host_ifname)
         .await
         .map_err(|e| PluginError::link(Step::InspectHostLink, att, e))?;
     if host.is_none() {
-        return mismatch(
+        return Err(mismatch(
+            att,
             &format!("host link {}", want.host_ifname),
             &"present",
             &"missing",
-        );
+        ));
     }
-    tracing::info!(container_id = %att.container_id, ifname = %att.ifname, "CHECK passed");
     Ok(())
 }
 
