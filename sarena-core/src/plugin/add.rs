@@ -65,7 +65,7 @@ pub(crate) async fn add(
     Ok(result)
 }
 
-/// 1. Validates the input; refuses while a deletion of this attachment is queued.
+/// Step 1: validates the input; refuses while a deletion of this attachment is queued.
 async fn validate(req: &AddRequest, queue: Option<&DeleteQueue>) -> Result<(), PluginError> {
     req.validate().map_err(PluginError::Invalid)?;
     if let Some(q) = queue
@@ -78,7 +78,7 @@ async fn validate(req: &AddRequest, queue: Option<&DeleteQueue>) -> Result<(), P
     Ok(())
 }
 
-/// 2. Makes ADD idempotent: removes a stale link of the same name in the pod
+/// Step 2: makes ADD idempotent: removes a stale link of the same name in the pod
 /// netns. `true` when there was one.
 async fn remove_stale_link(links: &dyn Links, req: &AddRequest) -> Result<bool, PluginError> {
     let att = &req.attachment;
@@ -88,7 +88,7 @@ async fn remove_stale_link(links: &dyn Links, req: &AddRequest) -> Result<bool, 
         .map_err(|e| PluginError::link(Step::RemoveStaleLink, att, e))
 }
 
-/// 2. With a stale link, the endpoint a previous ADD registered for it is stale
+/// Step 2: with a stale link, the endpoint a previous ADD registered for it is stale
 /// too: deletes it (which releases its address).
 async fn remove_stale_endpoint(daemon: &dyn Daemon, att: &Attachment) -> Result<(), PluginError> {
     daemon
@@ -98,7 +98,8 @@ async fn remove_stale_endpoint(daemon: &dyn Daemon, att: &Attachment) -> Result<
         .map_err(|e| PluginError::daemon(Step::RemoveStaleEndpoint, att, e))
 }
 
-/// 3–4. The daemon's config (MTU): the first request, which connects to the daemon.
+/// Steps 3–4: the daemon's config (MTU), the first request (which connects
+/// to the daemon).
 async fn daemon_config(daemon: &dyn Daemon, att: &Attachment) -> Result<DaemonConfig, PluginError> {
     daemon
         .config()
@@ -106,7 +107,7 @@ async fn daemon_config(daemon: &dyn Daemon, att: &Attachment) -> Result<DaemonCo
         .map_err(|e| PluginError::daemon(Step::DaemonConfig, att, e))
 }
 
-/// 5. Allocates the address. Its undo (release) is registered unless the daemon
+/// Step 5: allocates the address. Its undo (release) is registered unless the daemon
 /// surely allocated nothing.
 async fn allocate(
     daemon: &dyn Daemon,
@@ -128,7 +129,7 @@ async fn allocate(
     allocated.map_err(|e| PluginError::daemon(Step::Allocate, att, e))
 }
 
-/// 6. Creates the veth pair (host end named after the attachment, pod end in the
+/// Step 6: creates the veth pair (host end named after the attachment, pod end in the
 /// pod netns under its final name) and registers its removal.
 async fn create_veth(
     links: &dyn Links,
@@ -153,7 +154,8 @@ async fn create_veth(
     Ok(pair)
 }
 
-/// 7. Puts the allocation's addresses and routes on the pod interface and brings it up.
+/// Step 7: puts the allocation's addresses and routes on the pod interface
+/// and brings it up.
 async fn configure_pod(
     links: &dyn Links,
     req: &AddRequest,
@@ -166,7 +168,7 @@ async fn configure_pod(
         .map_err(|e| PluginError::link(Step::ConfigurePod, att, e))
 }
 
-/// 8. Registers the endpoint (the daemon attaches the host end). Once it is, or
+/// Step 8: registers the endpoint (the daemon attaches the host end). Once it is, or
 /// may be, registered, undoing the allocation deletes the endpoint.
 async fn register_endpoint(
     daemon: &dyn Daemon,

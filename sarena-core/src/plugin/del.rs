@@ -57,7 +57,7 @@ pub(crate) async fn del(
     Ok(())
 }
 
-/// 1. Deletes the endpoint at the daemon, asking it to remove the veth pair too;
+/// Step 1: deletes the endpoint at the daemon, asking it to remove the veth pair too;
 /// queues the deletion when the daemon cannot be reached. `Ok(true)`: the daemon
 /// removes the veth (after answering), so DEL need not.
 async fn delete_endpoint(
@@ -90,7 +90,7 @@ async fn delete_endpoint(
     }
 }
 
-/// 2. Removes the host end of the veth (which takes the pod end with it).
+/// Step 2: removes the host end of the veth (which takes the pod end with it).
 async fn remove_host_link(links: &dyn Links, att: &Attachment) -> Result<(), PluginError> {
     let host = host_ifname(&att.container_id, &att.ifname);
     let existed = links
@@ -101,7 +101,7 @@ async fn remove_host_link(links: &dyn Links, att: &Attachment) -> Result<(), Plu
     Ok(())
 }
 
-/// 3. Removes the pod end in `netns`; a netns that is gone is fine.
+/// Step 3: removes the pod end in `netns`; a netns that is gone is fine.
 async fn remove_pod_link(
     links: &dyn Links,
     netns: &Path,
