@@ -1,42 +1,30 @@
-//! Construction of the real backends: the daemon's HTTP client and the rtnetlink
-//! links backend. Kept in one place so that tests (and other embedders) can pass
-//! their own to [`crate::run::run`].
+//! The real backends: [`Plugin::connect`] (the daemon's HTTP client and the
+//! rtnetlink links backend), its failures turned into CNI errors. Kept in one
+//! place so that tests (and other embedders) can pass their own plugin to
+//! [`crate::run::run`].
 
-use std::sync::Arc;
-
-use sarena_core::api::{DEFAULT_SOCKET, Daemon, HttpDaemon};
+use sarena_core::api::DEFAULT_SOCKET;
 use sarena_core::cni::{CniError, ErrorCode, NetConf};
-use sarena_core::links::{Links, RtnetlinkLinks};
+use sarena_core::plugin::{ConnectError, Plugin};
 
-/// What the plugin runs on: a daemon client and a links backend.
-pub(crate) type Backends = (Arc<dyn Daemon>, Arc<dyn Links>);
-
-/// The daemon client and links backend for `conf`. Must be called inside a tokio
-/// runtime (the netlink socket is driven by it).
-pub(crate) fn backends(conf: &NetConf) -> Result<Backends, CniError> {
-    Ok((daemon(conf)?, links()?))
-}
-
-/// The daemon client for the config's `daemon-endpoint` (default: the daemon's
-/// well-known socket). Building it does no I/O; the first call connects.
-fn daemon(conf: &NetConf) -> Result<Arc<dyn Daemon>, CniError> {
-    let endpoint = conf.daemon_endpoint.as_deref().unwrap_or(DEFAULT_SOCKET);
-    let client = HttpDaemon::new(endpoint).map_err(|e| {
-        CniError::new(
+/// The plugin for `conf`: the daemon client for its `daemon-endpoint` (default:
+/// the daemon's well-known socket; building it does no I/O, the first call
+/// connects) and the links backend (a netlink socket in the host netns). Must be
+/// called inside a tokio runtime (the netlink socket is driven by it).
+pub(crate) fn connect(conf: &NetConf) -> Result<Plugin, CniError> {
+    let endpoint = conf.daemon_endpoint.as_deref();
+    Plugin::connect(endpoint).map_err(|e| match e {
+        ConnectError::Daemon(e) => CniError::new(
             ErrorCode::InvalidConfig,
-            format!("invalid network config field `daemon-endpoint` {endpoint:?}"),
+            format!(
+                "invalid network config field `daemon-endpoint` {:?}",
+                endpoint.unwrap_or(DEFAULT_SOCKET)
+            ),
         )
-        .with_details(e.to_string())
-    })?;
-    Ok(Arc::new(client))
-}
-
-/// The rtnetlink links backend (opens a netlink socket in the host netns).
-fn links() -> Result<Arc<dyn Links>, CniError> {
-    let links = RtnetlinkLinks::new().map_err(|e| {
-        CniError::new(ErrorCode::Kernel, "cannot open a netlink socket").with_details(e.to_string())
-    })?;
-    Ok(Arc::new(links))
+        .with_details(e.to_string()),
+        ConnectError::Links(e) => CniError::new(ErrorCode::Kernel, "cannot open a netlink socket")
+            .with_details(e.to_string()),
+    })
 }
 
 #[cfg(test)]
@@ -51,22 +39,22 @@ mod tests {
         NetConf::parse(v.to_string().as_bytes()).unwrap()
     }
 
-    #[test]
-    fn daemon_client_for_every_endpoint_form() {
+    #[tokio::test]
+    async fn daemon_client_for_every_endpoint_form() {
         for e in [
             None,
             Some("/tmp/x.sock"),
             Some("unix:///tmp/x.sock"),
             Some("http://127.0.0.1:9"),
         ] {
-            assert!(daemon(&conf(e)).is_ok(), "{e:?}");
+            assert!(connect(&conf(e)).is_ok(), "{e:?}");
         }
     }
 
     #[test]
     fn a_host_name_endpoint_is_a_config_error() {
         // The config accepts host names; the client does no DNS.
-        let err = daemon(&conf(Some("http://daemon.example:80")))
+        let err = connect(&conf(Some("http://daemon.example:80")))
             .err()
             .unwrap();
         assert_eq!(err.code, ErrorCode::InvalidConfig);
@@ -75,16 +63,16 @@ mod tests {
 
     #[tokio::test]
     async fn both_backends_are_built_inside_a_runtime() {
-        assert!(backends(&conf(None)).is_ok());
+        assert!(connect(&conf(None)).is_ok());
     }
 
     #[tokio::test]
     async fn the_default_endpoint_is_the_daemons_socket() {
-        let d = daemon(&conf(None)).unwrap();
+        let plugin = connect(&conf(None)).unwrap();
         // Without a daemon on this machine, the default socket is unreachable, and
         // the error names it.
         if !std::path::Path::new(DEFAULT_SOCKET).exists() {
-            let err = d.health().await.unwrap_err();
+            let err = plugin.status().await.unwrap_err();
             assert!(err.to_string().contains(DEFAULT_SOCKET), "{err}");
         }
     }

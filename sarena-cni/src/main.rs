@@ -21,7 +21,7 @@ fn main() -> ExitCode {
         .read_to_end(&mut stdin);
     let (out, code) = match read {
         Ok(_) => std::panic::catch_unwind(|| {
-            run::run(|k| std::env::var(k).ok(), &stdin, backends::backends)
+            run::run(|k| std::env::var(k).ok(), &stdin, backends::connect)
         })
         .unwrap_or_else(|_| run::internal_error("sarena-cni panicked; see the log")),
         Err(e) => run::io_error(&format!("cannot read stdin: {e}")),

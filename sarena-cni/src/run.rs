@@ -6,20 +6,20 @@ use sarena_core::cni::{CniEnv, CniError, Command, ErrorCode, NetConf, Version};
 use sarena_core::plugin::{DeleteQueue, Plugin, dispatch, version_output};
 use serde_json::Value;
 
-use crate::backends::Backends;
 use crate::logging;
 
 /// The largest network config accepted on stdin.
 pub(crate) const MAX_STDIN: usize = 1 << 20;
 
 /// Runs one invocation: `lookup` reads a `CNI_*` variable, `stdin` is what the
-/// runtime sent (at most [`MAX_STDIN`] + 1 bytes), `make_backends` builds the
-/// daemon client and links backend (not called for VERSION). Returns the complete
+/// runtime sent (at most [`MAX_STDIN`] + 1 bytes), `make_plugin` builds the
+/// plugin over its daemon client and links backend (not called for VERSION);
+/// its deletion queue is set from the config. Returns the complete
 /// stdout text and the exit code (0 or 1).
-pub(crate) fn run<L, B>(lookup: L, stdin: &[u8], make_backends: B) -> (String, i32)
+pub(crate) fn run<L, B>(lookup: L, stdin: &[u8], make_plugin: B) -> (String, i32)
 where
     L: Fn(&str) -> Option<String>,
-    B: FnOnce(&NetConf) -> Result<Backends, CniError>,
+    B: FnOnce(&NetConf) -> Result<Plugin, CniError>,
 {
     // Before the config is known, errors are printed in the version the input
     // asked for (if it is one we speak) and logged to stderr.
@@ -48,7 +48,7 @@ where
     tracing::dispatcher::with_default(&log, || {
         tracing::debug!(command = env.command.as_str(), container_id = ?env.container_id,
             ifname = ?env.ifname, netns = ?env.netns, "invoked");
-        match execute(&env, &conf, make_backends) {
+        match execute(&env, &conf, make_plugin) {
             Ok(Some(out)) => {
                 tracing::info!(command = env.command.as_str(), container_id = ?env.container_id, "ok");
                 tracing::debug!(output = %out, "result");
@@ -75,9 +75,9 @@ fn parse_conf(command: Command, stdin: &[u8]) -> Result<NetConf, CniError> {
     NetConf::parse(stdin)
 }
 
-fn execute<B>(env: &CniEnv, conf: &NetConf, make_backends: B) -> Result<Option<Value>, CniError>
+fn execute<B>(env: &CniEnv, conf: &NetConf, make_plugin: B) -> Result<Option<Value>, CniError>
 where
-    B: FnOnce(&NetConf) -> Result<Backends, CniError>,
+    B: FnOnce(&NetConf) -> Result<Plugin, CniError>,
 {
     if env.command == Command::Version {
         return Ok(Some(version_output(conf)));
@@ -89,15 +89,15 @@ where
             CniError::new(ErrorCode::Io, "cannot start the async runtime")
                 .with_details(e.to_string())
         })?;
-    let (daemon, links) = {
+    let plugin = {
         let _entered = runtime.enter();
-        make_backends(conf)?
+        make_plugin(conf)?
     };
     let queue_dir = conf
         .delete_queue_dir
         .clone()
         .unwrap_or_else(|| DeleteQueue::DEFAULT_DIR.into());
-    let plugin = Plugin::new(daemon, links).with_delete_queue(DeleteQueue::new(queue_dir));
+    let plugin = plugin.with_delete_queue(DeleteQueue::new(queue_dir));
     runtime.block_on(dispatch(&plugin, env, conf))
 }
 

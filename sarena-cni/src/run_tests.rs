@@ -31,7 +31,7 @@ fn attach_vars(command: &'static str) -> Vec<(&'static str, &'static str)> {
     ]
 }
 
-fn no_backends(_: &NetConf) -> Result<Backends, CniError> {
+fn no_backends(_: &NetConf) -> Result<Plugin, CniError> {
     panic!("backends must not be built")
 }
 
@@ -170,7 +170,7 @@ fn add_prints_the_result_and_logs_to_the_log_file() {
         lookup(&attach_vars("ADD")),
         &conf(dir.path(), json!({})),
         move |_| {
-            Ok((
+            Ok(Plugin::new(
                 Arc::new(d) as Arc<dyn Daemon>,
                 Arc::new(l) as Arc<dyn Links>,
             ))
@@ -197,7 +197,7 @@ fn enable_debug_logs_debug_lines() {
         lookup(&attach_vars("ADD")),
         &conf(dir.path(), json!({"enable-debug": true})),
         move |_| {
-            Ok((
+            Ok(Plugin::new(
                 Arc::new(d) as Arc<dyn Daemon>,
                 Arc::new(l) as Arc<dyn Links>,
             ))
@@ -217,7 +217,7 @@ fn unopenable_log_file_does_not_break_the_answer() {
         lookup(&attach_vars("ADD")),
         &conf(dir.path(), bad),
         move |_| {
-            Ok((
+            Ok(Plugin::new(
                 Arc::new(d) as Arc<dyn Daemon>,
                 Arc::new(l) as Arc<dyn Links>,
             ))
@@ -244,7 +244,7 @@ fn del_with_the_daemon_down_queues_and_succeeds_silently() {
         lookup(&attach_vars("DEL")),
         &conf(dir.path(), json!({})),
         move |_| {
-            Ok((
+            Ok(Plugin::new(
                 Arc::new(d) as Arc<dyn Daemon>,
                 Arc::new(l) as Arc<dyn Links>,
             ))
@@ -267,7 +267,7 @@ fn failures_are_printed_in_the_config_version_with_exit_1() {
     });
     let c = conf(dir.path(), json!({"cniVersion": "1.1.0"}));
     let (out, code) = run(lookup(&[("CNI_COMMAND", "STATUS")]), &c, move |_| {
-        Ok((
+        Ok(Plugin::new(
             Arc::new(d) as Arc<dyn Daemon>,
             Arc::new(MockLinks::new()) as Arc<dyn Links>,
         ))

@@ -105,7 +105,9 @@ impl Plugin {
     /// The usual set-up for a node: the daemon at `daemon_endpoint` (a Unix
     /// socket path, `unix://PATH` or `http://IP:PORT`; `None` for
     /// [`crate::api::DEFAULT_SOCKET`]), the rtnetlink links backend, and the
-    /// deletion queue in its default directory. Call inside a tokio runtime.
+    /// deletion queue in its default directory (replace it with
+    /// [`Plugin::with_delete_queue`]). Call inside a tokio runtime. `sarena-cni`
+    /// builds its plugin with this.
     pub fn connect(daemon_endpoint: Option<&str>) -> Result<Self, ConnectError> {
         let endpoint = daemon_endpoint.unwrap_or(crate::api::DEFAULT_SOCKET);
         let daemon = crate::api::HttpDaemon::new(endpoint)?;
