@@ -12,7 +12,7 @@ if [ "$(id -u)" != 0 ]; then
     echo "error: the privileged tests need root and CI=true forbids skipping them" >&2
     exit 1
   fi
-  echo "warning: not root: privileged tests will fail" >&2
+  echo "warning: not root: the privileged tests are not run (reported as ignored)" >&2
 fi
 
 # The eBPF object the privileged dataplane tests load: the one sarena-daemon's
@@ -29,7 +29,7 @@ if [ -n "$daemon_out" ] && [ -s "$daemon_out/sarena-ebpf" ]; then
   export SARENA_EBPF_OBJECT="$daemon_out/sarena-ebpf"
   echo "using $SARENA_EBPF_OBJECT"
 else
-  echo "warning: no eBPF object built; the eBPF dataplane tests will be skipped (fail under CI)" >&2
+  echo "warning: no eBPF object built; the eBPF dataplane tests will fail" >&2
 fi
 
 echo "== cargo fmt --check"
@@ -44,7 +44,22 @@ echo "== eBPF programs: rustfmt and clippy (nightly, bpf target)"
     --target-dir ../../target/ebpf-clippy -- -D warnings
 )
 echo "== cargo test"
-cargo test --workspace
+# The privileged tests are #[ignore = "privileged: ..."]: as root they are
+# included, and one that cannot run (no eBPF object, no bpffs) fails. The
+# other #[ignore]d tests are not privileged tests, so they are skipped: helpers
+# their parent test runs as a child process, and the benchmark harness's
+# measurements (sarena-bench runs them below).
+not_privileged=(
+  --skip child_enqueue          # sarena-core plugin::delqueue (concurrent_enqueue_from_processes)
+  --skip child_worker           # sarena-core tests/durability.rs
+  --skip quick_dataplane_run    # sarena-benches dataplane
+  --skip dataplane_run_from_env # sarena-benches dataplane
+)
+if [ "$(id -u)" = 0 ]; then
+  cargo test --workspace -- --include-ignored "${not_privileged[@]}"
+else
+  cargo test --workspace
+fi
 echo "== cargo bench --no-run"
 cargo bench --workspace --no-run
 echo "== benchmark harness smoke run (sarena-bench all --quick; the real run is scripts/bench.sh)"

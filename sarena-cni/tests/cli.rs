@@ -3,30 +3,21 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
+use sarena_test_support::output_with_stdin;
 use serde_json::{Value, json};
 
 const CONF: &str = r#"{"cniVersion":"1.0.0","name":"sarena","type":"sarena-cni"}"#;
 
 /// Runs the plugin with exactly `env` (nothing inherited) and `stdin`.
 fn plugin(env: &[(&str, &str)], stdin: &str) -> (Value, i32, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sarena-cni"))
-        .env_clear()
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_stdin(
+        Command::new(env!("CARGO_BIN_EXE_sarena-cni"))
+            .env_clear()
+            .envs(env.iter().copied()),
+        stdin.as_bytes(),
+    );
     let stdout = String::from_utf8(out.stdout).unwrap();
     let value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout:?}"));
     (

@@ -2,79 +2,12 @@
 //! wired by RtnetlinkLinks, forwarded by host routes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use std::net::IpAddr;
 use std::process::Command;
 
-use common::{HostLinkGuard, TestNetns, require_root, run, unique};
-use ipnet::IpNet;
-use sarena_core::api::{Attachment, Endpoint, PodRef, RouteSpec};
-use sarena_core::dataplane::kernel::KernelNames;
-use sarena_core::dataplane::{Dataplane, KernelDataplane, NodeNetwork};
-use sarena_core::links::{Links, PodIfaceConfig, RtnetlinkLinks, VethSpec, host_ifname};
-
-/// A pod: netns + veth + address, and its registry entry.
-struct Pod {
-    netns: TestNetns,
-    endpoint: Endpoint,
-    _host: HostLinkGuard,
-}
-
-async fn pod(links: &RtnetlinkLinks, address: &str, gateway: &str) -> Pod {
-    let netns = TestNetns::new();
-    let container = unique("ctr");
-    let host = host_ifname(&container, "eth0");
-    let guard = HostLinkGuard(host.clone());
-    let spec = VethSpec {
-        host_ifname: host.clone(),
-        netns: netns.path(),
-        pod_ifname: "eth0".into(),
-        mtu: 1500,
-        pod_mac: None,
-    };
-    let pair = links.create_veth(&spec).await.unwrap();
-    let gw: IpAddr = gateway.parse().unwrap();
-    let address: IpNet = address.parse().unwrap();
-    let config = PodIfaceConfig {
-        addresses: vec![address],
-        routes: vec![
-            RouteSpec {
-                dst: IpNet::from(gw),
-                gw: None,
-                mtu: None,
-            },
-            RouteSpec {
-                dst: "0.0.0.0/0".parse().unwrap(),
-                gw: Some(gw),
-                mtu: None,
-            },
-        ],
-    };
-    links
-        .configure_pod(&spec.netns, "eth0", &config)
-        .await
-        .unwrap();
-    let endpoint = Endpoint {
-        owner: Attachment {
-            container_id: container,
-            ifname: "eth0".into(),
-        },
-        pod: PodRef::default(),
-        host_ifname: host,
-        host_ifindex: pair.host_ifindex,
-        host_mac: pair.host_mac,
-        pod_mac: pair.pod_mac,
-        addresses: vec![address],
-        netns: spec.netns.display().to_string(),
-        created_at: 0,
-    };
-    Pod {
-        netns,
-        endpoint,
-        _host: guard,
-    }
-}
+use sarena_core::api::Endpoint;
+use sarena_core::dataplane::{Dataplane, NodeNetwork};
+use sarena_core::links::RtnetlinkLinks;
+use sarena_test_support::{HostLinkGuard, HostStack, Pod, TestNetns, require_root, run, unique};
 
 /// True when `to` answers within 4 s. ping retries every second until then:
 /// a neighbour entry left incomplete by an earlier failed attempt is probed
@@ -98,49 +31,12 @@ fn ping_with(netns: &TestNetns, to: &str, options: &[&str]) -> bool {
         .unwrap_or(false)
 }
 
-/// Unique object names, torn down on drop.
-struct Node {
-    dataplane: KernelDataplane,
-    names: KernelNames,
-}
-
-impl Node {
-    fn new() -> Self {
-        let names = KernelNames {
-            gateway_device: unique("srgw"),
-            gateway_peer: unique("srgp"),
-            nft_table: unique("srt"),
-        };
-        Node {
-            dataplane: KernelDataplane::with_names(names.clone()).unwrap(),
-            names,
-        }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        // The test's runtime is blocked in this drop, so tear down with a
-        // fresh runtime and a fresh netlink socket.
-        let names = self.names.clone();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async { KernelDataplane::with_names(names).unwrap().teardown().await })
-        })
-        .join();
-    }
-}
-
 #[tokio::test]
+#[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
 async fn pods_reach_each_other_and_the_host_through_host_routes() {
-    if !require_root("pods_reach_each_other_and_the_host_through_host_routes") {
-        return;
-    }
+    require_root("pods_reach_each_other_and_the_host_through_host_routes");
     let links = RtnetlinkLinks::new().unwrap();
-    let node = Node::new();
+    let node = HostStack::new();
     let dp = &node.dataplane;
     let network = NodeNetwork {
         gateways: vec!["10.252.0.1".parse().unwrap()],
@@ -149,8 +45,8 @@ async fn pods_reach_each_other_and_the_host_through_host_routes() {
     };
     dp.setup(&network).await.unwrap();
     dp.setup(&network).await.unwrap(); // idempotent
-    let a = pod(&links, "10.252.0.10/16", "10.252.0.1").await;
-    let b = pod(&links, "10.252.0.11/16", "10.252.0.1").await;
+    let a = Pod::new(&links, "10.252.0.10/16", "10.252.0.1").await;
+    let b = Pod::new(&links, "10.252.0.11/16", "10.252.0.1").await;
 
     assert!(
         !ping_once(&a.netns, "10.252.0.11"),
@@ -206,12 +102,11 @@ async fn pods_reach_each_other_and_the_host_through_host_routes() {
 }
 
 #[tokio::test]
+#[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
 async fn masquerading_lets_pods_reach_the_outside() {
-    if !require_root("masquerading_lets_pods_reach_the_outside") {
-        return;
-    }
+    require_root("masquerading_lets_pods_reach_the_outside");
     let links = RtnetlinkLinks::new().unwrap();
-    let node = Node::new();
+    let node = HostStack::new();
     let dp = &node.dataplane;
     // The outside world: a netns behind a veth with 198.18.7.0/24 (our own namespace).
     let world = TestNetns::new();
@@ -241,7 +136,7 @@ async fn masquerading_lets_pods_reach_the_outside() {
         masquerade: false,
     };
     dp.setup(&network).await.unwrap();
-    let p = pod(&links, "10.253.0.5/16", "10.253.0.1").await;
+    let p = Pod::new(&links, "10.253.0.5/16", "10.253.0.1").await;
     dp.attach(&p.endpoint).await.unwrap();
     assert!(
         !ping_once(&p.netns, "198.18.7.2"),

@@ -1,14 +1,12 @@
 //! RtnetlinkLinks against the real kernel, in throwaway network namespaces.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::net::IpAddr;
 
-use common::{HostLinkGuard, TestNetns, require_root, run};
 use ipnet::IpNet;
 use sarena_core::api::RouteSpec;
 use sarena_core::links::{Links, PodIfaceConfig, RtnetlinkLinks, VethSpec, host_ifname};
+use sarena_test_support::{HostLinkGuard, TestNetns, require_root, run, unique};
 
 fn spec(netns: &TestNetns, container: &str) -> VethSpec {
     VethSpec {
@@ -40,12 +38,11 @@ fn pod_config() -> PodIfaceConfig {
 }
 
 #[tokio::test]
+#[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
 async fn veth_pair_is_created_configured_inspected_and_removed() {
-    if !require_root("veth_pair_is_created_configured_inspected_and_removed") {
-        return;
-    }
+    require_root("veth_pair_is_created_configured_inspected_and_removed");
     let netns = TestNetns::new();
-    let container = common::unique("ctr");
+    let container = unique("ctr");
     let spec = spec(&netns, &container);
     let _guard = HostLinkGuard(spec.host_ifname.clone());
     let links = RtnetlinkLinks::new().unwrap();
@@ -123,12 +120,11 @@ async fn veth_pair_is_created_configured_inspected_and_removed() {
 }
 
 #[tokio::test]
+#[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
 async fn two_pods_named_eth0_and_a_stale_host_link_are_fine() {
-    if !require_root("two_pods_named_eth0_and_a_stale_host_link_are_fine") {
-        return;
-    }
+    require_root("two_pods_named_eth0_and_a_stale_host_link_are_fine");
     let (a, b) = (TestNetns::new(), TestNetns::new());
-    let (ca, cb) = (common::unique("ctra"), common::unique("ctrb"));
+    let (ca, cb) = (unique("ctra"), unique("ctrb"));
     let (sa, sb) = (spec(&a, &ca), spec(&b, &cb));
     let _ga = HostLinkGuard(sa.host_ifname.clone());
     let _gb = HostLinkGuard(sb.host_ifname.clone());
@@ -138,7 +134,7 @@ async fn two_pods_named_eth0_and_a_stale_host_link_are_fine() {
     // A repeated ADD of the same attachment finds its host name taken and recreates it.
     let first = links.host_link_index(&sa.host_ifname).await.unwrap();
     links.remove_pod_link(&sa.netns, "eth0").await.unwrap();
-    let stale_peer = common::unique("stale");
+    let stale_peer = unique("stale");
     run(&[
         "ip",
         "link",
@@ -157,7 +153,7 @@ async fn two_pods_named_eth0_and_a_stale_host_link_are_fine() {
 
     // The pod name taken in the pod netns (not removed first): an error naming
     // it, and the host link is left to whoever owns it.
-    let cc = common::unique("ctrc");
+    let cc = unique("ctrc");
     let sc = VethSpec {
         netns: a.path(),
         ..spec(&a, &cc)
@@ -173,10 +169,9 @@ async fn two_pods_named_eth0_and_a_stale_host_link_are_fine() {
 }
 
 #[tokio::test]
+#[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
 async fn missing_netns_is_a_netns_error() {
-    if !require_root("missing_netns_is_a_netns_error") {
-        return;
-    }
+    require_root("missing_netns_is_a_netns_error");
     let links = RtnetlinkLinks::new().unwrap();
     let err = links
         .remove_pod_link(
@@ -200,12 +195,10 @@ fn thread_netns() -> u64 {
 /// Pod-netns sockets on either runtime flavour: the operations land in the
 /// pod netns and the calling thread ends where it started.
 async fn pod_side_works_and_the_thread_stays_home(test: &str) {
-    if !require_root(test) {
-        return;
-    }
+    require_root(test);
     let home = thread_netns();
     let netns = TestNetns::new();
-    let container = common::unique("ctr");
+    let container = unique("ctr");
     let spec = spec(&netns, &container);
     let _guard = HostLinkGuard(spec.host_ifname.clone());
     let links = RtnetlinkLinks::new().unwrap();
@@ -225,11 +218,13 @@ async fn pod_side_works_and_the_thread_stays_home(test: &str) {
 }
 
 #[tokio::test]
+#[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
 async fn pod_side_on_a_current_thread_runtime() {
     pod_side_works_and_the_thread_stays_home("pod_side_on_a_current_thread_runtime").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
 async fn pod_side_on_a_multi_thread_runtime() {
     pod_side_works_and_the_thread_stays_home("pod_side_on_a_multi_thread_runtime").await;
 }

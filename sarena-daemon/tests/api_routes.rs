@@ -2,15 +2,13 @@
 //! HTTP for the requests a well-behaved client never sends.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::collections::HashSet;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
-use common::{Site, alloc_req, owner, raw, raw_bytes};
 use sarena_core::api::{
     ApiErrorKind, Daemon, DaemonError, EndpointCreate, GcRequest, HttpDaemon, PodRef,
 };
+use sarena_test_support::daemon::{SMALL_POOL, Site, alloc_req, owner, raw, raw_bytes};
 
 fn endpoint_create(alloc: &sarena_core::api::Allocation) -> EndpointCreate {
     EndpointCreate {
@@ -244,7 +242,7 @@ async fn malformed_requests_over_raw_http() {
 #[tokio::test]
 async fn exhausted_pool_is_a_clear_error() {
     let site = Site::new();
-    let config = site.config(common::SMALL_POOL);
+    let config = site.config(SMALL_POOL);
     let _daemon = site.start(&["--config", config.to_str().unwrap()]).await;
     let d = site.client();
     assert_eq!(d.config().await.unwrap().mtu, 1400);

@@ -7,16 +7,14 @@
 //! - every acknowledged release is still released.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Site, alloc_req, owner};
 use rand::{Rng, SeedableRng};
 use sarena_core::api::{Attachment, Daemon, HttpDaemon};
+use sarena_test_support::daemon::{Site, alloc_req, owner};
 
 const KILLS: usize = 22;
 const WORKERS: usize = 4;

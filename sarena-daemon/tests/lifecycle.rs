@@ -1,13 +1,11 @@
 //! Lease expiry and deletion-queue replay, through the real daemon binary.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Site, alloc_req, owner};
 use sarena_core::api::{Allocation, Daemon, EndpointCreate, HttpDaemon, PodRef};
 use sarena_core::plugin::DeleteQueue;
+use sarena_test_support::daemon::{Site, alloc_req, owner};
 
 fn endpoint_create(alloc: &Allocation) -> EndpointCreate {
     EndpointCreate {

@@ -8,9 +8,10 @@
 //!   (only the programs can carry it);
 //! - DEL through the plugin removes map entries, links and allocations.
 //!
-//! Needs root and the eBPF object embedded in the daemon (built with the eBPF
-//! toolchain, scripts/setup-ebpf.sh). Without them the tests are skipped,
-//! except under `CI=true`, where that is a failure.
+//! Privileged: needs root and the eBPF object embedded in the daemon (built
+//! with the eBPF toolchain, scripts/setup-ebpf.sh). The tests are `#[ignore]`d
+//! unless included (`--include-ignored`, as scripts/test.sh does as root);
+//! included without them, they fail.
 //!
 //! The plugin is the `sarena-cni` binary next to the daemon's
 //! (`target/<profile>/`); `cargo test --workspace` builds it (sarena-cni has
@@ -21,19 +22,19 @@
 //! exist before (otherwise only its gateway address).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
-use common::{Running, Site};
 use sarena_core::api::{Daemon, Endpoint};
 use sarena_core::dataplane::ebpf::AyaDataplane;
+use sarena_test_support::daemon::{Running, Site};
+use sarena_test_support::{
+    PinDir, TestNetns, output_with_stdin, ping_summary, require, require_root, run, succeeds,
+    tc_program_ids, workspace_binary,
+};
 
 /// A pool no other test or the demo uses.
 const POOL: &str = "10.246.0.0/16";
@@ -50,109 +51,26 @@ fn config() -> String {
 /// The tests share the node-global gateway device: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-fn under_ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
-/// True when the test may run: root and an embedded eBPF object. Under
-/// `CI=true` a missing one is a failure; elsewhere a notice and a skip.
-fn preconditions(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let missing = if unsafe { libc::geteuid() } != 0 {
-        Some("needs root")
-    } else if sarena_daemon::ebpf_object::ebpf_object().is_none() {
-        Some("the daemon was built without the eBPF object (run scripts/setup-ebpf.sh)")
-    } else {
-        None
-    };
-    match missing {
-        None => true,
-        Some(why) if under_ci() => panic!("{test}: {why}, and CI=true forbids skipping it"),
-        Some(why) => {
-            eprintln!("SKIPPED {test}: {why}");
-            false
-        }
-    }
-}
-
-/// Runs a command, panicking with its stderr on failure; returns stdout.
-fn run(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+/// Fails the test unless it can run: root and a daemon built with the eBPF
+/// object.
+fn preconditions(test: &str) {
+    require_root(test);
+    require(
+        test,
+        sarena_daemon::ebpf_object::ebpf_object().is_some(),
+        "the daemon was built without the eBPF object (run scripts/setup-ebpf.sh)",
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn unique(prefix: &str) -> String {
-    let n: u32 = rand::random();
-    let mut name = format!("{prefix}{:x}{n:08x}", std::process::id() & 0xfff);
-    name.truncate(15);
-    name
-}
-
-/// `target/<profile>/sarena-cni`, built if missing.
-fn plugin_binary() -> &'static Path {
-    static PLUGIN: OnceLock<PathBuf> = OnceLock::new();
-    PLUGIN.get_or_init(|| {
-        let profile_dir = Path::new(common::BIN).parent().unwrap();
-        let plugin = profile_dir.join("sarena-cni");
-        if plugin.is_file() {
-            return plugin;
-        }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", "sarena-cni", "--target-dir"])
-            .arg(profile_dir.parent().unwrap())
-            .current_dir(env!("CARGO_MANIFEST_DIR"));
-        match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") => {}
-            Some(profile) => {
-                cmd.args(["--profile", profile]);
-            }
-            None => panic!("odd binary path {}", common::BIN),
-        }
-        let status = cmd.status().unwrap();
-        assert!(
-            status.success() && plugin.is_file(),
-            "cargo build -p sarena-cni"
-        );
-        plugin
-    })
-}
-
-/// `ip netns add NAME`, deleted on drop (which also removes the veth pair).
-struct Netns(String);
-
-impl Netns {
-    fn new() -> Self {
-        let name = unique("srrs");
-        run(&["ip", "netns", "add", &name]);
-        Netns(name)
-    }
-
-    fn path(&self) -> String {
-        format!("/var/run/netns/{}", self.0)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
 }
 
 /// One pod: its netns (the container id is the netns name) and address.
 struct Pod {
-    netns: Netns,
+    netns: TestNetns,
     ip: Ipv4Addr,
 }
 
 impl Pod {
     fn id(&self) -> &str {
-        &self.netns.0
+        &self.netns.name
     }
 
     /// `ping` from this pod; (transmitted, received).
@@ -171,50 +89,22 @@ impl Pod {
     }
 }
 
-/// (transmitted, received) from ping's summary line.
-fn ping_summary(out: &Output) -> (u32, u32) {
-    let text = String::from_utf8_lossy(&out.stdout);
-    let stats = text
-        .lines()
-        .find(|l| l.contains("packets transmitted"))
-        .unwrap_or_else(|| {
-            panic!(
-                "no ping summary: {text}{}",
-                String::from_utf8_lossy(&out.stderr)
-            )
-        });
-    let numbers: Vec<u32> = stats
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    (numbers[0], numbers[1])
-}
-
 /// One daemon in ebpf mode on unique state, socket and pins, and the node
 /// state it creates; everything is removed on drop.
 struct Node {
     site: Site,
     config: PathBuf,
-    pin_dir: PathBuf,
+    pin_dir: PinDir,
     had_gateway_device: bool,
     daemon: Option<Running>,
 }
 
 impl Node {
     async fn start() -> Node {
-        if !run(&["mount"]).contains("/sys/fs/bpf type bpf") {
-            run(&["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"]);
-        }
-        let had_gateway_device = Command::new("ip")
-            .args(["link", "show", GATEWAY_DEVICE])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .unwrap()
-            .success();
+        let had_gateway_device = succeeds(&["ip", "link", "show", GATEWAY_DEVICE]);
         let site = Site::new();
         let config = site.config(&config());
-        let pin_dir = PathBuf::from(format!("/sys/fs/bpf/{}", unique("sarena-rs")));
+        let pin_dir = PinDir::new();
         let mut node = Node {
             site,
             config,
@@ -232,7 +122,7 @@ impl Node {
                 "--config",
                 self.config.to_str().unwrap(),
                 "--bpf-pin-dir",
-                self.pin_dir.to_str().unwrap(),
+                self.pin_dir.0.to_str().unwrap(),
                 "--log-level",
                 "info",
             ])
@@ -242,11 +132,11 @@ impl Node {
     /// The pins as the daemon left them (maps re-opened, nothing attached).
     fn pins(&self) -> AyaDataplane {
         let object = sarena_daemon::ebpf_object::ebpf_object().unwrap();
-        AyaDataplane::open(object, &self.pin_dir).unwrap()
+        AyaDataplane::open(object, &self.pin_dir.0).unwrap()
     }
 
     /// Runs the plugin exactly as a runtime does; (success, stdout, stderr).
-    fn cni(&self, command: &str, netns: &Netns) -> (bool, String, String) {
+    fn cni(&self, command: &str, netns: &TestNetns) -> (bool, String, String) {
         let dir = self.site.dir.path();
         let conf = serde_json::json!({
             "cniVersion": "1.1.0",
@@ -256,31 +146,22 @@ impl Node {
             "log-file": dir.join("sarena-cni.log"),
             "delete-queue-dir": dir.join("delete-queue"),
         });
-        let plugin = plugin_binary();
-        let mut child = Command::new(plugin)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("CNI_COMMAND", command)
-            .env("CNI_CONTAINERID", &netns.0)
-            .env("CNI_NETNS", netns.path())
-            .env("CNI_IFNAME", "eth0")
-            .env("CNI_PATH", plugin.parent().unwrap())
-            .env(
-                "CNI_ARGS",
-                format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={}", netns.0),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(conf.to_string().as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
+        let plugin = workspace_binary("sarena-cni");
+        let out = output_with_stdin(
+            Command::new(&plugin)
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("CNI_COMMAND", command)
+                .env("CNI_CONTAINERID", &netns.name)
+                .env("CNI_NETNS", netns.path())
+                .env("CNI_IFNAME", "eth0")
+                .env("CNI_PATH", plugin.parent().unwrap())
+                .env(
+                    "CNI_ARGS",
+                    format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={}", netns.name),
+                ),
+            conf.to_string().as_bytes(),
+        );
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -290,7 +171,7 @@ impl Node {
 
     /// A new netns networked by `sarena-cni ADD`.
     fn add_pod(&self) -> Pod {
-        let netns = Netns::new();
+        let netns = TestNetns::new();
         let (ok, out, err) = self.cni("ADD", &netns);
         assert!(ok, "ADD failed: {out} {err}");
         let result: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -319,17 +200,11 @@ impl Node {
 
 impl Drop for Node {
     fn drop(&mut self) {
+        // The pins go with `pin_dir`, after the daemon is gone.
         drop(self.daemon.take());
-        let _ = AyaDataplane::purge(&self.pin_dir);
-        let quiet = |args: &[&str]| {
-            let _ = Command::new("ip")
-                .args(args)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status();
-        };
         if self.had_gateway_device {
-            quiet(&[
+            succeeds(&[
+                "ip",
                 "addr",
                 "del",
                 &format!("{GATEWAY}/32"),
@@ -337,35 +212,12 @@ impl Drop for Node {
                 GATEWAY_DEVICE,
             ]);
         } else {
-            quiet(&["link", "del", GATEWAY_DEVICE]);
+            succeeds(&["ip", "link", "del", GATEWAY_DEVICE]);
         }
         if std::thread::panicking() {
             eprintln!("--- daemon log ---\n{}", self.log());
         }
     }
-}
-
-/// Program ids of the `bpf` filters on `ifname`, per direction, as `tc`
-/// reports them (an oracle independent of the dataplane's own query).
-fn tc_programs(ifname: &str) -> (Vec<u32>, Vec<u32>) {
-    let ids = |hook: &str| -> Vec<u32> {
-        let out = std::process::Command::new("tc")
-            .args(["-j", "filter", "show", "dev", ifname, hook])
-            .output()
-            .unwrap();
-        let filters: serde_json::Value =
-            serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
-        filters
-            .as_array()
-            .map(|list| {
-                list.iter()
-                    .filter_map(|f| f["options"]["prog"]["id"].as_u64())
-                    .map(|id| id as u32)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    (ids("ingress"), ids("egress"))
 }
 
 fn v4(endpoint: &Endpoint) -> Vec<Ipv4Addr> {
@@ -446,7 +298,7 @@ async fn assert_consistent(node: &Node, pods: &[&Pod]) -> Vec<Endpoint> {
             "filters on {}",
             endpoint.host_ifname
         );
-        let (ingress, egress) = tc_programs(&endpoint.host_ifname);
+        let (ingress, egress) = tc_program_ids(&endpoint.host_ifname);
         assert_eq!(
             (ingress.len(), egress.len()),
             (1, 1),
@@ -479,15 +331,7 @@ async fn delete_and_assert_clean(node: &Node, pods: &[&Pod], endpoints: &[Endpoi
     for endpoint in endpoints {
         assert!(pins.counters(endpoint.host_ifindex).unwrap().is_none());
         // The daemon removes the veth right after answering DEL.
-        let exists = || {
-            Command::new("ip")
-                .args(["link", "show", &endpoint.host_ifname])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .unwrap()
-                .success()
-        };
+        let exists = || succeeds(&["ip", "link", "show", &endpoint.host_ifname]);
         for _ in 0..40 {
             if !exists() {
                 break;
@@ -495,7 +339,7 @@ async fn delete_and_assert_clean(node: &Node, pods: &[&Pod], endpoints: &[Endpoi
             std::thread::sleep(Duration::from_millis(50));
         }
         assert!(!exists(), "{} still exists", endpoint.host_ifname);
-        assert_eq!(tc_programs(&endpoint.host_ifname), (vec![], vec![]));
+        assert_eq!(tc_program_ids(&endpoint.host_ifname), (vec![], vec![]));
     }
     for pod in pods {
         assert_eq!(host_routes(pod.ip), "", "host route to {}", pod.ip);
@@ -503,11 +347,10 @@ async fn delete_and_assert_clean(node: &Node, pods: &[&Pod], endpoints: &[Endpoi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn sigkill_during_ping_loses_at_most_one_and_restart_reconciles() {
     let test = "sigkill_during_ping_loses_at_most_one_and_restart_reconciles";
-    if !preconditions(test) {
-        return;
-    }
+    preconditions(test);
     let _serial = SERIAL.lock().await;
     let mut node = Node::start().await;
     let (a, b) = (node.add_pod(), node.add_pod());
@@ -515,7 +358,7 @@ async fn sigkill_during_ping_loses_at_most_one_and_restart_reconciles() {
     let endpoints = assert_consistent(&node, &[&a, &b]).await;
     let programs_before: Vec<_> = endpoints
         .iter()
-        .map(|e| tc_programs(&e.host_ifname))
+        .map(|e| tc_program_ids(&e.host_ifname))
         .collect();
     let redirected_before = node
         .pins()
@@ -566,7 +409,7 @@ async fn sigkill_during_ping_loses_at_most_one_and_restart_reconciles() {
     );
     let programs_after: Vec<_> = endpoints
         .iter()
-        .map(|e| tc_programs(&e.host_ifname))
+        .map(|e| tc_program_ids(&e.host_ifname))
         .collect();
     assert_eq!(programs_after, programs_before, "programs re-attached");
     let redirected_after = node
@@ -593,11 +436,10 @@ async fn sigkill_during_ping_loses_at_most_one_and_restart_reconciles() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn pods_talk_through_the_programs_without_host_routes() {
     let test = "pods_talk_through_the_programs_without_host_routes";
-    if !preconditions(test) {
-        return;
-    }
+    preconditions(test);
     let _serial = SERIAL.lock().await;
     let node = Node::start().await;
     let (a, b) = (node.add_pod(), node.add_pod());

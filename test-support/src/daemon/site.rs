@@ -1,35 +1,25 @@
-//! Harness for tests that run the real `sarena-daemon` binary: a unique temp
-//! directory per daemon (socket, state, config, log), a guard that SIGKILLs the
-//! child if a test fails, and a raw HTTP/1.1 helper for malformed requests.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! One daemon's private site, and the running daemon.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use sarena_core::api::{AllocateRequest, Attachment, Daemon, HttpDaemon, PodRef};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::UnixStream;
+use sarena_core::api::{Daemon, HttpDaemon};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_sarena-daemon");
-
-/// A config with a small pool, for exhaustion tests: a /29 has 8 addresses; minus
-/// network, broadcast and gateway, 5 can be handed out.
-pub const SMALL_POOL: &str = r#"
-mtu = 1400
-[[ipam.pools]]
-name = "tiny"
-cidrs = ["10.77.0.0/29"]
-"#;
+use crate::binaries::workspace_binary;
 
 /// A temp directory holding one daemon's socket, state, config and log.
+#[derive(Debug)]
 pub struct Site {
+    /// The directory (removed on drop).
     pub dir: tempfile::TempDir,
     socket: Option<PathBuf>,
 }
 
 impl Site {
+    /// A new site in a unique temp directory.
+    #[allow(clippy::new_without_default)] // creates a directory
     pub fn new() -> Site {
         let dir = tempfile::Builder::new()
             .prefix("sarena-d")
@@ -46,16 +36,19 @@ impl Site {
         }
     }
 
+    /// The socket the daemon serves on.
     pub fn socket(&self) -> PathBuf {
         self.socket
             .clone()
             .unwrap_or_else(|| self.dir.path().join("run/sarena.sock"))
     }
 
+    /// The daemon's `--state-dir`.
     pub fn state_dir(&self) -> PathBuf {
         self.dir.path().join("state")
     }
 
+    /// Where the daemon's stderr goes.
     pub fn log(&self) -> PathBuf {
         self.dir.path().join("daemon.log")
     }
@@ -79,6 +72,7 @@ impl Site {
         path
     }
 
+    /// A client of this site's socket.
     pub fn client(&self) -> HttpDaemon {
         HttpDaemon::new(self.socket().to_str().unwrap()).unwrap()
     }
@@ -90,7 +84,7 @@ impl Site {
             .append(true)
             .open(self.log())
             .unwrap();
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(workspace_binary("sarena-daemon"));
         if !extra.contains(&"--config") {
             cmd.arg("--config")
                 .arg(self.write_config("default.toml", ""));
@@ -156,17 +150,21 @@ impl Site {
     }
 }
 
-/// A running daemon; SIGKILLed and reaped on drop.
+/// A running daemon; SIGKILLed and reaped on drop (its log printed when the
+/// test is failing).
+#[derive(Debug)]
 pub struct Running {
     child: Option<Child>,
     log: PathBuf,
 }
 
 impl Running {
+    /// The daemon's pid.
     pub fn pid(&self) -> i32 {
         i32::try_from(self.child.as_ref().unwrap().id()).unwrap()
     }
 
+    /// The daemon's log so far.
     pub fn log_text(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -208,81 +206,5 @@ impl Drop for Running {
                 eprintln!("--- daemon log ---\n{}", self.log_text());
             }
         }
-    }
-}
-
-pub fn owner(cid: &str) -> Attachment {
-    Attachment {
-        container_id: cid.into(),
-        ifname: "eth0".into(),
-    }
-}
-
-pub fn alloc_req(cid: &str) -> AllocateRequest {
-    AllocateRequest {
-        owner: owner(cid),
-        pod: PodRef::default(),
-        requested: vec![],
-        pool: None,
-    }
-}
-
-/// An HTTP answer read off the wire.
-#[derive(Debug)]
-pub struct RawAnswer {
-    pub status: u16,
-    pub head: String,
-    pub body: String,
-}
-
-impl RawAnswer {
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {self:?}"))
-    }
-
-    /// Asserts an error answer of `status` and `kind` whose message contains `needle`.
-    pub fn assert_error(&self, status: u16, kind: &str, needle: &str) {
-        assert_eq!(self.status, status, "{self:?}");
-        let v = self.json();
-        assert_eq!(v["kind"], kind, "{self:?}");
-        let msg = v["message"].as_str().unwrap();
-        assert!(msg.contains(needle), "{msg:?} should contain {needle:?}");
-    }
-}
-
-/// Sends `head` (request line and headers, without the blank line) and `body`
-/// over a fresh connection with `Connection: close`; reads the whole answer.
-pub async fn raw(socket: &Path, head: &str, body: &[u8]) -> RawAnswer {
-    let mut request = format!("{head}\r\nHost: sarena\r\nConnection: close\r\n\r\n").into_bytes();
-    request.extend_from_slice(body);
-    raw_bytes(socket, request).await
-}
-
-/// Writes `request` verbatim (from a separate task, so a server that answers
-/// before reading everything cannot deadlock the test) and reads until EOF.
-pub async fn raw_bytes(socket: &Path, request: Vec<u8>) -> RawAnswer {
-    let stream = UnixStream::connect(socket).await.unwrap();
-    let (mut rd, mut wr) = stream.into_split();
-    let writer = tokio::spawn(async move {
-        let _ = wr.write_all(&request).await;
-        wr
-    });
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), rd.read_to_end(&mut buf))
-        .await
-        .expect("daemon did not answer")
-        .unwrap();
-    drop(writer.await);
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    RawAnswer {
-        status,
-        head: head.to_owned(),
-        body: body.to_owned(),
     }
 }

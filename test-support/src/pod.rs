@@ -1,0 +1,116 @@
+//! A pod as the plugin would leave it, made directly with `RtnetlinkLinks`:
+//! a throwaway netns, a veth pair, an address and routes via the gateway,
+//! and the registry entry describing it.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::Command;
+
+use ipnet::IpNet;
+use sarena_core::api::{Attachment, Endpoint, PodRef, RouteSpec};
+use sarena_core::links::{Links, PodIfaceConfig, RtnetlinkLinks, VethSpec, host_ifname};
+
+use crate::names::unique;
+use crate::netns::{HostLinkGuard, TestNetns};
+
+/// One pod: netns, veth pair (host end removed on drop), and its endpoint.
+#[derive(Debug)]
+pub struct Pod {
+    /// The pod's namespace; its interface is `eth0`.
+    pub netns: TestNetns,
+    /// What the registry would hold for it (container id unique per run).
+    pub endpoint: Endpoint,
+    _host_link: HostLinkGuard,
+}
+
+impl Pod {
+    /// A pod with `address` (CIDR, e.g. `10.252.0.10/16`) on `eth0`, a host
+    /// route to `gateway` and a default route via it; MTU 1500.
+    pub async fn new(links: &RtnetlinkLinks, address: &str, gateway: &str) -> Pod {
+        let netns = TestNetns::new();
+        let container = unique("ctr");
+        let spec = VethSpec {
+            host_ifname: host_ifname(&container, "eth0"),
+            netns: netns.path(),
+            pod_ifname: "eth0".into(),
+            mtu: 1500,
+            pod_mac: None,
+        };
+        let guard = HostLinkGuard(spec.host_ifname.clone());
+        let pair = links.create_veth(&spec).await.unwrap();
+        let gw: IpAddr = gateway.parse().unwrap();
+        let address: IpNet = address.parse().unwrap();
+        let config = PodIfaceConfig {
+            addresses: vec![address],
+            routes: vec![
+                RouteSpec {
+                    dst: IpNet::from(gw),
+                    gw: None,
+                    mtu: None,
+                },
+                RouteSpec {
+                    dst: "0.0.0.0/0".parse().unwrap(),
+                    gw: Some(gw),
+                    mtu: None,
+                },
+            ],
+        };
+        links
+            .configure_pod(&spec.netns, "eth0", &config)
+            .await
+            .unwrap();
+        let endpoint = Endpoint {
+            owner: Attachment {
+                container_id: container,
+                ifname: "eth0".into(),
+            },
+            pod: PodRef::default(),
+            host_ifname: pair.host_ifname,
+            host_ifindex: pair.host_ifindex,
+            host_mac: pair.host_mac,
+            pod_mac: pair.pod_mac,
+            addresses: vec![address],
+            netns: spec.netns.display().to_string(),
+            created_at: 0,
+        };
+        Pod {
+            netns,
+            endpoint,
+            _host_link: guard,
+        }
+    }
+
+    /// The pod `<subnet>.<host>/24` whose gateway is `gateway` (`<subnet>.1`).
+    pub async fn in_subnet(links: &RtnetlinkLinks, gateway: &str, host: u8) -> Pod {
+        let prefix = gateway.rsplit_once('.').unwrap().0;
+        Pod::new(links, &format!("{prefix}.{host}/24"), gateway).await
+    }
+
+    /// The pod's (first) IPv4 address.
+    pub fn ip(&self) -> Ipv4Addr {
+        match self.endpoint.addresses[0].addr() {
+            IpAddr::V4(a) => a,
+            IpAddr::V6(a) => panic!("{a}: the fixture makes IPv4 pods"),
+        }
+    }
+
+    /// The host end of the pod's veth.
+    pub fn ifname(&self) -> &str {
+        &self.endpoint.host_ifname
+    }
+
+    /// `ping` from this pod to `to`; true when every echo was answered.
+    pub fn ping(&self, to: &Pod, count: u32) -> bool {
+        self.ping_addr(&to.ip().to_string(), count)
+    }
+
+    /// `ping` from this pod to the address `to`; true when every echo was
+    /// answered (each within 1 s, sent every 0.2 s).
+    pub fn ping_addr(&self, to: &str, count: u32) -> bool {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.netns.name, "ping", "-n", "-q"])
+            .args(["-c", &count.to_string(), "-i", "0.2", "-W", "1", to])
+            .output()
+            .unwrap();
+        out.status.success()
+    }
+}
