@@ -6,7 +6,7 @@ use ipnet::IpNet;
 
 use super::config::ConfigError;
 use crate::api::{ApiErrorKind, Attachment, DaemonError};
-use crate::ipam::IpamError;
+use crate::ipam::{IpamError, PoolConfigError};
 use crate::store::StoreError;
 
 /// Errors of the node state.
@@ -131,6 +131,12 @@ impl NodeError {
             | NodeError::DoubleOwner { .. }
             | NodeError::Task { .. } => ApiErrorKind::Internal,
         }
+    }
+}
+
+impl From<PoolConfigError> for NodeError {
+    fn from(e: PoolConfigError) -> Self {
+        NodeError::Config(e.into())
     }
 }
 
