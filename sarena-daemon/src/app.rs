@@ -108,11 +108,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     let node_config = config.clone();
     let opened = tokio::task::spawn_blocking(move || Node::open(&state_dir, node_config))
         .await
-        .unwrap_or_else(|e| {
-            Err(NodeError::Task {
-                reason: e.to_string(),
-            })
-        });
+        .unwrap_or_else(|source| Err(NodeError::Task { source }));
     let node = opened.map_err(|e| StartError::Node {
         state_dir: cli.state_dir.clone(),
         source: Box::new(e),

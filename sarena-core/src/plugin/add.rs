@@ -129,7 +129,7 @@ pub(crate) async fn add(
 /// connection broke mid-request, or a success answer could not be decoded. A
 /// refusal (an API error) or an unreachable daemon means nothing happened.
 fn outcome_unknown(e: &DaemonError) -> bool {
-    !matches!(e, DaemonError::Api { .. } | DaemonError::Unreachable { .. })
+    !(e.kind().is_some() || e.is_unreachable())
 }
 
 /// Something ADD created that must be undone if a later step fails.
