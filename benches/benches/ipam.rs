@@ -10,7 +10,7 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use sarena_core::api::{AllocateRequest, Attachment, PodRef};
+use sarena_core::api::{AllocateRequest, Attachment, Daemon, PodRef};
 use sarena_core::ipam::Allocator;
 use sarena_core::node::{Node, NodeConfig};
 use sarena_core::store::{AllocationEntry, RedbStore};
@@ -81,6 +81,11 @@ fn bench_allocator(c: &mut Criterion) {
 fn bench_node(c: &mut Criterion) {
     let mut group = c.benchmark_group("node_redb_slash16");
     group.sample_size(20);
+    // Through the `Daemon` interface, as the daemon serves it: each commit runs
+    // on the runtime's blocking pool.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     for n in PREFILL {
         let dir = tempfile::tempdir().unwrap();
         store_with(dir.path(), n);
@@ -94,8 +99,10 @@ fn bench_node(c: &mut Criterion) {
                     requested: vec![],
                     pool: None,
                 };
-                black_box(node.allocate_at(req, 1).unwrap());
-                assert!(node.release_owner(&who).unwrap());
+                rt.block_on(async {
+                    black_box(node.allocate(req).await.unwrap());
+                    assert!(node.release(who.clone()).await.unwrap());
+                })
             })
         });
     }

@@ -14,11 +14,23 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use sarena_core::api::{AllocateRequest, Attachment, EndpointCreate, PodRef};
+use sarena_core::api::{AllocateRequest, Attachment, Daemon, EndpointCreate, PodRef};
 use sarena_core::node::{Node, NodeConfig};
 
 const DIR_ENV: &str = "SARENA_DURABILITY_DIR";
 const ROUND_ENV: &str = "SARENA_DURABILITY_ROUND";
+
+/// A runtime for calling the node's `Daemon` interface from a plain thread.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+}
+
+/// Runs one call of the node's `Daemon` interface to completion on this thread.
+fn block_on<F: std::future::Future>(call: F) -> F::Output {
+    runtime().block_on(call)
+}
 
 fn owner(name: &str) -> Attachment {
     Attachment {
@@ -48,6 +60,7 @@ fn child_worker() {
             let node = node.clone();
             let round = round.clone();
             std::thread::spawn(move || {
+                let rt = runtime();
                 for i in 0..100_000u32 {
                     let name = format!("r{round}-t{t}-{i}");
                     let req = AllocateRequest {
@@ -56,7 +69,7 @@ fn child_worker() {
                         requested: vec![],
                         pool: None,
                     };
-                    let a = node.allocate_at(req, 1_000).unwrap();
+                    let a = rt.block_on(node.allocate(req)).unwrap();
                     let addr = a.addresses[0].address;
                     say(&format!("A {name} {}", addr.addr()));
                     if i % 2 == 0 {
@@ -70,11 +83,11 @@ fn child_worker() {
                             addresses: vec![addr],
                             netns: "/proc/1/ns/net".into(),
                         };
-                        node.create_endpoint_at(ep, 1_001).unwrap();
+                        rt.block_on(node.create_endpoint(ep)).unwrap();
                         say(&format!("E {name}"));
                     }
                     if i % 5 == 0 {
-                        assert!(node.delete_owner(&owner(&name)).unwrap());
+                        assert!(rt.block_on(node.delete_endpoint(owner(&name))).unwrap());
                         say(&format!("D {name}"));
                     }
                 }
@@ -170,15 +183,14 @@ fn check(dir: &Path, acked: &HashMap<String, Acked>) {
     assert!(report.orphan_addresses_removed.is_empty(), "{report:?}");
     assert!(report.allocations_repaired.is_empty(), "{report:?}");
     assert!(report.endpoints_without_allocation.is_empty(), "{report:?}");
-    let state = node.ipam_snapshot().unwrap();
+    let state = block_on(node.ipam_state()).unwrap();
     let mut addresses = HashSet::new();
     let mut held: HashMap<String, IpAddr> = HashMap::new();
     for r in &state.allocations {
         assert!(addresses.insert(r.address), "{} owned twice", r.address);
         held.insert(r.owner.container_id.clone(), r.address);
     }
-    let endpoints: HashSet<String> = node
-        .list_endpoints()
+    let endpoints: HashSet<String> = block_on(node.endpoints())
         .unwrap()
         .into_iter()
         .map(|e| e.owner.container_id)
@@ -250,6 +262,7 @@ fn reopen_without_clean_shutdown_keeps_everything_in_process() {
     let mut acked = HashMap::new();
     {
         let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
+        let rt = runtime();
         for i in 0..300 {
             let name = format!("inproc-t0-{i}");
             let req = AllocateRequest {
@@ -258,7 +271,7 @@ fn reopen_without_clean_shutdown_keeps_everything_in_process() {
                 requested: vec![],
                 pool: None,
             };
-            let addr = node.allocate_at(req, 1).unwrap().addresses[0]
+            let addr = rt.block_on(node.allocate(req)).unwrap().addresses[0]
                 .address
                 .addr();
             acked.insert(

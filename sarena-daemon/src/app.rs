@@ -60,18 +60,17 @@ pub enum StartError {
     Signal(#[source] io::Error),
 }
 
-/// The config from `--config`, or the embedded default.
+/// The config from `--config` ([`NodeConfig::load`]), or the embedded default.
 pub fn load_config(cli: &Cli) -> Result<NodeConfig, StartError> {
     let Some(path) = &cli.config else {
         return Ok(NodeConfig::default());
     };
-    let text = std::fs::read_to_string(path).map_err(|source| StartError::ReadConfig {
-        path: path.clone(),
-        source,
-    })?;
-    NodeConfig::from_toml_str(&text).map_err(|source| StartError::Config {
-        path: path.clone(),
-        source,
+    NodeConfig::load(path).map_err(|e| match e {
+        ConfigError::Read { path, source } => StartError::ReadConfig { path, source },
+        source => StartError::Config {
+            path: path.clone(),
+            source,
+        },
     })
 }
 
@@ -108,11 +107,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     let node_config = config.clone();
     let opened = tokio::task::spawn_blocking(move || Node::open(&state_dir, node_config))
         .await
-        .unwrap_or_else(|e| {
-            Err(NodeError::Task {
-                reason: e.to_string(),
-            })
-        });
+        .unwrap_or_else(|source| Err(NodeError::Task { source }));
     let node = opened.map_err(|e| StartError::Node {
         state_dir: cli.state_dir.clone(),
         source: Box::new(e),

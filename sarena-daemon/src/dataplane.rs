@@ -4,13 +4,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use sarena_core::api::Daemon;
+use sarena_core::api::{Daemon, DaemonError};
 use sarena_core::dataplane::ebpf::AyaDataplane;
-use sarena_core::dataplane::{
-    Dataplane, DataplaneError, DataplaneMode, KernelDataplane, WithDataplane,
-};
+use sarena_core::dataplane::{Dataplane, DataplaneError, DataplaneMode, KernelDataplane};
 use sarena_core::links::RtnetlinkLinks;
-use sarena_core::node::{ConfigError, Node, NodeConfig};
+use sarena_core::node::{ConfigError, Node, NodeConfig, WithDataplane};
 
 /// Why the dataplane could not start.
 #[derive(Debug, thiserror::Error)]
@@ -23,7 +21,7 @@ pub enum DataplaneStartError {
     Backend(#[from] DataplaneError),
     /// The registry could not be listed for reconciliation.
     #[error("dataplane: listing endpoints for reconciliation: {0}")]
-    Registry(String),
+    Registry(#[source] DaemonError),
     /// The netlink socket for removing veths could not be opened.
     #[error("dataplane: {0}")]
     Links(#[from] sarena_core::links::LinkError),
@@ -81,7 +79,7 @@ pub async fn start(
     let endpoints = node
         .endpoints()
         .await
-        .map_err(|e| DataplaneStartError::Registry(e.to_string()))?;
+        .map_err(DataplaneStartError::Registry)?;
     let report = dataplane.reconcile(&endpoints).await?;
     tracing::info!(
         mode = dataplane.mode().as_str(),

@@ -56,13 +56,8 @@ impl ApiError {
 
 impl From<DaemonError> for ApiError {
     fn from(err: DaemonError) -> Self {
-        match err {
-            DaemonError::Api { kind, message } => ApiError::new(kind, message),
-            e @ DaemonError::Unreachable { .. } => {
-                ApiError::new(ApiErrorKind::Unavailable, e.to_string())
-            }
-            e => ApiError::new(ApiErrorKind::Internal, e.to_string()),
-        }
+        let ApiErrorBody { kind, message } = err.to_body();
+        ApiError::new(kind, message)
     }
 }
 

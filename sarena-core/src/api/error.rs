@@ -1,6 +1,10 @@
-//! Daemon API errors.
+//! Daemon API errors: [`DaemonError`], and the one mapping from an error to
+//! the answer the daemon serves for it ([`DaemonError::to_body`]).
 
 use serde::{Deserialize, Serialize};
+
+use crate::dataplane::DataplaneError;
+use crate::node::NodeError;
 
 /// The stable, machine-readable kind of an API error (`"kind"` in error bodies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -49,6 +53,11 @@ pub struct ApiErrorBody {
 }
 
 /// Errors from any [`crate::api::Daemon`] backend.
+///
+/// Over the wire a refusal arrives as [`DaemonError::Api`]; in process the
+/// node and the dataplane keep their typed errors ([`DaemonError::Node`],
+/// [`DaemonError::Attach`]). Either way [`DaemonError::kind`] gives the same
+/// kind and the error displays the same.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     /// The daemon answered with an error.
@@ -58,6 +67,21 @@ pub enum DaemonError {
         kind: ApiErrorKind,
         /// Message.
         message: String,
+    },
+    /// The in-process node state refused or failed the request.
+    #[error("daemon: {kind:?}: {0}", kind = .0.kind())]
+    Node(#[source] Box<NodeError>),
+    /// The in-process dataplane could not attach an endpoint (served as `internal`).
+    #[error(
+        "daemon: {:?}: attaching {host_ifname}: {source}",
+        ApiErrorKind::Internal
+    )]
+    Attach {
+        /// The endpoint's host-side interface.
+        host_ifname: String,
+        /// Cause.
+        #[source]
+        source: Box<DataplaneError>,
     },
     /// The daemon could not be reached at all (connect failed, socket missing).
     #[error("cannot reach the daemon at {endpoint}: {source}")]
@@ -107,12 +131,41 @@ impl DaemonError {
         }
     }
 
-    /// The kind, for API errors.
+    /// The kind, for errors the daemon answers with: API errors and the
+    /// in-process node and dataplane errors. `None` when no answer came
+    /// (unreachable, transport, decoding, a bad endpoint).
     pub fn kind(&self) -> Option<ApiErrorKind> {
         match self {
             DaemonError::Api { kind, .. } => Some(*kind),
-            _ => None,
+            DaemonError::Node(e) => Some(e.kind()),
+            DaemonError::Attach { .. } => Some(ApiErrorKind::Internal),
+            DaemonError::Unreachable { .. }
+            | DaemonError::Transport { .. }
+            | DaemonError::Decode { .. }
+            | DaemonError::InvalidEndpoint { .. } => None,
         }
+    }
+
+    /// The answer a daemon serves for this error (its HTTP status is
+    /// `kind.status()`): the error's own kind and message, `unavailable` for a
+    /// backend that cannot be reached, `internal` for anything else.
+    pub fn to_body(&self) -> ApiErrorBody {
+        let (kind, message) = match self {
+            DaemonError::Api { kind, message } => (*kind, message.clone()),
+            DaemonError::Node(e) => (e.kind(), e.to_string()),
+            DaemonError::Attach {
+                host_ifname,
+                source,
+            } => (
+                ApiErrorKind::Internal,
+                format!("attaching {host_ifname}: {source}"),
+            ),
+            DaemonError::Unreachable { .. } => (ApiErrorKind::Unavailable, self.to_string()),
+            DaemonError::Transport { .. }
+            | DaemonError::Decode { .. }
+            | DaemonError::InvalidEndpoint { .. } => (ApiErrorKind::Internal, self.to_string()),
+        };
+        ApiErrorBody { kind, message }
     }
 
     /// True when the daemon was never reached: the request had no effect.

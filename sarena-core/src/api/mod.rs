@@ -9,6 +9,7 @@ mod error;
 mod path;
 mod types;
 
+pub use crate::cni::validate::MAX_IFNAME_LEN;
 pub use bodies::{Deleted, Released};
 pub use client::{DEFAULT_SOCKET, DEFAULT_TIMEOUT, HttpDaemon};
 pub use daemon::Daemon;
@@ -16,8 +17,8 @@ pub use daemon::Daemon;
 pub use daemon::MockDaemon;
 pub use error::{ApiErrorBody, ApiErrorKind, DaemonError};
 pub use path::{
-    MAX_BODY_BYTES, MAX_IFNAME_LEN, SegmentError, allocation_path, decode_segment, encode_segment,
-    endpoint_path, validate_attachment, validate_container_id, validate_ifname,
+    MAX_BODY_BYTES, SegmentError, allocation_path, decode_segment, encode_segment, endpoint_path,
+    validate_attachment, validate_container_id, validate_ifname,
 };
 pub use types::*;
 

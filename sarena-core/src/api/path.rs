@@ -4,18 +4,18 @@
 //! Every path segment the client builds is percent-encoded, so any string the
 //! runtime hands over reaches the daemon intact; the daemon decodes it and
 //! validates it with [`validate_attachment`], answering `400 bad_request`
-//! rather than routing on garbage.
+//! rather than routing on garbage. The rules themselves live in
+//! [`crate::cni::validate`]; the API's interface-name rule also refuses
+//! control characters.
 
 use std::fmt::Write as _;
 
 use super::API_BASE;
 use super::types::Attachment;
+use crate::cni::validate::{IfnameChars, IfnameProblem, ifname_problem, is_container_id};
 
 /// Largest request body the daemon accepts (bytes); larger bodies get `413`.
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
-
-/// Longest interface name Linux accepts (`IFNAMSIZ - 1`).
-pub const MAX_IFNAME_LEN: usize = 15;
 
 /// Why a container id or interface name is rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -33,7 +33,7 @@ pub enum SegmentError {
         /// What was given.
         value: String,
         /// Which rule it breaks.
-        reason: &'static str,
+        reason: IfnameProblem,
     },
     /// A path segment is not valid percent-encoded UTF-8.
     #[error("invalid percent-encoding in path segment {segment:?}")]
@@ -45,9 +45,7 @@ pub enum SegmentError {
 
 /// Checks a container id: `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`.
 pub fn validate_container_id(id: &str) -> Result<(), SegmentError> {
-    let mut chars = id.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
-    if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')) {
+    if is_container_id(id) {
         Ok(())
     } else {
         Err(SegmentError::ContainerId {
@@ -56,23 +54,10 @@ pub fn validate_container_id(id: &str) -> Result<(), SegmentError> {
     }
 }
 
-/// Checks an interface name: 1 to 15 bytes, not `.` or `..`, no `/`, `:` or whitespace.
+/// Checks an interface name: 1 to 15 bytes, not `.` or `..`, no `/`, `:`,
+/// whitespace or control characters ([`IfnameChars::NoControl`]).
 pub fn validate_ifname(name: &str) -> Result<(), SegmentError> {
-    let reason = if name.is_empty() {
-        Some("must not be empty")
-    } else if name.len() > MAX_IFNAME_LEN {
-        Some("longer than 15 bytes")
-    } else if name == "." || name == ".." {
-        Some("must not be '.' or '..'")
-    } else if name
-        .chars()
-        .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
-    {
-        Some("must not contain '/', ':', whitespace or control characters")
-    } else {
-        None
-    };
-    match reason {
+    match ifname_problem(name, IfnameChars::NoControl) {
         Some(reason) => Err(SegmentError::Ifname {
             value: name.to_owned(),
             reason,

@@ -1,4 +1,7 @@
-//! Validation of container ids, interface names and network names.
+//! Validation of container ids, interface names and network names: the one
+//! home of these rules. The CNI checks here return CNI errors; the daemon API
+//! (`crate::api`) applies the same rules to its path segments and bodies
+//! through [`is_container_id`] and [`ifname_problem`].
 
 use super::error::{CniError, ErrorCode};
 use super::version::truncate;
@@ -6,14 +9,85 @@ use super::version::truncate;
 /// Longest interface name the kernel accepts (`IFNAMSIZ - 1`).
 pub const MAX_IFNAME_LEN: usize = 15;
 
-/// True when `s` matches `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`.
-fn is_id_like(s: &str) -> bool {
+/// True when `s` matches `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`: the rule for
+/// container ids and network names.
+///
+/// ```
+/// use sarena_core::cni::validate::is_container_id;
+/// assert!(is_container_id("abc-123_x.y"));
+/// assert!(!is_container_id("-abc"));
+/// ```
+pub fn is_container_id(s: &str) -> bool {
     let mut bytes = s.bytes();
     match bytes.next() {
         Some(first) if first.is_ascii_alphanumeric() => {}
         _ => return false,
     }
     bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// Which characters an interface name may not hold besides `/`, `:` and
+/// whitespace (which no rule allows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfnameChars {
+    /// `CNI_IFNAME` as the CNI spec states it: control characters other than
+    /// whitespace pass.
+    Cni,
+    /// The daemon API: control characters are refused too.
+    NoControl,
+}
+
+/// The rule an interface name breaks; its `Display` is a phrase for messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum IfnameProblem {
+    /// The name is empty.
+    #[error("must not be empty")]
+    Empty,
+    /// The name is longer than [`MAX_IFNAME_LEN`] bytes.
+    #[error("longer than {MAX_IFNAME_LEN} bytes")]
+    TooLong,
+    /// The name is `.` or `..`.
+    #[error("must not be \".\" or \"..\"")]
+    Dots,
+    /// The name holds a character the rule forbids.
+    #[error("{}", match .0 {
+        IfnameChars::Cni => "must not contain '/', ':' or whitespace",
+        IfnameChars::NoControl => "must not contain '/', ':', whitespace or control characters",
+    })]
+    Forbidden(IfnameChars),
+}
+
+/// Which rule `name` breaks as an interface name: 1 to [`MAX_IFNAME_LEN`]
+/// bytes, not `.` or `..`, none of the characters `chars` forbids. `None`
+/// when it is valid.
+///
+/// ```
+/// use sarena_core::cni::validate::{IfnameChars, IfnameProblem, ifname_problem};
+/// assert_eq!(ifname_problem("eth0", IfnameChars::Cni), None);
+/// assert_eq!(ifname_problem("a\u{1}b", IfnameChars::Cni), None);
+/// assert_eq!(
+///     ifname_problem("a\u{1}b", IfnameChars::NoControl),
+///     Some(IfnameProblem::Forbidden(IfnameChars::NoControl))
+/// );
+/// ```
+pub fn ifname_problem(name: &str, chars: IfnameChars) -> Option<IfnameProblem> {
+    let forbidden = |c: char| {
+        c == '/'
+            || c == ':'
+            || c.is_whitespace()
+            || (chars == IfnameChars::NoControl && c.is_control())
+    };
+    if name.is_empty() {
+        Some(IfnameProblem::Empty)
+    } else if name.len() > MAX_IFNAME_LEN {
+        Some(IfnameProblem::TooLong)
+    } else if name == "." || name == ".." {
+        Some(IfnameProblem::Dots)
+    } else if name.chars().any(forbidden) {
+        Some(IfnameProblem::Forbidden(chars))
+    } else {
+        None
+    }
 }
 
 /// Checks a container id (`CNI_CONTAINERID`): it must match
@@ -25,7 +99,7 @@ fn is_id_like(s: &str) -> bool {
 /// assert!(container_id("-abc").is_err());
 /// ```
 pub fn container_id(s: &str) -> Result<(), CniError> {
-    if is_id_like(s) {
+    if is_container_id(s) {
         return Ok(());
     }
     Err(CniError::new(
@@ -47,18 +121,7 @@ pub fn container_id(s: &str) -> Result<(), CniError> {
 /// assert!(interface_name("a-name-that-is-too-long").is_err());
 /// ```
 pub fn interface_name(s: &str) -> Result<(), CniError> {
-    let problem = if s.is_empty() {
-        Some("must not be empty".to_string())
-    } else if s.len() > MAX_IFNAME_LEN {
-        Some(format!("longer than {MAX_IFNAME_LEN} bytes"))
-    } else if s == "." || s == ".." {
-        Some("must not be \".\" or \"..\"".to_string())
-    } else if s.chars().any(|c| c == '/' || c == ':' || c.is_whitespace()) {
-        Some("must not contain '/', ':' or whitespace".to_string())
-    } else {
-        None
-    };
-    match problem {
+    match ifname_problem(s, IfnameChars::Cni) {
         None => Ok(()),
         Some(why) => Err(CniError::new(
             ErrorCode::InvalidEnvironment,
@@ -76,7 +139,7 @@ pub fn interface_name(s: &str) -> Result<(), CniError> {
 /// assert!(network_name("../etc").is_err());
 /// ```
 pub fn network_name(s: &str) -> Result<(), CniError> {
-    if is_id_like(s) {
+    if is_container_id(s) {
         return Ok(());
     }
     Err(CniError::new(
@@ -157,6 +220,25 @@ mod tests {
             assert_eq!(err.code, ErrorCode::InvalidEnvironment, "{bad:?}");
             assert!(err.msg.contains("CNI_IFNAME"), "{}", err.msg);
             assert!(err.msg.contains(why), "{bad:?}: {}", err.msg);
+        }
+    }
+
+    #[test]
+    fn ifname_rules_differ_only_in_control_characters() {
+        for name in ["eth0", "", ".", "a/b", "a b", "x".repeat(16).as_str()] {
+            assert_eq!(
+                ifname_problem(name, IfnameChars::Cni).is_some(),
+                ifname_problem(name, IfnameChars::NoControl).is_some(),
+                "{name:?}"
+            );
+        }
+        for control in ["a\u{1}b", "a\u{7f}", "\u{0}"] {
+            assert!(interface_name(control).is_ok(), "{control:?}");
+            assert_eq!(
+                ifname_problem(control, IfnameChars::NoControl),
+                Some(IfnameProblem::Forbidden(IfnameChars::NoControl)),
+                "{control:?}"
+            );
         }
     }
 

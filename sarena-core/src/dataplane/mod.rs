@@ -4,9 +4,9 @@
 //! the host answering for the gateway) and eBPF programs on each pod's host-side
 //! veth (`ebpf` mode, the default). The daemon calls [`Dataplane::attach`] when
 //! an endpoint is registered, [`Dataplane::detach`] when it is removed, and
-//! [`Dataplane::reconcile`] at start-up with the registry's endpoints.
+//! [`Dataplane::reconcile`] at start-up with the registry's endpoints (through
+//! [`crate::node::WithDataplane`], which composes the two).
 
-mod attached;
 pub mod kernel;
 
 use std::net::IpAddr;
@@ -16,7 +16,6 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use crate::api::Endpoint;
-pub use attached::WithDataplane;
 pub use kernel::KernelDataplane;
 
 pub mod ebpf;

@@ -5,9 +5,8 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::pool::{IpamConfig, Pool, Unusable, overlaps};
+use super::pool::{IpamConfig, Pool, PoolConfigError, Unusable, overlaps};
 use crate::api::{AllocatedAddress, PoolState};
-use crate::node::ConfigError;
 
 /// IPAM errors (address-level; ownership is the caller's business).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -90,9 +89,9 @@ pub struct Allocator {
 impl Allocator {
     /// Compiles and validates the pools (names unique, exactly one default pool, no
     /// namespace in two pools, no CIDR in two pools).
-    pub fn new(cfg: &IpamConfig) -> Result<Allocator, ConfigError> {
+    pub fn new(cfg: &IpamConfig) -> Result<Allocator, PoolConfigError> {
         if cfg.pools.is_empty() {
-            return Err(ConfigError::invalid(
+            return Err(PoolConfigError::new(
                 "ipam.pools",
                 "[]",
                 "needs at least one pool",
@@ -103,7 +102,7 @@ impl Allocator {
         for (i, pc) in cfg.pools.iter().enumerate() {
             let pool = Pool::new(pc, i)?;
             if pools.iter().any(|p| p.name == pool.name) {
-                return Err(ConfigError::invalid(
+                return Err(PoolConfigError::new(
                     format!("ipam.pools[{i}].name"),
                     &pool.name,
                     "is used by another pool",
@@ -116,7 +115,7 @@ impl Allocator {
                     "pool {:?} already has no namespaces (is the default)",
                     other.name
                 );
-                return Err(ConfigError::invalid(
+                return Err(PoolConfigError::new(
                     format!("ipam.pools[{i}].namespaces"),
                     "[]",
                     msg,
@@ -124,7 +123,7 @@ impl Allocator {
             }
             for (j, ns) in pool.namespaces.iter().enumerate() {
                 if !namespaces.insert(ns.clone()) {
-                    return Err(ConfigError::invalid(
+                    return Err(PoolConfigError::new(
                         format!("ipam.pools[{i}].namespaces[{j}]"),
                         ns,
                         "is served by another pool",
@@ -138,7 +137,7 @@ impl Allocator {
                     .find(|o| overlaps(o.net, c.net));
                 if let Some(o) = clash {
                     let msg = format!("overlaps {} of another pool", o.net);
-                    return Err(ConfigError::invalid(
+                    return Err(PoolConfigError::new(
                         format!("ipam.pools[{i}].cidrs[{j}]"),
                         c.net,
                         msg,
@@ -148,7 +147,7 @@ impl Allocator {
             pools.push(pool);
         }
         if !pools.iter().any(Pool::is_default) {
-            return Err(ConfigError::invalid(
+            return Err(PoolConfigError::new(
                 "ipam.pools[*].namespaces",
                 "(every pool lists namespaces)",
                 "exactly one pool must have no namespaces: the default pool",

@@ -14,4 +14,4 @@ mod tests;
 
 pub use allocator::{Allocator, IpamError};
 pub use interval::FreeSet;
-pub use pool::{IpamConfig, Pool, PoolCidr, PoolConfig, Unusable};
+pub use pool::{IpamConfig, Pool, PoolCidr, PoolConfig, PoolConfigError, Unusable};

@@ -6,7 +6,34 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use super::interval::FreeSet;
-use crate::node::ConfigError;
+
+/// A pool setting the allocator cannot use. It names the field (e.g.
+/// `ipam.pools[1].reserved[0]`), the value as written and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid pool configuration: {field} = {value}: {reason}")]
+pub struct PoolConfigError {
+    /// The field, e.g. `ipam.pools[1].reserved[0]`.
+    pub field: String,
+    /// The offending value as written.
+    pub value: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl PoolConfigError {
+    /// The error for `field` = `value`.
+    pub fn new(
+        field: impl Into<String>,
+        value: impl std::fmt::Display,
+        reason: impl Into<String>,
+    ) -> Self {
+        PoolConfigError {
+            field: field.into(),
+            value: value.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
 
 /// The `[ipam]` section: the address pools.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,9 +124,9 @@ pub(super) fn addr_bits(addr: IpAddr) -> u128 {
 }
 
 impl PoolCidr {
-    fn new(net: IpNet, field: &str) -> Result<PoolCidr, ConfigError> {
+    fn new(net: IpNet, field: &str) -> Result<PoolCidr, PoolConfigError> {
         if net.trunc() != net {
-            return Err(ConfigError::invalid(
+            return Err(PoolConfigError::new(
                 field,
                 net,
                 format!("has host bits set (did you mean {}?)", net.trunc()),
@@ -176,16 +203,16 @@ impl PoolCidr {
         self.free.free_count()
     }
 
-    fn set_gateway(&mut self, gw: IpAddr, field: &str) -> Result<(), ConfigError> {
+    fn set_gateway(&mut self, gw: IpAddr, field: &str) -> Result<(), PoolConfigError> {
         let Some(off) = self.offset(gw) else {
-            return Err(ConfigError::invalid(
+            return Err(PoolConfigError::new(
                 field,
                 gw,
                 "lies outside every cidr of the pool",
             ));
         };
         if let Some(why) = self.unusable(off).filter(|u| *u != Unusable::Gateway) {
-            return Err(ConfigError::invalid(
+            return Err(PoolConfigError::new(
                 field,
                 gw,
                 format!("is {}", why.as_str()),
@@ -209,24 +236,24 @@ impl PoolCidr {
 }
 
 /// Parses one `reserved` entry into an inclusive address range.
-fn parse_reserved(text: &str, field: &str) -> Result<(IpAddr, IpAddr), ConfigError> {
+fn parse_reserved(text: &str, field: &str) -> Result<(IpAddr, IpAddr), PoolConfigError> {
     let text = text.trim();
     if let Some((a, b)) = text.split_once('-') {
         let parse = |s: &str| {
             s.trim().parse::<IpAddr>().map_err(|_| {
-                ConfigError::invalid(field, text, format!("{:?} is not an IP address", s.trim()))
+                PoolConfigError::new(field, text, format!("{:?} is not an IP address", s.trim()))
             })
         };
         let (a, b) = (parse(a)?, parse(b)?);
         if a.is_ipv4() != b.is_ipv4() {
-            return Err(ConfigError::invalid(
+            return Err(PoolConfigError::new(
                 field,
                 text,
                 "range mixes IPv4 and IPv6",
             ));
         }
         if addr_bits(a) > addr_bits(b) {
-            return Err(ConfigError::invalid(
+            return Err(PoolConfigError::new(
                 field,
                 text,
                 "range start is after its end",
@@ -239,7 +266,7 @@ fn parse_reserved(text: &str, field: &str) -> Result<(IpAddr, IpAddr), ConfigErr
     }
     match text.parse::<IpAddr>() {
         Ok(a) => Ok((a, a)),
-        Err(_) => Err(ConfigError::invalid(
+        Err(_) => Err(PoolConfigError::new(
             field,
             text,
             "expected a CIDR, an address or a-b range",
@@ -249,17 +276,17 @@ fn parse_reserved(text: &str, field: &str) -> Result<(IpAddr, IpAddr), ConfigErr
 
 impl Pool {
     /// Compiles and validates `ipam.pools[index]`.
-    pub fn new(cfg: &PoolConfig, index: usize) -> Result<Pool, ConfigError> {
+    pub fn new(cfg: &PoolConfig, index: usize) -> Result<Pool, PoolConfigError> {
         let at = format!("ipam.pools[{index}]");
         if cfg.name.trim().is_empty() {
-            return Err(ConfigError::invalid(
+            return Err(PoolConfigError::new(
                 format!("{at}.name"),
                 "\"\"",
                 "must not be empty",
             ));
         }
         if cfg.cidrs.is_empty() {
-            return Err(ConfigError::invalid(
+            return Err(PoolConfigError::new(
                 format!("{at}.cidrs"),
                 "[]",
                 "needs at least one CIDR",
@@ -269,7 +296,7 @@ impl Pool {
         for (i, &net) in cfg.cidrs.iter().enumerate() {
             let field = format!("{at}.cidrs[{i}]");
             if let Some(prev) = cidrs.iter().find(|c: &&PoolCidr| overlaps(c.net, net)) {
-                return Err(ConfigError::invalid(
+                return Err(PoolConfigError::new(
                     field,
                     net,
                     format!("overlaps {}", prev.net),
@@ -281,7 +308,7 @@ impl Pool {
         for (i, &gw) in cfg.gateways.iter().enumerate() {
             let field = format!("{at}.gateways[{i}]");
             let Some(ci) = cidrs.iter().position(|c| c.net.contains(&gw)) else {
-                return Err(ConfigError::invalid(
+                return Err(PoolConfigError::new(
                     field,
                     gw,
                     "lies outside every cidr of the pool",
@@ -289,7 +316,7 @@ impl Pool {
             };
             if std::mem::replace(&mut gateway_set[ci], true) {
                 let msg = format!("a second gateway for {}", cidrs[ci].net);
-                return Err(ConfigError::invalid(field, gw, msg));
+                return Err(PoolConfigError::new(field, gw, msg));
             }
             cidrs[ci].set_gateway(gw, &field)?;
         }
@@ -309,7 +336,7 @@ impl Pool {
                 }
             }
             if !hit {
-                return Err(ConfigError::invalid(
+                return Err(PoolConfigError::new(
                     field,
                     text,
                     "lies outside every cidr of the pool",
@@ -320,7 +347,7 @@ impl Pool {
             c.finish();
             if c.capacity == 0 {
                 let field = format!("{at}.cidrs[{i}]");
-                return Err(ConfigError::invalid(
+                return Err(PoolConfigError::new(
                     field,
                     c.net,
                     "leaves no address to hand out",
@@ -330,7 +357,7 @@ impl Pool {
         for (i, ns) in cfg.namespaces.iter().enumerate() {
             if ns.trim().is_empty() {
                 let field = format!("{at}.namespaces[{i}]");
-                return Err(ConfigError::invalid(field, "\"\"", "must not be empty"));
+                return Err(PoolConfigError::new(field, "\"\"", "must not be empty"));
             }
         }
         Ok(Pool {

@@ -4,7 +4,6 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 
 use super::*;
-use crate::node::ConfigError;
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -24,11 +23,8 @@ fn alloc(pools: Vec<PoolConfig>) -> Allocator {
     Allocator::new(&IpamConfig { pools }).unwrap()
 }
 
-fn field_of(err: ConfigError) -> String {
-    match err {
-        ConfigError::Invalid { field, .. } => field,
-        other => panic!("unexpected {other}"),
-    }
+fn field_of(err: PoolConfigError) -> String {
+    err.field
 }
 
 #[test]

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::DaemonConfig;
 use crate::dataplane::{DataplaneMode, NodeNetwork};
-use crate::ipam::{Allocator, IpamConfig, PoolConfig};
+use crate::ipam::{Allocator, IpamConfig, PoolConfig, PoolConfigError};
 
 /// The configuration the daemon runs with when given none. It works out of the box:
 /// one default pool `10.200.0.0/16` (gateway `10.200.0.1`) serving every namespace.
@@ -92,6 +92,22 @@ impl ConfigError {
             field: field.into(),
             value: value.to_string(),
             reason: reason.into(),
+        }
+    }
+}
+
+impl From<PoolConfigError> for ConfigError {
+    /// A pool error is an invalid field of the daemon's configuration.
+    fn from(e: PoolConfigError) -> Self {
+        let PoolConfigError {
+            field,
+            value,
+            reason,
+        } = e;
+        ConfigError::Invalid {
+            field,
+            value,
+            reason,
         }
     }
 }
@@ -194,7 +210,8 @@ impl NodeConfig {
                 format!("must be between {min_mtu} and 65535"),
             ));
         }
-        Allocator::new(&self.ipam).map(|_| ())
+        Allocator::new(&self.ipam)?;
+        Ok(())
     }
 
     /// What `GET /daemon/config` serves.

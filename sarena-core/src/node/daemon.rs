@@ -1,11 +1,15 @@
-//! `impl Daemon for Node`: the trait over the synchronous operations.
+//! `impl Daemon for Node`: the node's one interface, over the synchronous
+//! operations of `ops.rs`.
 //!
 //! Mutations (which fsync) run on tokio's blocking pool when called inside a tokio
 //! runtime, so they never stall the async workers; elsewhere they run inline.
+//! Reads only take the state mutex and run inline.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Node, NodeError};
+use super::{Inner, Node, NodeError};
 use crate::api::{
     AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, Endpoint,
     EndpointCreate, GcReport, GcRequest, Health, IpamState,
@@ -16,18 +20,16 @@ impl Node {
     async fn blocking<T, F>(&self, f: F) -> Result<T, DaemonError>
     where
         T: Send + 'static,
-        F: FnOnce(&Node) -> Result<T, NodeError> + Send + 'static,
+        F: FnOnce(&Inner) -> Result<T, NodeError> + Send + 'static,
     {
-        let node = self.clone();
+        let inner = Arc::clone(&self.inner);
         let out = match tokio::runtime::Handle::try_current() {
             Ok(handle) => handle
-                .spawn_blocking(move || f(&node))
+                .spawn_blocking(move || f(&inner))
                 .await
-                .map_err(|e| NodeError::Task {
-                    reason: e.to_string(),
-                })
+                .map_err(|source| NodeError::Task { source })
                 .and_then(|r| r),
-            Err(_) => f(&node),
+            Err(_) => f(&inner),
         };
         out.map_err(DaemonError::from)
     }
@@ -40,7 +42,7 @@ impl Daemon for Node {
     }
 
     async fn health(&self) -> Result<Health, DaemonError> {
-        Ok(match self.lock() {
+        Ok(match self.inner.lock() {
             Ok(st) => Health {
                 ready: true,
                 message: format!(
@@ -58,35 +60,35 @@ impl Daemon for Node {
     }
 
     async fn allocate(&self, req: AllocateRequest) -> Result<Allocation, DaemonError> {
-        self.blocking(move |n| n.allocate_at(req, n.now())).await
+        self.blocking(move |n| n.allocate(req, n.now())).await
     }
 
     async fn release(&self, owner: Attachment) -> Result<bool, DaemonError> {
-        self.blocking(move |n| n.release_owner(&owner)).await
+        self.blocking(move |n| n.release(&owner)).await
     }
 
     async fn create_endpoint(&self, req: EndpointCreate) -> Result<Endpoint, DaemonError> {
-        self.blocking(move |n| n.create_endpoint_at(req, n.now()))
+        self.blocking(move |n| n.create_endpoint(req, n.now()))
             .await
     }
 
     async fn delete_endpoint(&self, owner: Attachment) -> Result<bool, DaemonError> {
-        self.blocking(move |n| n.delete_owner(&owner)).await
+        self.blocking(move |n| n.delete_endpoint(&owner)).await
     }
 
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {
-        Ok(self.endpoint_of(&owner)?)
+        Ok(self.inner.endpoint(&owner)?)
     }
 
     async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
-        Ok(self.list_endpoints()?)
+        Ok(self.inner.endpoints()?)
     }
 
     async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
-        Ok(self.ipam_snapshot()?)
+        Ok(self.inner.ipam_state()?)
     }
 
     async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
-        self.blocking(move |n| n.gc_owners(&req.valid)).await
+        self.blocking(move |n| n.gc(&req.valid)).await
     }
 }

@@ -1,4 +1,4 @@
-//! [`NodeError`] and its mapping to API error kinds.
+//! [`NodeError`] and the API error kind each of its variants is served with.
 
 use std::net::IpAddr;
 
@@ -6,7 +6,7 @@ use ipnet::IpNet;
 
 use super::config::ConfigError;
 use crate::api::{ApiErrorKind, Attachment, DaemonError};
-use crate::ipam::IpamError;
+use crate::ipam::{IpamError, PoolConfigError};
 use crate::store::StoreError;
 
 /// Errors of the node state.
@@ -96,11 +96,12 @@ pub enum NodeError {
     /// A panic elsewhere left the in-memory state unusable.
     #[error("node state is unusable after an internal panic")]
     Poisoned,
-    /// A blocking task of the node failed.
-    #[error("node task failed: {reason}")]
+    /// A blocking task of the node failed (panicked or was cancelled).
+    #[error("node task failed: {source}")]
     Task {
-        /// Why.
-        reason: String,
+        /// Cause.
+        #[source]
+        source: tokio::task::JoinError,
     },
 }
 
@@ -134,8 +135,14 @@ impl NodeError {
     }
 }
 
+impl From<PoolConfigError> for NodeError {
+    fn from(e: PoolConfigError) -> Self {
+        NodeError::Config(e.into())
+    }
+}
+
 impl From<NodeError> for DaemonError {
     fn from(e: NodeError) -> Self {
-        DaemonError::api(e.kind(), e.to_string())
+        DaemonError::Node(Box::new(e))
     }
 }

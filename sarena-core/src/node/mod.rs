@@ -1,6 +1,14 @@
 //! The node daemon's state: [`Node`] implements [`crate::api::Daemon`] in process,
 //! over the [`crate::ipam::Allocator`] (in memory) and the [`crate::store::RedbStore`]
 //! (durable). `sarena-daemon` serves it over HTTP; an embedder can call it directly.
+//! The `Daemon` trait is its one interface (plus [`Node::expire_leases`], which the
+//! daemon runs on a timer); [`WithDataplane`] composes it with a dataplane.
+//!
+//! - `ops.rs`: the operations behind the trait (synchronous, explicit `now`);
+//! - `daemon.rs`: `impl Daemon for Node` over them;
+//! - `recovery.rs`: rebuilding the state from the store at [`Node::open`];
+//! - `with_dataplane.rs`: [`WithDataplane`];
+//! - `config.rs`, `error.rs`: [`NodeConfig`], [`NodeError`].
 //!
 //! ```
 //! use sarena_core::api::{AllocateRequest, Attachment, Daemon};
@@ -20,8 +28,10 @@ mod config;
 mod daemon;
 mod error;
 mod ops;
+mod recovery;
 #[cfg(test)]
 mod tests;
+mod with_dataplane;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -32,9 +42,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use config::{ConfigError, DEFAULT_CONFIG_TOML, NodeConfig};
 pub use error::NodeError;
+pub use recovery::OpenReport;
+pub use with_dataplane::WithDataplane;
 
 use crate::api::{Attachment, Endpoint};
-use crate::ipam::{Allocator, IpamError};
+use crate::ipam::Allocator;
 use crate::store::{AllocationEntry, RedbStore};
 
 /// A source of Unix time in seconds (replaceable in tests).
@@ -48,24 +60,6 @@ pub fn system_clock() -> Clock {
             .map(|d| d.as_secs())
             .unwrap_or(0)
     })
-}
-
-/// What [`Node::open`] found in the store besides the normal state.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct OpenReport {
-    /// Allocations loaded.
-    pub allocations: usize,
-    /// Endpoints loaded.
-    pub endpoints: usize,
-    /// Addresses of kept allocations that the current pools would not hand out
-    /// (outside every pool, or now a gateway / reserved): `(owner, address, why)`.
-    pub outside_pools: Vec<(Attachment, IpAddr, String)>,
-    /// Address rows no allocation held; removed.
-    pub orphan_addresses_removed: Vec<IpAddr>,
-    /// Allocations whose address rows were missing; rewritten.
-    pub allocations_repaired: Vec<Attachment>,
-    /// Endpoints without an allocation (kept; their addresses are not handed out).
-    pub endpoints_without_allocation: Vec<Attachment>,
 }
 
 /// The mutable state, behind one mutex.
@@ -119,94 +113,9 @@ impl Node {
         clock: Clock,
     ) -> Result<Node, NodeError> {
         config.validate()?;
-        let mut alloc = Allocator::new(&config.ipam)?;
+        let alloc = Allocator::new(&config.ipam)?;
         let store = RedbStore::open(state_dir)?;
-        let snap = store.load()?;
-        let mut report = OpenReport {
-            allocations: snap.allocations.len(),
-            endpoints: snap.endpoints.len(),
-            ..OpenReport::default()
-        };
-        let mut owners: HashMap<IpAddr, Attachment> = HashMap::new();
-        let mut allocations = BTreeMap::new();
-        for entry in snap.allocations {
-            for a in &entry.addresses {
-                let addr = a.address.addr();
-                if let Some(first) = owners.insert(addr, entry.owner.clone()) {
-                    let second = entry.owner.clone();
-                    return Err(NodeError::DoubleOwner {
-                        address: addr,
-                        first,
-                        second,
-                    });
-                }
-                match alloc.mark_allocated(addr) {
-                    Ok(()) => {}
-                    Err(IpamError::InUse { .. }) => {
-                        // Only reachable if `owners` missed it; treat as a double owner.
-                        let first = entry.owner.clone();
-                        return Err(NodeError::DoubleOwner {
-                            address: addr,
-                            first: first.clone(),
-                            second: first,
-                        });
-                    }
-                    Err(e) => {
-                        tracing::warn!(owner = ?entry.owner, %addr, "allocation kept outside current pools: {e}");
-                        report
-                            .outside_pools
-                            .push((entry.owner.clone(), addr, e.to_string()));
-                    }
-                }
-            }
-            allocations.insert(entry.owner.clone(), entry);
-        }
-        let mut by_age: Vec<&AllocationEntry> = allocations.values().collect();
-        by_age.sort_by_key(|e| e.allocated_at);
-        for a in by_age.iter().flat_map(|e| &e.addresses) {
-            alloc.resume_after(a.address.addr());
-        }
-        let rows: HashMap<IpAddr, Attachment> = snap.addresses.into_iter().collect();
-        for (addr, owner) in &rows {
-            if owners.get(addr) != Some(owner) {
-                report.orphan_addresses_removed.push(*addr);
-            }
-        }
-        if !report.orphan_addresses_removed.is_empty() {
-            tracing::warn!(addresses = ?report.orphan_addresses_removed, "removing orphan address rows");
-            store.remove_addresses(&report.orphan_addresses_removed)?;
-        }
-        for entry in allocations.values() {
-            let complete = entry
-                .addresses
-                .iter()
-                .all(|a| rows.get(&a.address.addr()) == Some(&entry.owner));
-            if !complete {
-                tracing::warn!(owner = ?entry.owner, "rewriting missing address rows");
-                store.put_allocation(entry)?;
-                report.allocations_repaired.push(entry.owner.clone());
-            }
-        }
-        let mut endpoints = BTreeMap::new();
-        for ep in snap.endpoints {
-            if !allocations.contains_key(&ep.owner) {
-                tracing::warn!(owner = ?ep.owner, "endpoint without allocation");
-                report.endpoints_without_allocation.push(ep.owner.clone());
-            }
-            endpoints.insert(ep.owner.clone(), ep);
-        }
-        tracing::info!(
-            path = %store.path().display(),
-            allocations = report.allocations,
-            endpoints = report.endpoints,
-            "node state loaded"
-        );
-        let state = State {
-            alloc,
-            allocations,
-            owners,
-            endpoints,
-        };
+        let (state, report) = recovery::recover(alloc, &store)?;
         let inner = Inner {
             config,
             store,
@@ -231,10 +140,23 @@ impl Node {
 
     /// Now, per the node's clock.
     pub fn now(&self) -> u64 {
-        (self.inner.clock)()
+        self.inner.now()
+    }
+
+    /// Releases every allocation without an endpoint whose lease expired at or before
+    /// `now_unix`, in one transaction; returns their owners. The daemon calls this
+    /// periodically (blocking: it commits to the store).
+    pub fn expire_leases(&self, now_unix: u64) -> Result<Vec<Attachment>, NodeError> {
+        self.inner.expire_leases(now_unix)
+    }
+}
+
+impl Inner {
+    fn now(&self) -> u64 {
+        (self.clock)()
     }
 
     fn lock(&self) -> Result<MutexGuard<'_, State>, NodeError> {
-        self.inner.state.lock().map_err(|_| NodeError::Poisoned)
+        self.state.lock().map_err(|_| NodeError::Poisoned)
     }
 }

@@ -1,4 +1,6 @@
-//! The operations of [`Node`], synchronous and with an explicit `now`.
+//! The node's operations, synchronous and with an explicit `now`: the
+//! implementation behind `impl Daemon for Node` (`daemon.rs`), one method per
+//! trait method and named like it.
 //!
 //! Each mutation runs under the state mutex: plan in memory, commit one redb
 //! transaction, then apply to memory (or undo the plan if the commit failed).
@@ -8,7 +10,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::{Node, NodeError, State};
+use super::{Inner, NodeError, State};
 use crate::api::{
     AllocateRequest, Allocation, AllocationRecord, Attachment, Endpoint, EndpointCreate, GcReport,
     IpamState, RouteSpec,
@@ -86,11 +88,11 @@ impl State {
     }
 }
 
-impl Node {
+impl Inner {
     /// `POST /ipam/allocate` at time `now`. Idempotent per owner (same addresses; a
     /// pending lease is renewed from `now`); the answer is given only after the
     /// allocation is durably committed.
-    pub fn allocate_at(&self, req: AllocateRequest, now: u64) -> Result<Allocation, NodeError> {
+    pub(super) fn allocate(&self, req: AllocateRequest, now: u64) -> Result<Allocation, NodeError> {
         check_owner(&req.owner)?;
         let mut guard = self.lock()?;
         let st = &mut *guard;
@@ -105,12 +107,12 @@ impl Node {
                 return Ok(allocation_of(entry));
             }
             // A retried ADD: the lease runs from the latest attempt.
-            let lease = renewed_lease(self.inner.config.lease_seconds, now);
+            let lease = renewed_lease(self.config.lease_seconds, now);
             let entry = AllocationEntry {
                 lease_expires_at: lease,
                 ..entry.clone()
             };
-            self.inner.store.put_allocation(&entry)?;
+            self.store.put_allocation(&entry)?;
             let out = allocation_of(&entry);
             st.allocations.insert(entry.owner.clone(), entry);
             return Ok(out);
@@ -133,7 +135,7 @@ impl Node {
             }
             r => r?,
         };
-        let lease = self.inner.config.lease_seconds;
+        let lease = self.config.lease_seconds;
         let entry = AllocationEntry {
             owner: req.owner,
             pod: req.pod,
@@ -142,7 +144,7 @@ impl Node {
             allocated_at: now,
             lease_expires_at: renewed_lease(lease, now),
         };
-        if let Err(e) = self.inner.store.put_allocation(&entry) {
+        if let Err(e) = self.store.put_allocation(&entry) {
             for a in &entry.addresses {
                 st.alloc.release(a.address.addr());
             }
@@ -159,7 +161,7 @@ impl Node {
 
     /// `DELETE /ipam/allocations/...`: releases a bare allocation. `Ok(false)` when the
     /// owner holds none; an error when an endpoint still uses it.
-    pub fn release_owner(&self, owner: &Attachment) -> Result<bool, NodeError> {
+    pub(super) fn release(&self, owner: &Attachment) -> Result<bool, NodeError> {
         let mut st = self.lock()?;
         if st.endpoints.contains_key(owner) {
             return Err(NodeError::EndpointHoldsAllocation {
@@ -169,9 +171,7 @@ impl Node {
         if !st.allocations.contains_key(owner) {
             return Ok(false);
         }
-        self.inner
-            .store
-            .remove_owners(std::slice::from_ref(owner))?;
+        self.store.remove_owners(std::slice::from_ref(owner))?;
         st.forget(owner);
         tracing::debug!(?owner, "released");
         Ok(true)
@@ -179,7 +179,11 @@ impl Node {
 
     /// `POST /endpoint/create` at time `now`: records the endpoint and clears the
     /// allocation's lease in one transaction. Idempotent for the same body.
-    pub fn create_endpoint_at(&self, req: EndpointCreate, now: u64) -> Result<Endpoint, NodeError> {
+    pub(super) fn create_endpoint(
+        &self,
+        req: EndpointCreate,
+        now: u64,
+    ) -> Result<Endpoint, NodeError> {
         check_owner(&req.owner)?;
         if req.host_ifname.trim().is_empty() {
             let reason = "must not be empty".to_owned();
@@ -224,7 +228,7 @@ impl Node {
             lease_expires_at: None,
             ..entry.clone()
         };
-        self.inner.store.put_endpoint(&endpoint, &entry)?;
+        self.store.put_endpoint(&endpoint, &entry)?;
         st.allocations.insert(entry.owner.clone(), entry);
         st.endpoints
             .insert(endpoint.owner.clone(), endpoint.clone());
@@ -234,31 +238,29 @@ impl Node {
 
     /// `DELETE /endpoints/...`: removes the endpoint and its allocation (or a bare
     /// allocation) in one transaction. `Ok(false)` when there was neither.
-    pub fn delete_owner(&self, owner: &Attachment) -> Result<bool, NodeError> {
+    pub(super) fn delete_endpoint(&self, owner: &Attachment) -> Result<bool, NodeError> {
         let mut st = self.lock()?;
         if !st.endpoints.contains_key(owner) && !st.allocations.contains_key(owner) {
             return Ok(false);
         }
-        self.inner
-            .store
-            .remove_owners(std::slice::from_ref(owner))?;
+        self.store.remove_owners(std::slice::from_ref(owner))?;
         st.forget(owner);
         tracing::debug!(?owner, "endpoint deleted");
         Ok(true)
     }
 
     /// The endpoint of `owner`.
-    pub fn endpoint_of(&self, owner: &Attachment) -> Result<Option<Endpoint>, NodeError> {
+    pub(super) fn endpoint(&self, owner: &Attachment) -> Result<Option<Endpoint>, NodeError> {
         Ok(self.lock()?.endpoints.get(owner).cloned())
     }
 
     /// Every endpoint, ordered by owner.
-    pub fn list_endpoints(&self) -> Result<Vec<Endpoint>, NodeError> {
+    pub(super) fn endpoints(&self) -> Result<Vec<Endpoint>, NodeError> {
         Ok(self.lock()?.endpoints.values().cloned().collect())
     }
 
     /// Pools and allocations (one record per address), ordered by owner.
-    pub fn ipam_snapshot(&self) -> Result<IpamState, NodeError> {
+    pub(super) fn ipam_state(&self) -> Result<IpamState, NodeError> {
         let st = self.lock()?;
         let allocations = st
             .allocations
@@ -280,7 +282,7 @@ impl Node {
     }
 
     /// Removes every endpoint and allocation whose owner is not in `valid`, in one transaction.
-    pub fn gc_owners(&self, valid: &[Attachment]) -> Result<GcReport, NodeError> {
+    pub(super) fn gc(&self, valid: &[Attachment]) -> Result<GcReport, NodeError> {
         let valid: BTreeSet<&Attachment> = valid.iter().collect();
         let mut st = self.lock()?;
         let mut report = GcReport::default();
@@ -298,7 +300,7 @@ impl Node {
             .chain(&report.allocations_released)
             .cloned()
             .collect();
-        self.inner.store.remove_owners(&victims)?;
+        self.store.remove_owners(&victims)?;
         for owner in &victims {
             st.forget(owner);
         }
@@ -308,10 +310,8 @@ impl Node {
         Ok(report)
     }
 
-    /// Releases every allocation without an endpoint whose lease expired at or before
-    /// `now_unix`, in one transaction; returns their owners. The daemon calls this
-    /// periodically.
-    pub fn expire_leases(&self, now_unix: u64) -> Result<Vec<Attachment>, NodeError> {
+    /// [`Node::expire_leases`](super::Node::expire_leases).
+    pub(super) fn expire_leases(&self, now_unix: u64) -> Result<Vec<Attachment>, NodeError> {
         let mut st = self.lock()?;
         let expired: Vec<Attachment> = st
             .allocations
@@ -320,7 +320,7 @@ impl Node {
             .filter(|e| !st.endpoints.contains_key(&e.owner))
             .map(|e| e.owner.clone())
             .collect();
-        self.inner.store.remove_owners(&expired)?;
+        self.store.remove_owners(&expired)?;
         for owner in &expired {
             st.forget(owner);
         }

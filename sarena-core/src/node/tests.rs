@@ -7,8 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
 use crate::api::{
-    AllocateRequest, Allocation, ApiErrorKind, Daemon, EndpointCreate, GcRequest, PodRef,
+    AllocateRequest, Allocation, ApiErrorKind, Daemon, DaemonError, EndpointCreate, GcRequest,
+    PodRef,
 };
+use crate::ipam::IpamError;
 
 fn owner(c: &str) -> Attachment {
     Attachment {
@@ -46,6 +48,14 @@ fn ep_req(alloc: &Allocation) -> EndpointCreate {
         pod_mac: "02:00:00:00:00:02".into(),
         addresses: alloc.addresses.iter().map(|a| a.address).collect(),
         netns: "/var/run/netns/x".into(),
+    }
+}
+
+/// The node's own error inside a [`DaemonError`] from the node.
+fn node_error(e: DaemonError) -> NodeError {
+    match e {
+        DaemonError::Node(e) => *e,
+        other => panic!("not a node error: {other}"),
     }
 }
 
@@ -103,36 +113,42 @@ fn config_errors_name_the_field() {
     assert!(k.masquerade);
 }
 
-#[test]
-fn allocate_is_idempotent_and_durable_across_reopen() {
+#[tokio::test]
+async fn allocate_is_idempotent_and_durable_across_reopen() {
     let dir = tempfile::tempdir().unwrap();
-    let (node, _) = node_at(dir.path(), NodeConfig::default());
-    let a = node.allocate_at(req("c1"), 1_000).unwrap();
+    let (node, clock) = node_at(dir.path(), NodeConfig::default());
+    let at = |t| clock.store(t, Ordering::SeqCst);
+    at(1_000);
+    let a = node.allocate(req("c1")).await.unwrap();
     assert_eq!(a.addresses[0].address.to_string(), "10.200.0.2/16");
     assert_eq!(a.lease_expires_at, Some(1_180));
     assert_eq!(a.routes.len(), 2);
     assert_eq!(a.routes[0].dst.to_string(), "10.200.0.1/32");
     assert_eq!(a.routes[1].dst.to_string(), "0.0.0.0/0");
     assert_eq!(a.routes[1].gw, Some(ip("10.200.0.1")));
-    let again = node.allocate_at(req("c1"), 2_000).unwrap();
+    at(2_000);
+    let again = node.allocate(req("c1")).await.unwrap();
     assert_eq!(again.addresses, a.addresses, "same owner, same addresses");
     assert_eq!(
         again.lease_expires_at,
         Some(2_180),
         "a retried ADD renews the lease"
     );
-    let b = node.allocate_at(req("c2"), 1_001).unwrap();
+    at(1_001);
+    let b = node.allocate(req("c2")).await.unwrap();
     assert_eq!(b.addresses[0].address.to_string(), "10.200.0.3/16");
-    node.allocate_at(req("c3"), 1_002).unwrap();
-    assert!(node.release_owner(&owner("c2")).unwrap());
+    at(1_002);
+    node.allocate(req("c3")).await.unwrap();
+    assert!(node.release(owner("c2")).await.unwrap());
     drop(node);
-    let (node, _) = node_at(dir.path(), NodeConfig::default());
+    let (node, clock) = node_at(dir.path(), NodeConfig::default());
     assert_eq!(node.open_report().allocations, 2);
+    clock.store(3_000, Ordering::SeqCst);
     assert_eq!(
-        node.allocate_at(req("c1"), 3_000).unwrap().addresses,
+        node.allocate(req("c1")).await.unwrap().addresses,
         a.addresses
     );
-    let c = node.allocate_at(req("c4"), 3_000).unwrap();
+    let c = node.allocate(req("c4")).await.unwrap();
     assert_eq!(
         c.addresses[0].address.to_string(),
         "10.200.0.5/16",
@@ -140,52 +156,82 @@ fn allocate_is_idempotent_and_durable_across_reopen() {
     );
 }
 
-#[test]
-fn static_requests_conflicts_and_mismatch() {
+#[tokio::test]
+async fn static_requests_conflicts_and_mismatch() {
     let dir = tempfile::tempdir().unwrap();
-    let (node, _) = node_at(dir.path(), NodeConfig::default());
+    let (node, clock) = node_at(dir.path(), NodeConfig::default());
+    clock.store(1, Ordering::SeqCst);
     let mut r = req("c1");
     r.requested = vec![ip("10.200.5.5")];
     assert_eq!(
-        node.allocate_at(r.clone(), 1).unwrap().addresses[0]
+        node.allocate(r.clone()).await.unwrap().addresses[0]
             .address
             .to_string(),
         "10.200.5.5/16"
     );
     let mut other = req("c2");
     other.requested = vec![ip("10.200.5.5")];
-    let err = node.allocate_at(other, 1).unwrap_err();
+    let err = node_error(node.allocate(other).await.unwrap_err());
     assert!(
         matches!(&err, NodeError::AddressOwned { owner, .. } if *owner == super::tests::owner("c1"))
     );
     assert_eq!(err.kind(), ApiErrorKind::Conflict);
     r.requested = vec![ip("10.200.5.6")];
     assert!(matches!(
-        node.allocate_at(r, 1),
+        node.allocate(r).await.map_err(node_error),
         Err(NodeError::AllocationMismatch { .. })
     ));
     let mut gw = req("c3");
     gw.requested = vec![ip("10.200.0.1")];
     assert_eq!(
-        node.allocate_at(gw, 1).unwrap_err().kind(),
+        node_error(node.allocate(gw).await.unwrap_err()).kind(),
         ApiErrorKind::BadRequest
     );
     let mut empty = req("");
     empty.owner.container_id = " ".into();
     assert_eq!(
-        node.allocate_at(empty, 1).unwrap_err().kind(),
+        node_error(node.allocate(empty).await.unwrap_err()).kind(),
         ApiErrorKind::BadRequest
     );
     let mut named = req("c4");
     named.pool = Some("nope".into());
     assert_eq!(
-        node.allocate_at(named, 1).unwrap_err().kind(),
+        node_error(node.allocate(named).await.unwrap_err()).kind(),
         ApiErrorKind::BadRequest
     );
     assert_eq!(
-        node.ipam_snapshot().unwrap().allocations.len(),
+        node.ipam_state().await.unwrap().allocations.len(),
         1,
         "failures left nothing"
+    );
+}
+
+#[tokio::test]
+async fn node_errors_keep_their_source_and_answer_as_api_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Node::open(dir.path(), small_config("10.0.0.0/30", 180)).unwrap();
+    node.allocate(req("c1")).await.unwrap();
+    let err = node.allocate(req("c2")).await.unwrap_err();
+    let DaemonError::Node(source) = &err else {
+        panic!("not a node error: {err:?}");
+    };
+    assert!(
+        matches!(**source, NodeError::Ipam(IpamError::Exhausted { .. })),
+        "{err:?}"
+    );
+    let chained = std::error::Error::source(&err).map(ToString::to_string);
+    assert_eq!(
+        chained,
+        Some(source.to_string()),
+        "the node error is the source"
+    );
+    let body = err.to_body();
+    assert_eq!(body.kind, ApiErrorKind::PoolExhausted);
+    assert_eq!(body.message, source.to_string());
+    assert_eq!(
+        err.to_string(),
+        DaemonError::api(body.kind, body.message).to_string(),
+        "displays as the same answer over the wire would"
     );
 }
 
@@ -262,18 +308,22 @@ async fn endpoint_lifecycle_through_the_trait() {
     );
 }
 
-#[test]
-fn leases_expire_only_without_endpoint() {
+#[tokio::test]
+async fn leases_expire_only_without_endpoint() {
     let dir = tempfile::tempdir().unwrap();
     let (node, clock) = node_at(dir.path(), small_config("10.0.0.0/24", 100));
-    let a = node.allocate_at(req("bare"), 1_000).unwrap();
-    let b = node.allocate_at(req("held"), 1_000).unwrap();
-    node.create_endpoint_at(ep_req(&b), 1_010).unwrap();
-    node.allocate_at(req("late"), 1_050).unwrap();
+    let at = |t| clock.store(t, Ordering::SeqCst);
+    at(1_000);
+    let a = node.allocate(req("bare")).await.unwrap();
+    let b = node.allocate(req("held")).await.unwrap();
+    at(1_010);
+    node.create_endpoint(ep_req(&b)).await.unwrap();
+    at(1_050);
+    node.allocate(req("late")).await.unwrap();
     assert_eq!(node.expire_leases(1_099).unwrap(), Vec::<Attachment>::new());
     assert_eq!(node.expire_leases(1_100).unwrap(), vec![owner("bare")]);
     assert!(node.expire_leases(1_100).unwrap().is_empty());
-    clock.store(1_100, Ordering::SeqCst);
+    at(1_100);
     drop(node);
     let (node, _) = node_at(dir.path(), small_config("10.0.0.0/24", 100));
     assert_eq!(
@@ -281,8 +331,8 @@ fn leases_expire_only_without_endpoint() {
         vec![owner("late")],
         "lease survives reopen"
     );
-    assert!(node.endpoint_of(&owner("held")).unwrap().is_some());
-    let snap = node.ipam_snapshot().unwrap();
+    assert!(node.endpoint(owner("held")).await.unwrap().is_some());
+    let snap = node.ipam_state().await.unwrap();
     assert_eq!(snap.allocations.len(), 1);
     assert!(
         !snap
@@ -291,9 +341,10 @@ fn leases_expire_only_without_endpoint() {
             .any(|r| r.address == a.addresses[0].address.addr())
     );
     let zero = tempfile::tempdir().unwrap();
-    let (node, _) = node_at(zero.path(), small_config("10.0.0.0/24", 0));
+    let (node, clock) = node_at(zero.path(), small_config("10.0.0.0/24", 0));
+    clock.store(5, Ordering::SeqCst);
     assert_eq!(
-        node.allocate_at(req("x"), 5).unwrap().lease_expires_at,
+        node.allocate(req("x")).await.unwrap().lease_expires_at,
         None
     );
     assert!(
@@ -323,7 +374,8 @@ async fn gc_removes_everything_not_listed() {
     drop(node);
     let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
     let owners: HashSet<Attachment> = node
-        .ipam_snapshot()
+        .ipam_state()
+        .await
         .unwrap()
         .allocations
         .into_iter()
@@ -333,25 +385,27 @@ async fn gc_removes_everything_not_listed() {
         owners,
         [owner("keep-ep"), owner("keep-bare")].into_iter().collect()
     );
-    assert_eq!(node.list_endpoints().unwrap().len(), 1);
+    assert_eq!(node.endpoints().await.unwrap().len(), 1);
 }
 
-#[test]
-fn allocations_outside_new_pools_are_kept_and_reported() {
+#[tokio::test]
+async fn allocations_outside_new_pools_are_kept_and_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let (node, _) = node_at(dir.path(), small_config("10.0.0.0/24", 100));
-    let a = node.allocate_at(req("old"), 1).unwrap();
+    let (node, clock) = node_at(dir.path(), small_config("10.0.0.0/24", 100));
+    clock.store(1, Ordering::SeqCst);
+    let a = node.allocate(req("old")).await.unwrap();
     drop(node);
-    let (node, _) = node_at(dir.path(), small_config("10.1.0.0/24", 100));
+    let (node, clock) = node_at(dir.path(), small_config("10.1.0.0/24", 100));
     let report = node.open_report();
     assert_eq!(report.outside_pools.len(), 1);
     assert_eq!(report.outside_pools[0].1, a.addresses[0].address.addr());
+    clock.store(2, Ordering::SeqCst);
     assert_eq!(
-        node.allocate_at(req("old"), 2).unwrap().addresses,
+        node.allocate(req("old")).await.unwrap().addresses,
         a.addresses,
         "kept"
     );
-    assert!(node.delete_owner(&owner("old")).unwrap());
+    assert!(node.delete_endpoint(owner("old")).await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

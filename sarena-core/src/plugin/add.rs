@@ -197,7 +197,7 @@ fn may_have_taken_effect<T>(answer: &Result<T, DaemonError>) -> bool {
 /// connection broke mid-request, or a success answer could not be decoded. A
 /// refusal (an API error) or an unreachable daemon means nothing happened.
 fn outcome_unknown(e: &DaemonError) -> bool {
-    !matches!(e, DaemonError::Api { .. } | DaemonError::Unreachable { .. })
+    !(e.kind().is_some() || e.is_unreachable())
 }
 
 fn pod_config(allocation: &Allocation) -> PodIfaceConfig {

@@ -1,15 +1,17 @@
-//! [`WithDataplane`]: a [`Daemon`] that keeps a [`Dataplane`] in step with
-//! the endpoint registry it wraps.
+//! [`WithDataplane`]: the node composed with its dataplane. A [`Daemon`] that
+//! wraps the endpoint registry (the [`Node`](super::Node)), keeps a
+//! [`Dataplane`] in step with it, and can take on removing deleted endpoints'
+//! veth pairs.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::Dataplane;
 use crate::api::{
-    AllocateRequest, Allocation, ApiErrorKind, Attachment, Daemon, DaemonConfig, DaemonError,
-    Deleted, Endpoint, EndpointCreate, GcReport, GcRequest, Health, IpamState,
+    AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, Deleted, Endpoint,
+    EndpointCreate, GcReport, GcRequest, Health, IpamState,
 };
+use crate::dataplane::Dataplane;
 use crate::links::Links;
 
 /// Wraps a registry (e.g. the daemon's `Node`) so that registering an
@@ -98,12 +100,13 @@ impl Daemon for WithDataplane {
 
     async fn create_endpoint(&self, req: EndpointCreate) -> Result<Endpoint, DaemonError> {
         let endpoint = provisional(&req);
-        self.dataplane.attach(&endpoint).await.map_err(|e| {
-            DaemonError::api(
-                ApiErrorKind::Internal,
-                format!("attaching {}: {e}", req.host_ifname),
-            )
-        })?;
+        self.dataplane
+            .attach(&endpoint)
+            .await
+            .map_err(|source| DaemonError::Attach {
+                host_ifname: req.host_ifname.clone(),
+                source: Box::new(source),
+            })?;
         match self.registry.create_endpoint(req).await {
             Ok(created) => Ok(created),
             Err(error) => {
@@ -166,7 +169,7 @@ impl Daemon for WithDataplane {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::MockDaemon;
+    use crate::api::{ApiErrorKind, MockDaemon};
     use crate::dataplane::{DataplaneError, DataplaneMode, MockDataplane};
     use mockall::Sequence;
 
@@ -233,6 +236,27 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.kind(), Some(ApiErrorKind::Internal));
+        let DaemonError::Attach {
+            host_ifname,
+            source,
+        } = &err
+        else {
+            panic!("not an attach error: {err:?}");
+        };
+        assert_eq!(host_ifname, "lxc0123456789ab");
+        let chained = std::error::Error::source(&err).map(ToString::to_string);
+        assert_eq!(
+            chained,
+            Some(source.to_string()),
+            "the dataplane's error is the source"
+        );
+        let body = err.to_body();
+        assert_eq!(body.kind, ApiErrorKind::Internal);
+        assert!(
+            body.message.starts_with("attaching lxc0123456789ab: "),
+            "{}",
+            body.message
+        );
     }
 
     #[tokio::test]
