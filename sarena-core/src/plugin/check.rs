@@ -64,7 +64,7 @@ pub(crate) async fn check(
         );
     }
     if let Some(mac) = &want.pod_mac
-        && !mac.eq_ignore_ascii_case(&endpoint.pod_mac)
+        && mac.parse() != Ok(endpoint.pod_mac)
     {
         return mismatch("endpoint pod MAC at the daemon", mac, &endpoint.pod_mac);
     }
@@ -81,7 +81,7 @@ pub(crate) async fn check(
         );
     };
     if let Some(mac) = &want.pod_mac
-        && !mac.eq_ignore_ascii_case(&pod.mac)
+        && mac.parse() != Ok(pod.mac)
     {
         return mismatch("pod interface MAC", mac, &pod.mac);
     }

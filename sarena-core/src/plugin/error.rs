@@ -475,11 +475,11 @@ mod tests {
 
     #[test]
     fn link_failure_is_kernel_error() {
-        let src = LinkError::Netlink {
-            call: "link add",
-            ifname: "lxc1".into(),
-            message: "EEXIST".into(),
-        };
+        let src = LinkError::Netlink(crate::NetlinkError::from_errno(
+            "link add",
+            "lxc1",
+            libc::EEXIST,
+        ));
         let e = PluginError::link(Step::CreateVeth, &att(), src).to_cni();
         assert_eq!(e.code, ErrorCode::Kernel);
         assert!(e.details.contains("EEXIST"));
@@ -504,11 +504,11 @@ mod tests {
         let a = PluginError::link(
             Step::RemoveHostLink,
             &att(),
-            LinkError::Netlink {
-                call: "link del",
-                ifname: "lxc1".into(),
-                message: "EPERM".into(),
-            },
+            LinkError::Netlink(crate::NetlinkError::from_errno(
+                "link del",
+                "lxc1",
+                libc::EPERM,
+            )),
         );
         let b = PluginError::daemon(
             Step::DeleteEndpoint,

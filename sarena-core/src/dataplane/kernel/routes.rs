@@ -12,7 +12,7 @@ use rtnetlink::packet_route::route::{
 };
 
 use crate::dataplane::DataplaneError;
-use crate::links::rtnl::query::errno;
+use crate::netlink::{NetlinkError, errno};
 
 /// The `proto` of Sarena's host routes (`ip route show proto 90`).
 pub const SARENA_ROUTE_PROTOCOL: u8 = 90;
@@ -26,29 +26,12 @@ pub(crate) struct PodRoute {
     pub oif: u32,
 }
 
-pub(crate) fn netlink_error(
-    call: &'static str,
-    object: impl ToString,
-    error: rtnetlink::Error,
-) -> DataplaneError {
-    let message = match &error {
-        rtnetlink::Error::NetlinkError(m) => m.to_io().to_string(),
-        other => other.to_string(),
-    };
-    DataplaneError::Netlink {
-        call,
-        object: object.to_string(),
-        message,
-    }
-}
-
 fn message(route: &PodRoute) -> Result<RouteMessage, DataplaneError> {
     let builder = RouteMessageBuilder::<IpAddr>::new()
         .destination_prefix(route.dst.addr(), route.dst.prefix_len())
-        .map_err(|e| DataplaneError::Netlink {
-            call: "route build",
-            object: route.dst.to_string(),
-            message: e.to_string(),
+        .map_err(|source| DataplaneError::InvalidRoute {
+            dst: route.dst,
+            source: Box::new(source),
         })?;
     Ok(builder
         .output_interface(route.oif)
@@ -65,7 +48,7 @@ pub(crate) async fn add(handle: &Handle, route: &PodRoute) -> Result<(), Datapla
         .replace()
         .execute()
         .await
-        .map_err(|e| netlink_error("route replace", route.dst, e))
+        .map_err(|e| NetlinkError::new("route replace", route.dst, e).into())
 }
 
 /// `ip route del DST dev OIF proto 90`; a missing route is fine.
@@ -80,7 +63,7 @@ pub(crate) async fn remove(handle: &Handle, route: &PodRoute) -> Result<(), Data
         {
             Ok(())
         }
-        Err(e) => Err(netlink_error("route del", route.dst, e)),
+        Err(e) => Err(NetlinkError::new("route del", route.dst, e).into()),
     }
 }
 
@@ -98,7 +81,7 @@ pub(crate) async fn list(handle: &Handle) -> Result<Vec<PodRoute>, DataplaneErro
             .execute()
             .try_collect()
             .await
-            .map_err(|e| netlink_error("route dump", "main", e))?;
+            .map_err(|e| NetlinkError::new("route dump", "main", e))?;
         found.extend(routes.iter().filter_map(ours));
     }
     Ok(found)

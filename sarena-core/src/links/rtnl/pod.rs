@@ -10,10 +10,9 @@ use rtnetlink::packet_route::route::{
 };
 use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
 
-use super::query::{errno, link_by_name, link_is_up, link_mac, netlink_error};
 use crate::api::RouteSpec;
-use crate::links::mac::format_mac;
 use crate::links::{LinkError, PodIfaceConfig, PodIfaceState};
+use crate::netlink::{NetlinkError, errno, link_by_name, link_index, link_is_up, link_mac};
 
 /// `ip addr add` each address, `ip link set IFNAME up`, then `ip route replace` each route.
 pub(crate) async fn configure(
@@ -31,7 +30,7 @@ pub(crate) async fn configure(
         {
             Ok(()) => {}
             Err(e) if errno(&e) == Some(libc::EEXIST) => {}
-            Err(e) => return Err(netlink_error("addr add", ifname, e)),
+            Err(e) => return Err(NetlinkError::new("addr add", ifname, e).into()),
         }
     }
     handle
@@ -39,12 +38,12 @@ pub(crate) async fn configure(
         .set(LinkUnspec::new_with_index(index).up().build())
         .execute()
         .await
-        .map_err(|e| netlink_error("link set up", ifname, e))?;
+        .map_err(|e| NetlinkError::new("link set up", ifname, e))?;
     for route in &config.routes {
-        let message = route_message(index, route).map_err(|message| LinkError::Netlink {
-            call: "route add",
+        let message = route_message(index, route).map_err(|source| LinkError::InvalidRoute {
             ifname: ifname.to_string(),
-            message,
+            dst: route.dst,
+            source,
         })?;
         handle
             .route()
@@ -52,19 +51,21 @@ pub(crate) async fn configure(
             .replace()
             .execute()
             .await
-            .map_err(|e| netlink_error("route add", ifname, e))?;
+            .map_err(|e| NetlinkError::new("route add", ifname, e))?;
     }
     Ok(())
 }
 
+type BoxedError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Builds the netlink message for one route out of `index`.
-fn route_message(index: u32, route: &RouteSpec) -> Result<RouteMessage, String> {
+/// (rtnetlink does not export its error type; it is passed on boxed.)
+fn route_message(index: u32, route: &RouteSpec) -> Result<RouteMessage, BoxedError> {
     let mut builder = RouteMessageBuilder::<IpAddr>::new()
-        .destination_prefix(route.dst.addr(), route.dst.prefix_len())
-        .map_err(|e| e.to_string())?
+        .destination_prefix(route.dst.addr(), route.dst.prefix_len())?
         .output_interface(index);
     builder = match route.gw {
-        Some(gw) => builder.gateway(gw).map_err(|e| e.to_string())?,
+        Some(gw) => builder.gateway(gw)?,
         None => builder.scope(RouteScope::Link),
     };
     let mut message = builder.build();
@@ -92,7 +93,7 @@ pub(crate) async fn inspect(
         .execute()
         .try_collect::<Vec<_>>()
         .await
-        .map_err(|e| netlink_error("addr dump", ifname, e))?
+        .map_err(|e| NetlinkError::new("addr dump", ifname, e))?
         .into_iter()
         .filter(|a| a.header.index == index)
         .filter_map(|a| {
@@ -116,11 +117,11 @@ pub(crate) async fn inspect(
             .execute()
             .try_collect()
             .await
-            .map_err(|e| netlink_error("route dump", ifname, e))?;
+            .map_err(|e| NetlinkError::new("route dump", ifname, e))?;
         routes.extend(found.iter().filter_map(|r| route_spec(r, index)));
     }
     Ok(Some(PodIfaceState {
-        mac: link_mac(&link).map(format_mac).unwrap_or_default(),
+        mac: link_mac(&link).unwrap_or_default(),
         addresses,
         routes,
         up: link_is_up(&link),
@@ -129,14 +130,11 @@ pub(crate) async fn inspect(
 
 /// The index of `ifname`, or an error naming it.
 async fn index_of(handle: &Handle, ifname: &str) -> Result<u32, LinkError> {
-    match link_by_name(handle, ifname).await? {
-        Some(link) => Ok(link.header.index),
-        None => Err(LinkError::Netlink {
-            call: "link get",
+    link_index(handle, ifname)
+        .await?
+        .ok_or_else(|| LinkError::NoPodLink {
             ifname: ifname.to_string(),
-            message: "no such interface in the pod netns".into(),
-        }),
-    }
+        })
 }
 
 /// A [`RouteSpec`] for a main-table route out of `index`; `None` for others.
