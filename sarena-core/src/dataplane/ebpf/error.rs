@@ -127,7 +127,10 @@ pub enum BpfError {
         source: std::num::TryFromIntError,
     },
     /// Independent steps of one operation failed (detach, reconcile); each is kept.
-    #[error("eBPF {call} {object}: {}", join(.errors))]
+    #[error(
+        "eBPF {call} {object}: {}",
+        .errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
     Several {
         /// What was done.
         call: &'static str,
@@ -176,14 +179,6 @@ impl BpfError {
             errors,
         })
     }
-}
-
-fn join(errors: &[BpfError]) -> String {
-    errors
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 /// The errno (positive) of a program operation, wherever aya put it.

@@ -3,16 +3,13 @@
 
 use std::net::IpAddr;
 
-use futures_util::TryStreamExt;
 use ipnet::IpNet;
 use rtnetlink::Handle;
 use rtnetlink::RouteMessageBuilder;
-use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope,
-};
+use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage, RouteProtocol, RouteScope};
 
 use crate::dataplane::DataplaneError;
-use crate::netlink::{NetlinkError, errno};
+use crate::netlink::{NetlinkError, all_routes, errno, route_ip};
 
 /// The `proto` of Sarena's host routes (`ip route show proto 90`).
 pub const SARENA_ROUTE_PROTOCOL: u8 = 90;
@@ -69,22 +66,8 @@ pub(crate) async fn remove(handle: &Handle, route: &PodRoute) -> Result<(), Data
 
 /// Every route of ours in the main table (both families).
 pub(crate) async fn list(handle: &Handle) -> Result<Vec<PodRoute>, DataplaneError> {
-    let mut found = Vec::new();
-    let dumps = [
-        RouteMessageBuilder::<std::net::Ipv4Addr>::new().build(),
-        RouteMessageBuilder::<std::net::Ipv6Addr>::new().build(),
-    ];
-    for dump in dumps {
-        let routes: Vec<RouteMessage> = handle
-            .route()
-            .get(dump)
-            .execute()
-            .try_collect()
-            .await
-            .map_err(|e| NetlinkError::new("route dump", "main", e))?;
-        found.extend(routes.iter().filter_map(ours));
-    }
-    Ok(found)
+    let routes = all_routes(handle, "main").await?;
+    Ok(routes.iter().filter_map(ours).collect())
 }
 
 fn ours(route: &RouteMessage) -> Option<PodRoute> {
@@ -95,8 +78,7 @@ fn ours(route: &RouteMessage) -> Option<PodRoute> {
     let mut oif = None;
     for attribute in &route.attributes {
         match attribute {
-            RouteAttribute::Destination(RouteAddress::Inet(v4)) => dst = Some(IpAddr::V4(*v4)),
-            RouteAttribute::Destination(RouteAddress::Inet6(v6)) => dst = Some(IpAddr::V6(*v6)),
+            RouteAttribute::Destination(address) => dst = route_ip(address),
             RouteAttribute::Oif(index) => oif = Some(*index),
             _ => {}
         }

@@ -5,14 +5,14 @@ use std::net::IpAddr;
 use futures_util::TryStreamExt;
 use ipnet::IpNet;
 use rtnetlink::packet_route::address::AddressAttribute;
-use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteScope,
-};
+use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage, RouteMetric, RouteScope};
 use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
 
 use crate::api::RouteSpec;
 use crate::links::{LinkError, PodIfaceConfig, PodIfaceState};
-use crate::netlink::{NetlinkError, errno, link_by_name, link_index, link_is_up, link_mac};
+use crate::netlink::{
+    NetlinkError, all_routes, errno, link_by_name, link_index, link_is_up, link_mac, route_ip,
+};
 
 /// `ip addr add` each address, `ip link set IFNAME up`, then `ip route replace` each route.
 pub(crate) async fn configure(
@@ -105,21 +105,11 @@ pub(crate) async fn inspect(
         })
         .filter(|net| !is_link_local(net.addr()))
         .collect();
-    let mut routes = Vec::new();
-    let families = [
-        RouteMessageBuilder::<std::net::Ipv4Addr>::new().build(),
-        RouteMessageBuilder::<std::net::Ipv6Addr>::new().build(),
-    ];
-    for family in families {
-        let found: Vec<RouteMessage> = handle
-            .route()
-            .get(family)
-            .execute()
-            .try_collect()
-            .await
-            .map_err(|e| NetlinkError::new("route dump", ifname, e))?;
-        routes.extend(found.iter().filter_map(|r| route_spec(r, index)));
-    }
+    let routes = all_routes(handle, ifname)
+        .await?
+        .iter()
+        .filter_map(|r| route_spec(r, index))
+        .collect();
     Ok(Some(PodIfaceState {
         mac: link_mac(&link).unwrap_or_default(),
         addresses,
@@ -172,14 +162,6 @@ fn route_spec(route: &RouteMessage, index: u32) -> Option<RouteSpec> {
         None => IpNet::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0).ok()?,
     };
     Some(RouteSpec { dst, gw, mtu })
-}
-
-fn route_ip(address: &RouteAddress) -> Option<IpAddr> {
-    match address {
-        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
-        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
-        _ => None,
-    }
 }
 
 fn is_link_local(ip: IpAddr) -> bool {
