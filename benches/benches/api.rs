@@ -117,8 +117,8 @@ fn api(c: &mut Criterion) {
                         pod: PodRef::default(),
                         host_ifname: "lxcbench".into(),
                         host_ifindex: 9,
-                        host_mac: "02:00:00:00:00:01".into(),
-                        pod_mac: "02:00:00:00:00:02".into(),
+                        host_mac: "02:00:00:00:00:01".parse().unwrap(),
+                        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
                         addresses: a.addresses.iter().map(|x| x.address).collect(),
                         netns: "/var/run/netns/bench".into(),
                     })

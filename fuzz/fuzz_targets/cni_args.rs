@@ -15,7 +15,7 @@ fuzz_target!(|s: &str| {
             if !args.ignored.is_empty() {
                 assert!(args.ignore_unknown);
             }
-            if let Some(mac) = &args.mac {
+            if let Some(mac) = args.mac.map(|m| m.to_string()) {
                 assert_eq!(mac.len(), 17);
                 assert!(mac.bytes().enumerate().all(|(i, b)| if i % 3 == 2 {
                     b == b':'

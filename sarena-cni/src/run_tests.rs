@@ -140,9 +140,9 @@ fn add_mocks() -> (MockDaemon, MockLinks) {
         Ok(VethPair {
             host_ifname: s.host_ifname.clone(),
             host_ifindex: 7,
-            host_mac: "02:00:00:00:00:01".into(),
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
             pod_ifname: s.pod_ifname.clone(),
-            pod_mac: "02:00:00:00:00:02".into(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
         })
     });
     l.expect_configure_pod().returning(|_, _, _| Ok(()));

@@ -17,6 +17,11 @@
 //! - [`node`]: [`node::Node`], the in-process [`api::Daemon`] (IPAM + endpoint registry) and
 //!   the daemon's [`node::NodeConfig`].
 //! - [`dataplane`]: the [`dataplane::Dataplane`] trait: how pod traffic is forwarded.
+//! - [`mac`]: [`mac::MacAddr`], the type of every MAC address.
+//!
+//! Links and both dataplanes talk to the kernel through shared crate-internal
+//! modules (netlink handles and lookups, sysctl); their errors,
+//! [`NetlinkError`] and [`SysctlError`], are re-exported here.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod api;
@@ -25,8 +30,16 @@ pub mod cni;
 pub mod dataplane;
 pub mod delqueue;
 mod digest;
+mod error_chain;
 pub mod ipam;
 pub mod links;
+pub mod mac;
+mod netlink;
 pub mod node;
 pub mod plugin;
 pub mod store;
+mod sysctl;
+
+pub use error_chain::error_chain;
+pub use netlink::NetlinkError;
+pub use sysctl::SysctlError;

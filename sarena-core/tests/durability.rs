@@ -78,8 +78,8 @@ fn child_worker() {
                             pod: PodRef::default(),
                             host_ifname: format!("lxc{i}"),
                             host_ifindex: i,
-                            host_mac: "02:00:00:00:00:01".into(),
-                            pod_mac: "02:00:00:00:00:02".into(),
+                            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+                            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
                             addresses: vec![addr],
                             netns: "/proc/1/ns/net".into(),
                         };

@@ -93,7 +93,7 @@ async fn pods_ping_and_talk_tcp_through_the_programs_alone() {
         .lines()
         .find(|l| l.starts_with(&format!("{} ", b.ip())));
     assert!(
-        peer_line.is_some_and(|l| l.contains(&a.endpoint.host_mac)),
+        peer_line.is_some_and(|l| l.contains(&a.endpoint.host_mac.to_string())),
         "{neigh}"
     );
     let before = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
@@ -116,7 +116,7 @@ async fn pods_ping_and_talk_tcp_through_the_programs_alone() {
     let neigh = a
         .netns
         .exec(&["ip", "neigh", "show", GATEWAY, "dev", "eth0"]);
-    assert!(neigh.contains(&a.endpoint.host_mac), "{neigh}");
+    assert!(neigh.contains(&a.endpoint.host_mac.to_string()), "{neigh}");
     let after = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
     assert!(
         after.arp_replies > before.arp_replies,
@@ -178,8 +178,8 @@ async fn malformed_frames_are_dropped_and_counted() {
     dp.attach(&a.endpoint).await.unwrap();
     dp.attach(&b.endpoint).await.unwrap();
 
-    let host_mac = sarena_core::links::mac::parse_mac(&a.endpoint.host_mac).unwrap();
-    let pod_mac = sarena_core::links::mac::parse_mac(&a.endpoint.pod_mac).unwrap();
+    let host_mac = a.endpoint.host_mac.octets();
+    let pod_mac = a.endpoint.pod_mac.octets();
     let eth = |ether_type: [u8; 2]| {
         let mut f = Vec::new();
         f.extend_from_slice(&host_mac);

@@ -62,7 +62,7 @@ async fn veth_pair_is_created_configured_inspected_and_removed() {
     );
     let host = run(&["ip", "-o", "link", "show", &spec.host_ifname]);
     assert!(host.contains("mtu 1450") && host.contains("UP"), "{host}");
-    assert!(host.contains(&pair.host_mac), "{host}");
+    assert!(host.contains(&pair.host_mac.to_string()), "{host}");
     let rp = std::fs::read_to_string(format!(
         "/proc/sys/net/ipv4/conf/{}/rp_filter",
         spec.host_ifname
@@ -71,12 +71,12 @@ async fn veth_pair_is_created_configured_inspected_and_removed() {
     assert_eq!(rp.trim(), "0");
     // The peer was born in the pod netns: the host has no link with its MAC.
     assert!(
-        !run(&["ip", "-o", "link"]).contains(&pair.pod_mac),
+        !run(&["ip", "-o", "link"]).contains(&pair.pod_mac.to_string()),
         "peer leaked into host netns"
     );
     let inside = netns.exec(&["ip", "-o", "link", "show", "eth0"]);
     assert!(
-        inside.contains("mtu 1450") && inside.contains(&pair.pod_mac),
+        inside.contains("mtu 1450") && inside.contains(&pair.pod_mac.to_string()),
         "{inside}"
     );
 

@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
+use sarena_core::error_chain;
 use sarena_core::node::DEFAULT_CONFIG_TOML;
 use sarena_daemon::app;
 use sarena_daemon::cli::Cli;
@@ -55,19 +56,4 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// `error: cause: cause…`, skipping causes already spelled out by their parent.
-fn error_chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = cause.source();
-    }
-    text
 }

@@ -20,8 +20,8 @@ fn endpoint_create(alloc: &sarena_core::api::Allocation) -> EndpointCreate {
         },
         host_ifname: "lxc0a1b2c3d".into(),
         host_ifindex: 42,
-        host_mac: "02:00:00:aa:bb:01".into(),
-        pod_mac: "02:00:00:aa:bb:02".into(),
+        host_mac: "02:00:00:aa:bb:01".parse().unwrap(),
+        pod_mac: "02:00:00:aa:bb:02".parse().unwrap(),
         addresses: alloc.addresses.iter().map(|a| a.address).collect(),
         netns: "/var/run/netns/test".into(),
     }

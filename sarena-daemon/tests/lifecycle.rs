@@ -13,8 +13,8 @@ fn endpoint_create(alloc: &Allocation) -> EndpointCreate {
         pod: PodRef::default(),
         host_ifname: format!("lxc{}", alloc.owner.container_id),
         host_ifindex: 7,
-        host_mac: "02:00:00:00:00:07".into(),
-        pod_mac: "02:00:00:00:00:08".into(),
+        host_mac: "02:00:00:00:00:07".parse().unwrap(),
+        pod_mac: "02:00:00:00:00:08".parse().unwrap(),
         addresses: alloc.addresses.iter().map(|a| a.address).collect(),
         netns: "/var/run/netns/lifecycle".into(),
     }

@@ -5,6 +5,8 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+use crate::mac::MacAddr;
+
 /// What owns an allocation or an endpoint: one interface of one container.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -118,9 +120,9 @@ pub struct EndpointCreate {
     /// Host-side ifindex.
     pub host_ifindex: u32,
     /// Host-side MAC.
-    pub host_mac: String,
+    pub host_mac: MacAddr,
     /// Pod-side MAC.
-    pub pod_mac: String,
+    pub pod_mac: MacAddr,
     /// Pod addresses (must match the allocation).
     pub addresses: Vec<IpNet>,
     /// The pod's netns path as the runtime gave it.
@@ -157,9 +159,9 @@ pub struct Endpoint {
     /// Host-side ifindex.
     pub host_ifindex: u32,
     /// Host-side MAC.
-    pub host_mac: String,
+    pub host_mac: MacAddr,
     /// Pod-side MAC.
-    pub pod_mac: String,
+    pub pod_mac: MacAddr,
     /// Pod addresses.
     pub addresses: Vec<IpNet>,
     /// Netns path.

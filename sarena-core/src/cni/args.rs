@@ -6,6 +6,7 @@ use ipnet::IpNet;
 
 use super::error::{CniError, ErrorCode};
 use super::version::truncate;
+use crate::mac::{MacAddr, MacParseError};
 
 /// Parsed `CNI_ARGS`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -23,7 +24,7 @@ pub struct CniArgs {
     /// `IP=`: requested static addresses (comma separated).
     pub ips: Vec<IpAddr>,
     /// `MAC=`: requested pod-side MAC.
-    pub mac: Option<String>,
+    pub mac: Option<MacAddr>,
     /// Unknown keys that were accepted because of `IgnoreUnknown`.
     pub ignored: Vec<(String, String)>,
 }
@@ -74,7 +75,7 @@ impl CniArgs {
                     args.mac = if value.is_empty() {
                         None
                     } else {
-                        Some(parse_mac(value)?)
+                        Some(requested_mac(value)?)
                     }
                 }
                 other if args.ignore_unknown => {
@@ -153,37 +154,22 @@ pub(crate) fn parse_ip_maybe_cidr(s: &str) -> Option<IpAddr> {
     }
 }
 
-/// Parses a unicast 6-octet MAC (`:` or `-` separated), normalising it.
-fn parse_mac(value: &str) -> Result<String, CniError> {
-    let err = |why: &str| {
+/// A `MAC=` value: any [`MacAddr`] text, but unicast and not all-zero.
+fn requested_mac(value: &str) -> Result<MacAddr, CniError> {
+    let err = |why: &dyn std::fmt::Display| {
         bad_args(format!(
             "CNI_ARGS: MAC: invalid address {:?}: {why}",
             truncate(value)
         ))
     };
-    let sep = if value.contains('-') { '-' } else { ':' };
-    let mut octets = [0u8; 6];
-    let mut count = 0;
-    for part in value.split(sep) {
-        if count == 6 {
-            return Err(err("expected 6 octets"));
-        }
-        if part.len() != 2 || !part.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(err("each octet must be two hex digits"));
-        }
-        octets[count] = u8::from_str_radix(part, 16).map_err(|_| err("not hex"))?;
-        count += 1;
+    let mac: MacAddr = value.parse().map_err(|e: MacParseError| err(&e.reason))?;
+    if !mac.is_unicast() {
+        return Err(err(&"multicast address"));
     }
-    if count != 6 {
-        return Err(err("expected 6 octets"));
+    if mac.is_zero() {
+        return Err(err(&"all-zero address"));
     }
-    if octets[0] & 1 == 1 {
-        return Err(err("multicast address"));
-    }
-    if octets == [0; 6] {
-        return Err(err("all-zero address"));
-    }
-    Ok(octets.map(|o| format!("{o:02x}")).join(":"))
+    Ok(mac)
 }
 
 #[cfg(test)]
@@ -223,7 +209,10 @@ mod tests {
                 "fd00::5".parse().unwrap()
             ]
         );
-        assert_eq!(a.mac.as_deref(), Some("0a:58:0a:f4:00:05"));
+        assert_eq!(
+            a.mac.map(|m| m.to_string()).as_deref(),
+            Some("0a:58:0a:f4:00:05")
+        );
         assert!(!a.ignore_unknown);
         assert!(a.ignored.is_empty());
     }
@@ -317,7 +306,10 @@ mod tests {
     #[test]
     fn mac_values_are_validated() {
         let a = CniArgs::parse("MAC=c2-11-22-33-44-55").unwrap();
-        assert_eq!(a.mac.as_deref(), Some("c2:11:22:33:44:55"));
+        assert_eq!(
+            a.mac.map(|m| m.to_string()).as_deref(),
+            Some("c2:11:22:33:44:55")
+        );
         for bad in [
             "MAC=c2:11:22:33:44",
             "MAC=c2:11:22:33:44:55:66",

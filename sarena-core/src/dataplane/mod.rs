@@ -7,6 +7,7 @@
 //! [`Dataplane::reconcile`] at start-up with the registry's endpoints (through
 //! [`crate::node::WithDataplane`], which composes the two).
 
+mod error;
 pub mod kernel;
 
 use std::net::IpAddr;
@@ -16,6 +17,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
 use crate::api::Endpoint;
+pub use error::DataplaneError;
 pub use kernel::KernelDataplane;
 
 pub mod ebpf;
@@ -63,50 +65,6 @@ pub struct ReconcileReport {
     pub attached: Vec<String>,
     /// Stale entries removed (pod addresses or ifnames).
     pub removed: Vec<String>,
-}
-
-/// Errors from a dataplane backend.
-#[derive(Debug, thiserror::Error)]
-pub enum DataplaneError {
-    /// A netlink request failed.
-    #[error("dataplane: {call} for {object}: {message}")]
-    Netlink {
-        /// What was asked.
-        call: &'static str,
-        /// Route, link or address involved.
-        object: String,
-        /// The kernel's answer.
-        message: String,
-    },
-    /// A sysctl or other file write failed.
-    #[error("dataplane: {call} {path}: {source}")]
-    Io {
-        /// What was done.
-        call: &'static str,
-        /// The file.
-        path: String,
-        /// Cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// An external command (e.g. nft for masquerading) failed.
-    #[error("dataplane: {command} failed: {message}")]
-    Command {
-        /// The command line.
-        command: String,
-        /// Its stderr or spawn error.
-        message: String,
-    },
-    /// eBPF load, attach or map operations failed.
-    #[error("dataplane: eBPF {call} on {object}: {message}")]
-    Ebpf {
-        /// What was asked.
-        call: &'static str,
-        /// Program, map or interface involved.
-        object: String,
-        /// Details.
-        message: String,
-    },
 }
 
 /// How pod traffic is forwarded on this node.

@@ -9,10 +9,11 @@ use async_trait::async_trait;
 use ipnet::IpNet;
 
 use crate::api::RouteSpec;
+use crate::mac::MacAddr;
+use crate::netlink::NetlinkError;
+use crate::sysctl::SysctlError;
 
-pub mod mac;
-pub(crate) mod netns;
-pub(crate) mod rtnl;
+mod rtnl;
 
 pub use rtnl::RtnetlinkLinks;
 
@@ -28,7 +29,7 @@ pub struct VethSpec {
     /// MTU for both ends.
     pub mtu: u32,
     /// Pod-side MAC, when the runtime asked for one (`CNI_ARGS MAC=`); random otherwise.
-    pub pod_mac: Option<String>,
+    pub pod_mac: Option<MacAddr>,
 }
 
 /// The veth pair as created.
@@ -39,11 +40,11 @@ pub struct VethPair {
     /// Host end ifindex.
     pub host_ifindex: u32,
     /// Host end MAC.
-    pub host_mac: String,
+    pub host_mac: MacAddr,
     /// Pod end name (final).
     pub pod_ifname: String,
     /// Pod end MAC.
-    pub pod_mac: String,
+    pub pod_mac: MacAddr,
 }
 
 /// Addresses and routes for the pod interface.
@@ -58,8 +59,8 @@ pub struct PodIfaceConfig {
 /// What is found on the pod interface (for CHECK).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodIfaceState {
-    /// MAC.
-    pub mac: String,
+    /// MAC (all-zero when the link has no Ethernet address).
+    pub mac: MacAddr,
     /// Addresses with prefix.
     pub addresses: Vec<IpNet>,
     /// Routes through this interface.
@@ -71,7 +72,7 @@ pub struct PodIfaceState {
 /// Errors from a [`Links`] backend.
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
-    /// The netns path cannot be opened.
+    /// The netns path cannot be opened, or no netlink socket made in it.
     #[error("cannot open netns {path}: {source}")]
     Netns {
         /// Path.
@@ -81,15 +82,45 @@ pub enum LinkError {
         source: std::io::Error,
     },
     /// A netlink request failed.
-    #[error("netlink {call} on {ifname}: {message}")]
-    Netlink {
-        /// What was asked, e.g. `link add`.
-        call: &'static str,
-        /// The interface involved.
+    #[error(transparent)]
+    Netlink(#[from] NetlinkError),
+    /// The pod end's name is taken in the pod netns (the caller did not
+    /// remove the link first).
+    #[error("netlink link add on {ifname}: {ifname} already exists in the pod netns")]
+    PodIfnameTaken {
+        /// The pod end's name.
         ifname: String,
-        /// The kernel's answer.
-        message: String,
+        /// The kernel's `EEXIST`.
+        #[source]
+        source: NetlinkError,
     },
+    /// The pod interface to configure is not in the pod netns.
+    #[error("link get {ifname}: no such interface in the pod netns")]
+    NoPodLink {
+        /// The pod interface.
+        ifname: String,
+    },
+    /// A route for the pod interface cannot be expressed (e.g. a gateway of
+    /// the other address family).
+    #[error("route add {dst} on {ifname}: {source}")]
+    InvalidRoute {
+        /// The pod interface.
+        ifname: String,
+        /// The route's destination.
+        dst: IpNet,
+        /// rtnetlink's route builder's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The host end was gone right after the veth was created.
+    #[error("link get {ifname}: the host end vanished right after creation")]
+    HostEndVanished {
+        /// The host end.
+        ifname: String,
+    },
+    /// A sysctl of a link (`rp_filter`) could not be written.
+    #[error(transparent)]
+    Sysctl(#[from] SysctlError),
     /// Something else went wrong with the OS.
     #[error("{call} on {ifname}: {source}")]
     Io {
@@ -101,6 +132,21 @@ pub enum LinkError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl LinkError {
+    /// The OS error code behind the failure, when there is one (the
+    /// kernel's answer to a netlink request, or a system call's).
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            LinkError::Netlink(e) | LinkError::PodIfnameTaken { source: e, .. } => e.errno(),
+            LinkError::Netns { source, .. } | LinkError::Io { source, .. } => source.raw_os_error(),
+            LinkError::Sysctl(e) => e.errno(),
+            LinkError::NoPodLink { .. }
+            | LinkError::InvalidRoute { .. }
+            | LinkError::HostEndVanished { .. } => None,
+        }
+    }
 }
 
 /// Netns and link operations the plugin sequences need.

@@ -44,8 +44,8 @@ fn ep_req(alloc: &Allocation) -> EndpointCreate {
         pod: PodRef::default(),
         host_ifname: format!("lxc{}", alloc.owner.container_id),
         host_ifindex: 7,
-        host_mac: "02:00:00:00:00:01".into(),
-        pod_mac: "02:00:00:00:00:02".into(),
+        host_mac: "02:00:00:00:00:01".parse().unwrap(),
+        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
         addresses: alloc.addresses.iter().map(|a| a.address).collect(),
         netns: "/var/run/netns/x".into(),
     }

@@ -182,8 +182,8 @@ mod tests {
             pod: Default::default(),
             host_ifname: "lxc0123456789ab".into(),
             host_ifindex: 7,
-            host_mac: "02:00:00:00:00:01".into(),
-            pod_mac: "02:00:00:00:00:02".into(),
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
             addresses: vec!["10.200.0.5/16".parse().unwrap()],
             netns: "/var/run/netns/x".into(),
         }
@@ -224,11 +224,11 @@ mod tests {
     async fn failed_attach_registers_nothing() {
         let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
         dataplane.expect_attach().returning(|_| {
-            Err(DataplaneError::Netlink {
-                call: "route add",
-                object: "x".into(),
-                message: "boom".into(),
-            })
+            Err(DataplaneError::Netlink(crate::NetlinkError::new(
+                "route add",
+                "x",
+                rtnetlink::Error::RequestFailed,
+            )))
         });
         registry.expect_create_endpoint().never();
         let err = wrap(registry, dataplane)
@@ -282,11 +282,11 @@ mod tests {
             .returning(|_| Ok(Some(endpoint())));
         registry.expect_delete_endpoint().returning(|_| Ok(true));
         dataplane.expect_detach().times(1).returning(|_| {
-            Err(DataplaneError::Netlink {
-                call: "route del",
-                object: "x".into(),
-                message: "boom".into(),
-            })
+            Err(DataplaneError::Netlink(crate::NetlinkError::new(
+                "route del",
+                "x",
+                rtnetlink::Error::RequestFailed,
+            )))
         });
         assert!(
             wrap(registry, dataplane)

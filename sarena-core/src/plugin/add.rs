@@ -144,7 +144,7 @@ async fn create_veth(
             netns: req.netns.clone(),
             pod_ifname: att.ifname.clone(),
             mtu: config.mtu,
-            pod_mac: req.requested_mac.clone(),
+            pod_mac: req.requested_mac,
         })
         .await
         .map_err(|e| PluginError::link(Step::CreateVeth, att, e))?;
@@ -213,8 +213,8 @@ fn endpoint_create(req: &AddRequest, pair: &VethPair, allocation: &Allocation) -
         pod: req.pod.clone(),
         host_ifname: pair.host_ifname.clone(),
         host_ifindex: pair.host_ifindex,
-        host_mac: pair.host_mac.clone(),
-        pod_mac: pair.pod_mac.clone(),
+        host_mac: pair.host_mac,
+        pod_mac: pair.pod_mac,
         addresses: allocation.addresses.iter().map(|a| a.address).collect(),
         netns: req.netns.display().to_string(),
     }
@@ -231,12 +231,12 @@ fn cni_result(
         interfaces: vec![
             Interface {
                 name: pair.host_ifname.clone(),
-                mac: Some(pair.host_mac.clone()),
+                mac: Some(pair.host_mac.to_string()),
                 ..Interface::default()
             },
             Interface {
                 name: pair.pod_ifname.clone(),
-                mac: Some(pair.pod_mac.clone()),
+                mac: Some(pair.pod_mac.to_string()),
                 mtu: Some(config.mtu),
                 sandbox: Some(req.netns.display().to_string()),
                 ..Interface::default()

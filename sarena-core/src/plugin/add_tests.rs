@@ -75,7 +75,7 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
                     && s.netns == std::path::Path::new(NETNS)
                     && s.pod_ifname == "eth0"
                     && s.mtu == MTU
-                    && s.pod_mac.as_deref() == Some(POD_MAC)
+                    && s.pod_mac.map(|m| m.to_string()).as_deref() == Some(POD_MAC)
             })
             .times(1)
             .in_sequence(&mut seq)
@@ -111,8 +111,8 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
                 r.owner == att()
                     && r.host_ifname == host()
                     && r.host_ifindex == 42
-                    && r.host_mac == HOST_MAC
-                    && r.pod_mac == POD_MAC
+                    && r.host_mac.to_string() == HOST_MAC
+                    && r.pod_mac.to_string() == POD_MAC
                     && r.netns == NETNS
                     && r.addresses == vec!["10.0.10.30/24".parse::<ipnet::IpNet>().unwrap()]
             })

@@ -99,7 +99,7 @@ async fn check_endpoint(
         ));
     }
     if let Some(mac) = &want.pod_mac
-        && !mac.eq_ignore_ascii_case(&endpoint.pod_mac)
+        && mac.parse() != Ok(endpoint.pod_mac)
     {
         return Err(mismatch(
             att,
@@ -132,7 +132,7 @@ async fn check_pod(
         ));
     };
     if let Some(mac) = &want.pod_mac
-        && !mac.eq_ignore_ascii_case(&pod.mac)
+        && mac.parse() != Ok(pod.mac)
     {
         return Err(mismatch(att, "pod interface MAC", mac, &pod.mac));
     }

@@ -44,7 +44,7 @@ fn req(prev_result: CniResult) -> CheckRequest {
 
 fn pod_state() -> PodIfaceState {
     PodIfaceState {
-        mac: POD_MAC.to_uppercase(),
+        mac: POD_MAC.to_uppercase().parse().unwrap(),
         addresses: vec![
             "10.0.10.30/24".parse().unwrap(),
             "fe80::1/64".parse().unwrap(),
@@ -122,7 +122,7 @@ async fn endpoint_with_other_addresses_differs() {
 #[tokio::test]
 async fn endpoint_with_other_pod_mac_differs() {
     let mut ep = endpoint();
-    ep.pod_mac = "02:00:00:00:00:01".into();
+    ep.pod_mac = "02:00:00:00:00:01".parse().unwrap();
     let (d, l) = mocks(Some(Some(ep)), None, None);
     let (msg, _) = mismatch(d, l, req(prev())).await;
     assert_eq!(msg, "CHECK: endpoint pod MAC at the daemon differs");
@@ -138,7 +138,7 @@ async fn missing_pod_interface_differs() {
 #[tokio::test]
 async fn pod_mac_differs() {
     let mut pod = pod_state();
-    pod.mac = "02:00:00:00:00:01".into();
+    pod.mac = "02:00:00:00:00:01".parse().unwrap();
     let (d, l) = mocks(Some(Some(endpoint())), Some(Some(pod)), None);
     let (msg, details) = mismatch(d, l, req(prev())).await;
     assert_eq!(msg, "CHECK: pod interface MAC differs");

@@ -98,11 +98,11 @@ fn netns_unopenable_is_unknown_container_naming_cni_netns() {
 
 #[test]
 fn link_failure_is_kernel_error() {
-    let src = LinkError::Netlink {
-        call: "link add",
-        ifname: "lxc1".into(),
-        message: "EEXIST".into(),
-    };
+    let src = LinkError::Netlink(crate::NetlinkError::from_errno(
+        "link add",
+        "lxc1",
+        libc::EEXIST,
+    ));
     let e = PluginError::link(Step::CreateVeth, &att(), src).to_cni();
     assert_eq!(e.code, ErrorCode::Kernel);
     assert!(e.details.contains("EEXIST"));
@@ -127,11 +127,11 @@ fn several_uses_first_code_and_lists_all() {
     let a = PluginError::link(
         Step::RemoveHostLink,
         &att(),
-        LinkError::Netlink {
-            call: "link del",
-            ifname: "lxc1".into(),
-            message: "EPERM".into(),
-        },
+        LinkError::Netlink(crate::NetlinkError::from_errno(
+            "link del",
+            "lxc1",
+            libc::EPERM,
+        )),
     );
     let b = PluginError::daemon(
         Step::DeleteEndpoint,

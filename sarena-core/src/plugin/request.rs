@@ -49,7 +49,7 @@ pub struct AddRequest {
     /// Static addresses asked for (`CNI_ARGS IP=`, `runtimeConfig.ips`, `args.cni.ips`).
     pub requested_ips: Vec<IpAddr>,
     /// Pod-side MAC asked for (`CNI_ARGS MAC=`).
-    pub requested_mac: Option<String>,
+    pub requested_mac: Option<crate::mac::MacAddr>,
     /// The config's `cniVersion`, in which the result is printed.
     pub version: Version,
 }
@@ -82,7 +82,7 @@ impl AddRequest {
                 uid: env.args.pod_uid.clone(),
             },
             requested_ips,
-            requested_mac: env.args.mac.clone(),
+            requested_mac: env.args.mac,
             version,
         };
         req.validate()?;

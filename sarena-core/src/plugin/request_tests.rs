@@ -55,7 +55,10 @@ fn add_request_takes_pod_ips_and_mac_from_cni_args() {
         r.requested_ips,
         vec!["10.0.10.5".parse::<IpAddr>().unwrap()]
     );
-    assert_eq!(r.requested_mac.as_deref(), Some("02:00:00:00:00:05"));
+    assert_eq!(
+        r.requested_mac.map(|m| m.to_string()).as_deref(),
+        Some("02:00:00:00:00:05")
+    );
     assert_eq!(r.version, Version::V1_0_0);
 }
 

@@ -37,7 +37,7 @@ pub(crate) fn add_req() -> AddRequest {
             uid: None,
         },
         requested_ips: vec!["10.0.10.30".parse().unwrap()],
-        requested_mac: Some(POD_MAC.into()),
+        requested_mac: Some(POD_MAC.parse().unwrap()),
         version: Version::V1_1_0,
     }
 }
@@ -81,9 +81,9 @@ pub(crate) fn pair() -> VethPair {
     VethPair {
         host_ifname: host(),
         host_ifindex: 42,
-        host_mac: HOST_MAC.into(),
+        host_mac: HOST_MAC.parse().unwrap(),
         pod_ifname: "eth0".into(),
-        pod_mac: POD_MAC.into(),
+        pod_mac: POD_MAC.parse().unwrap(),
     }
 }
 
@@ -97,8 +97,8 @@ pub(crate) fn endpoint() -> Endpoint {
         pod: PodRef::default(),
         host_ifname: host(),
         host_ifindex: 42,
-        host_mac: HOST_MAC.into(),
-        pod_mac: POD_MAC.into(),
+        host_mac: HOST_MAC.parse().unwrap(),
+        pod_mac: POD_MAC.parse().unwrap(),
         addresses: vec!["10.0.10.30/24".parse().unwrap()],
         netns: NETNS.into(),
     })
@@ -112,11 +112,7 @@ pub(crate) fn unreachable() -> DaemonError {
 }
 
 pub(crate) fn netlink(call: &'static str) -> LinkError {
-    LinkError::Netlink {
-        call,
-        ifname: "x".into(),
-        message: "EPERM".into(),
-    }
+    LinkError::Netlink(crate::NetlinkError::from_errno(call, "x", libc::EPERM))
 }
 
 pub(crate) fn netns_gone() -> LinkError {

@@ -6,29 +6,18 @@ use ipnet::IpNet;
 use sarena_common::{ENDPOINT_F_ACTIVE, EndpointInfo, EndpointKey};
 
 use crate::api::Endpoint;
-use crate::dataplane::DataplaneError;
-use crate::links::mac::parse_mac;
 
 /// The endpoint map entries of `endpoint`: one per IPv4 address.
-pub fn endpoint_entries(
-    endpoint: &Endpoint,
-) -> Result<Vec<(EndpointKey, EndpointInfo)>, DataplaneError> {
-    let mac = |text: &str, what: &'static str| {
-        parse_mac(text).ok_or_else(|| DataplaneError::Ebpf {
-            call: what,
-            object: endpoint.host_ifname.clone(),
-            message: format!("invalid MAC {text:?}"),
-        })
-    };
+pub fn endpoint_entries(endpoint: &Endpoint) -> Vec<(EndpointKey, EndpointInfo)> {
     let info = EndpointInfo {
         ifindex: endpoint.host_ifindex,
         flags: ENDPOINT_F_ACTIVE,
-        pod_mac: mac(&endpoint.pod_mac, "parse pod MAC")?,
-        host_mac: mac(&endpoint.host_mac, "parse host MAC")?,
+        pod_mac: endpoint.pod_mac.octets(),
+        host_mac: endpoint.host_mac.octets(),
     };
-    Ok(ipv4_addresses(&endpoint.addresses)
+    ipv4_addresses(&endpoint.addresses)
         .map(|a| (EndpointKey::new(a.octets()), info))
-        .collect())
+        .collect()
 }
 
 /// The IPv4 addresses among `addresses` (the programs forward IPv4 only;
@@ -54,8 +43,8 @@ mod tests {
             pod: PodRef::default(),
             host_ifname: ifname.into(),
             host_ifindex: ifindex,
-            host_mac: "02:00:00:00:00:01".into(),
-            pod_mac: "0a:00:00:00:00:02".into(),
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "0a:00:00:00:00:02".parse().unwrap(),
             addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
             netns: "/var/run/netns/x".into(),
             created_at: 0,
@@ -65,7 +54,7 @@ mod tests {
     #[test]
     fn one_entry_per_ipv4_address_and_ipv6_is_skipped() {
         let ep = endpoint("lxc1", 9, &["10.1.0.5/24", "fd00::5/64", "10.2.0.5/24"]);
-        let entries = endpoint_entries(&ep).unwrap();
+        let entries = endpoint_entries(&ep);
         assert_eq!(entries.len(), 2);
         assert_eq!(entries[0].0.addr, [10, 1, 0, 5]);
         assert_eq!(entries[1].0.addr, [10, 2, 0, 5]);
@@ -74,13 +63,5 @@ mod tests {
         assert_eq!(info.host_mac, [2, 0, 0, 0, 0, 1]);
         assert_eq!(info.pod_mac, [0x0a, 0, 0, 0, 0, 2]);
         assert_eq!(info.flags, ENDPOINT_F_ACTIVE);
-    }
-
-    #[test]
-    fn a_bad_mac_is_an_error_naming_the_interface() {
-        let mut ep = endpoint("lxc1", 9, &["10.1.0.5/24"]);
-        ep.pod_mac = "zz".into();
-        let err = endpoint_entries(&ep).unwrap_err().to_string();
-        assert!(err.contains("lxc1") && err.contains("zz"), "{err}");
     }
 }

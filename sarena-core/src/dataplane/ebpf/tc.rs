@@ -21,8 +21,10 @@ use aya::programs::tc::{
 use futures_util::TryStreamExt;
 use rtnetlink::packet_route::tc::{TcAttribute, TcFilterBpfOption, TcOption};
 
-use super::error_chain;
+use super::error::{BpfError, program_errno, tc_errno};
 use super::pins::Direction;
+use crate::dataplane::DataplaneError;
+use crate::netlink::{self, NetlinkError};
 
 /// The filter priority of Sarena's programs on a host veth (1: first).
 pub const PRIORITY: u16 = 1;
@@ -49,12 +51,21 @@ pub(super) fn attach(
     prog: &mut SchedClassifier,
     ifname: &str,
     direction: Direction,
-) -> Result<(), String> {
-    if let Err(e) = aya::programs::tc::qdisc_add_clsact(ifname)
-        && !is_errno(&e, libc::EEXIST)
+) -> Result<(), BpfError> {
+    if let Err(source) = aya::programs::tc::qdisc_add_clsact(ifname)
+        && tc_errno(&source) != Some(libc::EEXIST)
     {
-        return Err(format!("add clsact qdisc: {}", error_chain(&e)));
+        return Err(BpfError::Clsact {
+            ifname: ifname.to_string(),
+            source,
+        });
     }
+    let filter_error = |call, source| BpfError::Filter {
+        call,
+        ifname: ifname.to_string(),
+        direction,
+        source: Box::new(source),
+    };
     let options = || {
         TcAttachOptions::Netlink(NlOptions {
             priority: PRIORITY,
@@ -64,7 +75,7 @@ pub(super) fn attach(
     };
     let id = match prog.attach_with_options(ifname, direction.attach_type(), options()) {
         Ok(id) => id,
-        Err(e) if is_errno(&e, libc::EEXIST) => {
+        Err(e) if program_errno(&e) == Some(libc::EEXIST) => {
             let existing = SchedClassifierLink::attached(
                 ifname,
                 direction.attach_type(),
@@ -72,15 +83,19 @@ pub(super) fn attach(
                 HANDLE,
                 None,
             )
-            .map_err(|e| format!("find filter: {e}"))?;
+            .map_err(|source| BpfError::FindFilter {
+                ifname: ifname.to_string(),
+                direction,
+                source,
+            })?;
             prog.attach_to_link(existing)
-                .map_err(|e| format!("replace filter: {}", error_chain(&e)))?
+                .map_err(|e| filter_error("replace filter", e))?
         }
-        Err(e) => return Err(format!("add filter: {}", error_chain(&e))),
+        Err(e) => return Err(filter_error("add filter", e)),
     };
     let link = prog
         .take_link(id)
-        .map_err(|e| format!("take link: {}", error_chain(&e)))?;
+        .map_err(|e| filter_error("take link", e))?;
     // Dropping the link would delete the filter; the filter must outlive the
     // daemon. The link holds no resource (ifindex, hook, priority, handle),
     // so forgetting it leaks nothing.
@@ -90,7 +105,7 @@ pub(super) fn attach(
 
 /// Removes Sarena's filter from `direction`'s hook of `ifname`; a missing
 /// device, qdisc or filter is fine.
-pub(super) fn detach(ifname: &str, direction: Direction) -> Result<(), String> {
+pub(super) fn detach(ifname: &str, direction: Direction) -> Result<(), BpfError> {
     let link = match SchedClassifierLink::attached(
         ifname,
         direction.attach_type(),
@@ -104,8 +119,13 @@ pub(super) fn detach(ifname: &str, direction: Direction) -> Result<(), String> {
     };
     match link.detach() {
         Ok(()) => Ok(()),
-        Err(e) if is_errno(&e, libc::ENOENT) || is_errno(&e, libc::EINVAL) => Ok(()),
-        Err(e) => Err(format!("delete filter: {}", error_chain(&e))),
+        Err(e) if matches!(program_errno(&e), Some(libc::ENOENT | libc::EINVAL)) => Ok(()),
+        Err(source) => Err(BpfError::Filter {
+            call: "delete filter",
+            ifname: ifname.to_string(),
+            direction,
+            source: Box::new(source),
+        }),
     }
 }
 
@@ -114,8 +134,9 @@ pub(super) fn detach(ifname: &str, direction: Direction) -> Result<(), String> {
 pub(super) async fn query(
     handle: &rtnetlink::Handle,
     ifindex: u32,
-) -> Result<Vec<TcAttachment>, String> {
-    let index = i32::try_from(ifindex).map_err(|_| format!("ifindex {ifindex} out of range"))?;
+) -> Result<Vec<TcAttachment>, DataplaneError> {
+    let index =
+        i32::try_from(ifindex).map_err(|source| BpfError::IfindexRange { ifindex, source })?;
     let mut found = Vec::new();
     for direction in Direction::ALL {
         let request = handle.traffic_filter(index).get();
@@ -126,12 +147,11 @@ pub(super) async fn query(
         let messages: Vec<_> = match request.execute().try_collect().await {
             Ok(messages) => messages,
             // EINVAL: no clsact qdisc, so no filters.
-            Err(rtnetlink::Error::NetlinkError(e))
-                if e.raw_code().abs() == libc::EINVAL || e.raw_code().abs() == libc::ENOENT =>
-            {
-                Vec::new()
+            Err(e) if matches!(netlink::errno(&e), Some(libc::EINVAL | libc::ENOENT)) => Vec::new(),
+            Err(e) => {
+                let object = format!("{direction} of ifindex {ifindex}");
+                return Err(NetlinkError::new("filter dump", object, e).into());
             }
-            Err(e) => return Err(format!("dump filters of ifindex {ifindex}: {e}")),
         };
         for message in messages {
             if message.header.info >> 16 != u32::from(PRIORITY)
@@ -174,32 +194,4 @@ fn bpf_filter(direction: Direction, attributes: &[TcAttribute]) -> Option<TcAtta
         program_id: program_id?,
         tag: tag.unwrap_or(0),
     })
-}
-
-/// Whether `e` (or one of its sources) is the OS error `errno`.
-fn is_errno(e: &(dyn std::error::Error + 'static), errno: i32) -> bool {
-    use aya::programs::ProgramError;
-    use aya::programs::tc::TcError;
-    let code = |n: &aya::sys::NetlinkError| n.raw_os_error().map(i32::abs) == Some(errno);
-    let mut current = Some(e);
-    while let Some(err) = current {
-        let hit = if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            io.raw_os_error().map(i32::abs) == Some(errno)
-        } else if let Some(n) = err.downcast_ref::<aya::sys::NetlinkError>() {
-            code(n)
-        } else if let Some(TcError::NetlinkError(n)) = err.downcast_ref::<TcError>() {
-            code(n)
-        } else {
-            matches!(
-                err.downcast_ref::<ProgramError>(),
-                Some(ProgramError::NetlinkError(n) | ProgramError::TcError(TcError::NetlinkError(n)))
-                    if code(n)
-            )
-        };
-        if hit {
-            return true;
-        }
-        current = err.source();
-    }
-    false
 }

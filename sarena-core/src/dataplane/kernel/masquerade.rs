@@ -35,36 +35,27 @@ pub(crate) fn ruleset(table: &str, pools: &[IpNet], enable: bool) -> String {
 
 /// Applies [`ruleset`] atomically with `nft -f -`.
 pub(crate) fn apply(table: &str, pools: &[IpNet], enable: bool) -> Result<(), DataplaneError> {
+    const COMMAND: &str = "nft -f -";
     let script = ruleset(table, pools, enable);
-    let command = "nft -f -".to_string();
+    let spawn_error = |source| DataplaneError::Spawn {
+        command: COMMAND,
+        source,
+    };
     let mut child = Command::new("nft")
         .args(["-f", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| DataplaneError::Command {
-            command: command.clone(),
-            message: e.to_string(),
-        })?;
+        .map_err(spawn_error)?;
     if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(script.as_bytes())
-            .map_err(|e| DataplaneError::Command {
-                command: command.clone(),
-                message: e.to_string(),
-            })?;
+        stdin.write_all(script.as_bytes()).map_err(spawn_error)?;
     }
-    let output = child
-        .wait_with_output()
-        .map_err(|e| DataplaneError::Command {
-            command: command.clone(),
-            message: e.to_string(),
-        })?;
+    let output = child.wait_with_output().map_err(spawn_error)?;
     if !output.status.success() {
         return Err(DataplaneError::Command {
-            command,
-            message: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            command: COMMAND,
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
         });
     }
     Ok(())

@@ -20,8 +20,8 @@ use rtnetlink::{Handle, LinkUnspec, LinkVeth};
 
 use super::{Dataplane, DataplaneError, DataplaneMode, NodeNetwork, ReconcileReport};
 use crate::api::Endpoint;
-use crate::links::netns::host_handle;
-use crate::links::rtnl::query;
+use crate::netlink::{self, NetlinkError};
+use crate::sysctl;
 use routes::PodRoute;
 
 /// Names of the node-global objects the kernel dataplane owns.
@@ -60,11 +60,7 @@ impl KernelDataplane {
 
     /// Like [`KernelDataplane::new`] with other object names (tests, several daemons).
     pub fn with_names(names: KernelNames) -> Result<Self, DataplaneError> {
-        let handle = host_handle().map_err(|e| DataplaneError::Netlink {
-            call: "netlink socket",
-            object: "host".into(),
-            message: e.to_string(),
-        })?;
+        let handle = netlink::host_handle().map_err(|source| DataplaneError::Socket { source })?;
         Ok(KernelDataplane { handle, names })
     }
 
@@ -79,15 +75,14 @@ impl KernelDataplane {
                 let message = LinkVeth::new(device, peer).up().build();
                 match self.handle.link().add(message).execute().await {
                     Ok(()) => {}
-                    Err(e) if query::errno(&e) == Some(libc::EEXIST) => {}
-                    Err(e) => return Err(routes::netlink_error("link add", device, e)),
+                    Err(e) if netlink::errno(&e) == Some(libc::EEXIST) => {}
+                    Err(e) => return Err(NetlinkError::new("link add", device, e).into()),
                 }
                 self.link_index(device)
                     .await?
-                    .ok_or_else(|| DataplaneError::Netlink {
-                        call: "link get",
-                        object: device.into(),
-                        message: "vanished after creation".into(),
+                    .ok_or_else(|| DataplaneError::NoLink {
+                        ifname: device.into(),
+                        reason: "the gateway device vanished after creation",
                     })?
             }
         };
@@ -98,7 +93,7 @@ impl KernelDataplane {
                     .set(LinkUnspec::new_with_index(i).up().build())
                     .execute()
                     .await
-                    .map_err(|e| routes::netlink_error("link set up", name, e))?;
+                    .map_err(|e| NetlinkError::new("link set up", name, e))?;
             }
         }
         for gateway in gateways {
@@ -111,8 +106,8 @@ impl KernelDataplane {
                 .await
             {
                 Ok(()) => {}
-                Err(e) if query::errno(&e) == Some(libc::EEXIST) => {}
-                Err(e) => return Err(routes::netlink_error("addr add", gateway, e)),
+                Err(e) if netlink::errno(&e) == Some(libc::EEXIST) => {}
+                Err(e) => return Err(NetlinkError::new("addr add", gateway, e).into()),
             }
         }
         Ok(())
@@ -121,31 +116,15 @@ impl KernelDataplane {
     /// Removes the node-global objects: the gateway device and the nftables
     /// tables (per-pod routes go with their veths). For uninstall and tests.
     pub async fn teardown(&self) -> Result<(), DataplaneError> {
-        if let Some(index) = self.link_index(&self.names.gateway_device).await? {
-            match self.handle.link().del(index).execute().await {
-                Ok(()) => {}
-                Err(e) if query::errno(&e) == Some(libc::ENODEV) => {}
-                Err(e) => {
-                    return Err(routes::netlink_error(
-                        "link del",
-                        &self.names.gateway_device,
-                        e,
-                    ));
-                }
-            }
+        let device = &self.names.gateway_device;
+        if let Some(index) = self.link_index(device).await? {
+            netlink::delete_link(&self.handle, index, device).await?;
         }
         masquerade::apply(&self.names.nft_table, &[], false)
     }
 
     async fn link_index(&self, name: &str) -> Result<Option<u32>, DataplaneError> {
-        query::link_by_name(&self.handle, name)
-            .await
-            .map(|link| link.map(|l| l.header.index))
-            .map_err(|e| DataplaneError::Netlink {
-                call: "link get",
-                object: name.into(),
-                message: e.to_string(),
-            })
+        Ok(netlink::link_index(&self.handle, name).await?)
     }
 
     /// The routes an endpoint should have, or `None` when its host veth is gone.
@@ -171,15 +150,6 @@ fn host_prefix(ip: IpAddr) -> IpNet {
     IpNet::from(ip)
 }
 
-fn sysctl(path: &str, value: &str) -> Result<(), DataplaneError> {
-    let full = format!("/proc/sys/{path}");
-    std::fs::write(&full, value).map_err(|source| DataplaneError::Io {
-        call: "sysctl",
-        path: full,
-        source,
-    })
-}
-
 #[async_trait]
 impl Dataplane for KernelDataplane {
     fn mode(&self) -> DataplaneMode {
@@ -187,9 +157,9 @@ impl Dataplane for KernelDataplane {
     }
 
     async fn setup(&self, node: &NodeNetwork) -> Result<(), DataplaneError> {
-        sysctl("net/ipv4/ip_forward", "1")?;
+        sysctl::write("net/ipv4/ip_forward", "1")?;
         if node.pools.iter().any(|p| matches!(p, IpNet::V6(_))) {
-            sysctl("net/ipv6/conf/all/forwarding", "1")?;
+            sysctl::write("net/ipv6/conf/all/forwarding", "1")?;
         }
         self.ensure_gateway_device(&node.gateways).await?;
         masquerade::apply(&self.names.nft_table, &node.pools, node.masquerade)
@@ -197,16 +167,12 @@ impl Dataplane for KernelDataplane {
 
     async fn attach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
         let Some(wanted) = self.wanted(endpoint).await? else {
-            return Err(DataplaneError::Netlink {
-                call: "link get",
-                object: endpoint.host_ifname.clone(),
-                message: "the endpoint's host veth does not exist".into(),
+            return Err(DataplaneError::NoLink {
+                ifname: endpoint.host_ifname.clone(),
+                reason: "the endpoint's host veth does not exist",
             });
         };
-        sysctl(
-            &format!("net/ipv4/conf/{}/proxy_arp", endpoint.host_ifname),
-            "1",
-        )?;
+        sysctl::write(&sysctl::ipv4_conf(&endpoint.host_ifname, "proxy_arp"), "1")?;
         for route in &wanted {
             routes::add(&self.handle, route).await?;
         }

@@ -3,16 +3,13 @@
 
 use std::net::IpAddr;
 
-use futures_util::TryStreamExt;
 use ipnet::IpNet;
 use rtnetlink::Handle;
 use rtnetlink::RouteMessageBuilder;
-use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteProtocol, RouteScope,
-};
+use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage, RouteProtocol, RouteScope};
 
 use crate::dataplane::DataplaneError;
-use crate::links::rtnl::query::errno;
+use crate::netlink::{NetlinkError, all_routes, errno, route_ip};
 
 /// The `proto` of Sarena's host routes (`ip route show proto 90`).
 pub const SARENA_ROUTE_PROTOCOL: u8 = 90;
@@ -26,29 +23,12 @@ pub(crate) struct PodRoute {
     pub oif: u32,
 }
 
-pub(crate) fn netlink_error(
-    call: &'static str,
-    object: impl ToString,
-    error: rtnetlink::Error,
-) -> DataplaneError {
-    let message = match &error {
-        rtnetlink::Error::NetlinkError(m) => m.to_io().to_string(),
-        other => other.to_string(),
-    };
-    DataplaneError::Netlink {
-        call,
-        object: object.to_string(),
-        message,
-    }
-}
-
 fn message(route: &PodRoute) -> Result<RouteMessage, DataplaneError> {
     let builder = RouteMessageBuilder::<IpAddr>::new()
         .destination_prefix(route.dst.addr(), route.dst.prefix_len())
-        .map_err(|e| DataplaneError::Netlink {
-            call: "route build",
-            object: route.dst.to_string(),
-            message: e.to_string(),
+        .map_err(|source| DataplaneError::InvalidRoute {
+            dst: route.dst,
+            source: Box::new(source),
         })?;
     Ok(builder
         .output_interface(route.oif)
@@ -65,7 +45,7 @@ pub(crate) async fn add(handle: &Handle, route: &PodRoute) -> Result<(), Datapla
         .replace()
         .execute()
         .await
-        .map_err(|e| netlink_error("route replace", route.dst, e))
+        .map_err(|e| NetlinkError::new("route replace", route.dst, e).into())
 }
 
 /// `ip route del DST dev OIF proto 90`; a missing route is fine.
@@ -80,28 +60,14 @@ pub(crate) async fn remove(handle: &Handle, route: &PodRoute) -> Result<(), Data
         {
             Ok(())
         }
-        Err(e) => Err(netlink_error("route del", route.dst, e)),
+        Err(e) => Err(NetlinkError::new("route del", route.dst, e).into()),
     }
 }
 
 /// Every route of ours in the main table (both families).
 pub(crate) async fn list(handle: &Handle) -> Result<Vec<PodRoute>, DataplaneError> {
-    let mut found = Vec::new();
-    let dumps = [
-        RouteMessageBuilder::<std::net::Ipv4Addr>::new().build(),
-        RouteMessageBuilder::<std::net::Ipv6Addr>::new().build(),
-    ];
-    for dump in dumps {
-        let routes: Vec<RouteMessage> = handle
-            .route()
-            .get(dump)
-            .execute()
-            .try_collect()
-            .await
-            .map_err(|e| netlink_error("route dump", "main", e))?;
-        found.extend(routes.iter().filter_map(ours));
-    }
-    Ok(found)
+    let routes = all_routes(handle, "main").await?;
+    Ok(routes.iter().filter_map(ours).collect())
 }
 
 fn ours(route: &RouteMessage) -> Option<PodRoute> {
@@ -112,8 +78,7 @@ fn ours(route: &RouteMessage) -> Option<PodRoute> {
     let mut oif = None;
     for attribute in &route.attributes {
         match attribute {
-            RouteAttribute::Destination(RouteAddress::Inet(v4)) => dst = Some(IpAddr::V4(*v4)),
-            RouteAttribute::Destination(RouteAddress::Inet6(v6)) => dst = Some(IpAddr::V6(*v6)),
+            RouteAttribute::Destination(address) => dst = route_ip(address),
             RouteAttribute::Oif(index) => oif = Some(*index),
             _ => {}
         }

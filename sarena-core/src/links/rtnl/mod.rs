@@ -1,7 +1,6 @@
 //! [`RtnetlinkLinks`]: the [`Links`] trait over rtnetlink.
 
 mod pod;
-pub(crate) mod query;
 mod veth;
 
 use std::collections::HashMap;
@@ -11,14 +10,14 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use rtnetlink::Handle;
 
-use super::netns::{handle_in_file, host_handle, open_netns};
 use super::{LinkError, Links, PodIfaceConfig, PodIfaceState, VethPair, VethSpec};
+use crate::netlink;
 
 /// The [`Links`] backend for a real kernel.
 ///
 /// Holds one netlink socket in the host netns and one per pod netns it has
-/// touched (each created on a throwaway thread; see the `netns` module), so an
-/// ADD opens each namespace once. Must be created and used inside a tokio runtime.
+/// touched (created inside it without moving a runtime worker there; see
+/// the crate's netlink module), so an ADD opens each namespace once. Must be created and used inside a tokio runtime.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), sarena_core::links::LinkError> {
@@ -37,8 +36,13 @@ pub struct RtnetlinkLinks {
 impl RtnetlinkLinks {
     /// Opens the host-netns netlink socket.
     pub fn new() -> Result<Self, LinkError> {
+        let host = netlink::host_handle().map_err(|source| LinkError::Io {
+            call: "netlink socket",
+            ifname: String::new(),
+            source,
+        })?;
         Ok(RtnetlinkLinks {
-            host: host_handle()?,
+            host,
             pods: Mutex::new(HashMap::new()),
         })
     }
@@ -48,8 +52,8 @@ impl RtnetlinkLinks {
         if let Some(handle) = self.cached(netns) {
             return Ok(handle);
         }
-        let file = open_netns(netns)?;
-        let handle = handle_in_file(&file, netns)?;
+        let handle = open_netns(netns)
+            .and_then(|file| netlink::handle_in(&file).map_err(|e| netns_error(netns, e)))?;
         if let Ok(mut pods) = self.pods.lock() {
             pods.insert(netns.to_path_buf(), handle.clone());
         }
@@ -68,7 +72,7 @@ impl RtnetlinkLinks {
 impl Links for RtnetlinkLinks {
     async fn remove_pod_link(&self, netns: &Path, ifname: &str) -> Result<bool, LinkError> {
         let pod = self.pod_handle(netns)?;
-        query::delete_link_by_name(&pod, ifname).await
+        Ok(netlink::delete_link_by_name(&pod, ifname).await?)
     }
 
     async fn create_veth(&self, spec: &VethSpec) -> Result<VethPair, LinkError> {
@@ -87,7 +91,7 @@ impl Links for RtnetlinkLinks {
     }
 
     async fn remove_host_link(&self, host_ifname: &str) -> Result<bool, LinkError> {
-        query::delete_link_by_name(&self.host, host_ifname).await
+        Ok(netlink::delete_link_by_name(&self.host, host_ifname).await?)
     }
 
     async fn remove_host_link_index(
@@ -95,7 +99,7 @@ impl Links for RtnetlinkLinks {
         ifindex: u32,
         host_ifname: &str,
     ) -> Result<bool, LinkError> {
-        query::delete_link_by_index(&self.host, ifindex, host_ifname).await
+        Ok(netlink::delete_link_by_index(&self.host, ifindex, host_ifname).await?)
     }
 
     async fn inspect_pod(
@@ -108,18 +112,28 @@ impl Links for RtnetlinkLinks {
     }
 
     async fn host_link_index(&self, host_ifname: &str) -> Result<Option<u32>, LinkError> {
-        Ok(query::link_by_name(&self.host, host_ifname)
-            .await?
-            .map(|l| l.header.index))
+        Ok(netlink::link_index(&self.host, host_ifname).await?)
     }
 
     async fn list_host_links(&self) -> Result<Vec<String>, LinkError> {
-        let links = query::all_links(&self.host).await?;
+        let links = netlink::all_links(&self.host).await?;
         Ok(links
             .iter()
-            .filter_map(query::link_name)
+            .filter_map(netlink::link_name)
             .filter(|name| name.starts_with("lxc"))
             .map(str::to_string)
             .collect())
+    }
+}
+
+/// Opens a netns file (`/var/run/netns/NAME` or `/proc/PID/ns/net`).
+fn open_netns(path: &Path) -> Result<std::fs::File, LinkError> {
+    std::fs::File::open(path).map_err(|e| netns_error(path, e))
+}
+
+fn netns_error(path: &Path, source: std::io::Error) -> LinkError {
+    LinkError::Netns {
+        path: path.display().to_string(),
+        source,
     }
 }

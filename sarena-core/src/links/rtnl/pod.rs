@@ -5,15 +5,14 @@ use std::net::IpAddr;
 use futures_util::TryStreamExt;
 use ipnet::IpNet;
 use rtnetlink::packet_route::address::AddressAttribute;
-use rtnetlink::packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteScope,
-};
+use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage, RouteMetric, RouteScope};
 use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
 
-use super::query::{errno, link_by_name, link_is_up, link_mac, netlink_error};
 use crate::api::RouteSpec;
-use crate::links::mac::format_mac;
 use crate::links::{LinkError, PodIfaceConfig, PodIfaceState};
+use crate::netlink::{
+    NetlinkError, all_routes, errno, link_by_name, link_index, link_is_up, link_mac, route_ip,
+};
 
 /// `ip addr add` each address, `ip link set IFNAME up`, then `ip route replace` each route.
 pub(crate) async fn configure(
@@ -31,7 +30,7 @@ pub(crate) async fn configure(
         {
             Ok(()) => {}
             Err(e) if errno(&e) == Some(libc::EEXIST) => {}
-            Err(e) => return Err(netlink_error("addr add", ifname, e)),
+            Err(e) => return Err(NetlinkError::new("addr add", ifname, e).into()),
         }
     }
     handle
@@ -39,12 +38,12 @@ pub(crate) async fn configure(
         .set(LinkUnspec::new_with_index(index).up().build())
         .execute()
         .await
-        .map_err(|e| netlink_error("link set up", ifname, e))?;
+        .map_err(|e| NetlinkError::new("link set up", ifname, e))?;
     for route in &config.routes {
-        let message = route_message(index, route).map_err(|message| LinkError::Netlink {
-            call: "route add",
+        let message = route_message(index, route).map_err(|source| LinkError::InvalidRoute {
             ifname: ifname.to_string(),
-            message,
+            dst: route.dst,
+            source,
         })?;
         handle
             .route()
@@ -52,19 +51,21 @@ pub(crate) async fn configure(
             .replace()
             .execute()
             .await
-            .map_err(|e| netlink_error("route add", ifname, e))?;
+            .map_err(|e| NetlinkError::new("route add", ifname, e))?;
     }
     Ok(())
 }
 
+type BoxedError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Builds the netlink message for one route out of `index`.
-fn route_message(index: u32, route: &RouteSpec) -> Result<RouteMessage, String> {
+/// (rtnetlink does not export its error type; it is passed on boxed.)
+fn route_message(index: u32, route: &RouteSpec) -> Result<RouteMessage, BoxedError> {
     let mut builder = RouteMessageBuilder::<IpAddr>::new()
-        .destination_prefix(route.dst.addr(), route.dst.prefix_len())
-        .map_err(|e| e.to_string())?
+        .destination_prefix(route.dst.addr(), route.dst.prefix_len())?
         .output_interface(index);
     builder = match route.gw {
-        Some(gw) => builder.gateway(gw).map_err(|e| e.to_string())?,
+        Some(gw) => builder.gateway(gw)?,
         None => builder.scope(RouteScope::Link),
     };
     let mut message = builder.build();
@@ -92,7 +93,7 @@ pub(crate) async fn inspect(
         .execute()
         .try_collect::<Vec<_>>()
         .await
-        .map_err(|e| netlink_error("addr dump", ifname, e))?
+        .map_err(|e| NetlinkError::new("addr dump", ifname, e))?
         .into_iter()
         .filter(|a| a.header.index == index)
         .filter_map(|a| {
@@ -104,23 +105,13 @@ pub(crate) async fn inspect(
         })
         .filter(|net| !is_link_local(net.addr()))
         .collect();
-    let mut routes = Vec::new();
-    let families = [
-        RouteMessageBuilder::<std::net::Ipv4Addr>::new().build(),
-        RouteMessageBuilder::<std::net::Ipv6Addr>::new().build(),
-    ];
-    for family in families {
-        let found: Vec<RouteMessage> = handle
-            .route()
-            .get(family)
-            .execute()
-            .try_collect()
-            .await
-            .map_err(|e| netlink_error("route dump", ifname, e))?;
-        routes.extend(found.iter().filter_map(|r| route_spec(r, index)));
-    }
+    let routes = all_routes(handle, ifname)
+        .await?
+        .iter()
+        .filter_map(|r| route_spec(r, index))
+        .collect();
     Ok(Some(PodIfaceState {
-        mac: link_mac(&link).map(format_mac).unwrap_or_default(),
+        mac: link_mac(&link).unwrap_or_default(),
         addresses,
         routes,
         up: link_is_up(&link),
@@ -129,14 +120,11 @@ pub(crate) async fn inspect(
 
 /// The index of `ifname`, or an error naming it.
 async fn index_of(handle: &Handle, ifname: &str) -> Result<u32, LinkError> {
-    match link_by_name(handle, ifname).await? {
-        Some(link) => Ok(link.header.index),
-        None => Err(LinkError::Netlink {
-            call: "link get",
+    link_index(handle, ifname)
+        .await?
+        .ok_or_else(|| LinkError::NoPodLink {
             ifname: ifname.to_string(),
-            message: "no such interface in the pod netns".into(),
-        }),
-    }
+        })
 }
 
 /// A [`RouteSpec`] for a main-table route out of `index`; `None` for others.
@@ -174,14 +162,6 @@ fn route_spec(route: &RouteMessage, index: u32) -> Option<RouteSpec> {
         None => IpNet::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0).ok()?,
     };
     Some(RouteSpec { dst, gw, mtu })
-}
-
-fn route_ip(address: &RouteAddress) -> Option<IpAddr> {
-    match address {
-        RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
-        RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
-        _ => None,
-    }
 }
 
 fn is_link_local(ip: IpAddr) -> bool {

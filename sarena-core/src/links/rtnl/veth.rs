@@ -6,9 +6,10 @@ use std::os::fd::AsRawFd;
 use rtnetlink::packet_route::link::{InfoData, InfoKind, InfoVeth};
 use rtnetlink::{Handle, LinkMessageBuilder, LinkUnspec, LinkVeth};
 
-use super::query::{delete_link_by_name, errno, link_by_name, netlink_error};
-use crate::links::mac::{format_mac, parse_mac, random_mac};
 use crate::links::{LinkError, VethPair, VethSpec};
+use crate::mac::MacAddr;
+use crate::netlink::{NetlinkError, delete_link_by_name, errno, link_index};
+use crate::sysctl;
 
 /// `ip link add HOST mtu M address HMAC up type veth peer name IFNAME mtu M address PMAC netns FD`:
 /// one request, the peer born in the pod netns under its final name.
@@ -22,26 +23,19 @@ pub(crate) async fn create(
     netns: &File,
     spec: &VethSpec,
 ) -> Result<VethPair, LinkError> {
-    let host_mac = random_mac();
-    let pod_mac = match &spec.pod_mac {
-        Some(text) => parse_mac(text).ok_or_else(|| LinkError::Netlink {
-            call: "link add",
-            ifname: spec.pod_ifname.clone(),
-            message: format!("invalid MAC {text:?}"),
-        })?,
-        None => random_mac(),
-    };
+    let host_mac = MacAddr::random_local();
+    let pod_mac = spec.pod_mac.unwrap_or_else(MacAddr::random_local);
     let message = || {
         let peer = LinkMessageBuilder::<LinkUnspec>::new()
             .name(spec.pod_ifname.clone())
             .mtu(spec.mtu)
-            .address(pod_mac.to_vec())
+            .address(pod_mac.octets().to_vec())
             .setns_by_fd(netns.as_raw_fd())
             .build();
         LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
             .name(spec.host_ifname.clone())
             .mtu(spec.mtu)
-            .address(host_mac.to_vec())
+            .address(host_mac.octets().to_vec())
             .up()
             .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
             .build()
@@ -53,10 +47,9 @@ pub(crate) async fn create(
             // earlier ADD (removed here), the pod one by whatever the caller
             // did not remove first (an error).
             if !delete_link_by_name(host, &spec.host_ifname).await? {
-                return Err(LinkError::Netlink {
-                    call: "link add",
+                return Err(LinkError::PodIfnameTaken {
                     ifname: spec.pod_ifname.clone(),
-                    message: format!("{} already exists in the pod netns", spec.pod_ifname),
+                    source: NetlinkError::new("link add", &spec.pod_ifname, e),
                 });
             }
             tracing::warn!(host_ifname = %spec.host_ifname, "removed a stale host link; retrying");
@@ -64,17 +57,17 @@ pub(crate) async fn create(
                 .add(message())
                 .execute()
                 .await
-                .map_err(|e| netlink_error("link add", &spec.host_ifname, e))?;
+                .map_err(|e| NetlinkError::new("link add", &spec.host_ifname, e))?;
         }
-        Err(e) => return Err(netlink_error("link add", &spec.host_ifname, e)),
+        Err(e) => return Err(NetlinkError::new("link add", &spec.host_ifname, e).into()),
     }
     match finish(host, spec).await {
         Ok(host_ifindex) => Ok(VethPair {
             host_ifname: spec.host_ifname.clone(),
             host_ifindex,
-            host_mac: format_mac(&host_mac),
+            host_mac,
             pod_ifname: spec.pod_ifname.clone(),
-            pod_mac: format_mac(&pod_mac),
+            pod_mac,
         }),
         Err(error) => {
             if let Err(cleanup) = delete_link_by_name(host, &spec.host_ifname).await {
@@ -87,23 +80,12 @@ pub(crate) async fn create(
 
 /// Host end: `rp_filter` off. Returns the host ifindex.
 async fn finish(host: &Handle, spec: &VethSpec) -> Result<u32, LinkError> {
-    let host_link = link_by_name(host, &spec.host_ifname)
-        .await?
-        .ok_or_else(|| LinkError::Netlink {
-            call: "link get",
-            ifname: spec.host_ifname.clone(),
-            message: "host end vanished right after creation".into(),
-        })?;
-    disable_rp_filter(&spec.host_ifname)?;
-    Ok(host_link.header.index)
-}
-
-/// `sysctl net.ipv4.conf.IFNAME.rp_filter=0`.
-fn disable_rp_filter(ifname: &str) -> Result<(), LinkError> {
-    let path = format!("/proc/sys/net/ipv4/conf/{ifname}/rp_filter");
-    std::fs::write(&path, b"0").map_err(|source| LinkError::Io {
-        call: "rp_filter",
-        ifname: ifname.to_string(),
-        source,
-    })
+    let host_ifindex =
+        link_index(host, &spec.host_ifname)
+            .await?
+            .ok_or_else(|| LinkError::HostEndVanished {
+                ifname: spec.host_ifname.clone(),
+            })?;
+    sysctl::write(&sysctl::ipv4_conf(&spec.host_ifname, "rp_filter"), "0")?;
+    Ok(host_ifindex)
 }

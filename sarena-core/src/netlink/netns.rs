@@ -1,56 +1,29 @@
-//! Netlink handles bound to a network namespace.
+//! Netlink handles bound to another network namespace.
 //!
 //! A netlink socket stays in the netns it was created in. To talk to a pod's
-//! netns we create the socket inside it (see [`handle_in_file`] for how), then
-//! use it from wherever we like; no thread stays in a pod's namespace.
+//! netns we create the socket inside it (see [`handle_in`] for how), then use
+//! it from wherever we like; no thread stays in a pod's namespace.
 
 use std::fs::File;
 use std::os::fd::AsFd;
-use std::path::Path;
 
 use nix::sched::{CloneFlags, setns};
 use rtnetlink::Handle;
 
-use super::LinkError;
-
-/// Opens a netns file (`/var/run/netns/NAME` or `/proc/PID/ns/net`).
-pub(crate) fn open_netns(path: &Path) -> Result<File, LinkError> {
-    File::open(path).map_err(|source| LinkError::Netns {
-        path: path.display().to_string(),
-        source,
-    })
-}
-
-/// A netlink handle in the caller's (host) netns. Must run inside a tokio runtime.
-pub(crate) fn host_handle() -> Result<Handle, LinkError> {
-    let (connection, handle, _) = rtnetlink::new_connection().map_err(|source| LinkError::Io {
-        call: "netlink socket",
-        ifname: String::new(),
-        source,
-    })?;
-    tokio::spawn(connection);
-    Ok(handle)
-}
-
-/// A netlink handle whose socket lives in the netns `netns` (opened from `path`).
-/// Must run inside a tokio runtime.
+/// A netlink handle whose socket lives in the netns `netns` (an open
+/// `/var/run/netns/NAME` or `/proc/PID/ns/net`). Must run inside a tokio
+/// runtime.
 ///
 /// On a current-thread runtime (the plugin) the calling thread switches into
 /// `netns`, creates the socket and switches back, synchronously: no other
 /// code runs on it meanwhile, and a thread spawn is saved. On a multi-thread
 /// runtime the socket is created on a throwaway thread instead, so a worker
 /// never changes namespace even for a moment.
-pub(crate) fn handle_in_file(netns: &File, path: &Path) -> Result<Handle, LinkError> {
+pub(crate) fn handle_in(netns: &File) -> std::io::Result<Handle> {
     let runtime = tokio::runtime::Handle::current();
-    let netns_error = |source: std::io::Error| LinkError::Netns {
-        path: path.display().to_string(),
-        source,
-    };
     let (connection, handle) = match runtime.runtime_flavor() {
-        tokio::runtime::RuntimeFlavor::CurrentThread => {
-            connection_here(netns).map_err(netns_error)?
-        }
-        _ => connection_on_thread(&runtime, netns).map_err(netns_error)?,
+        tokio::runtime::RuntimeFlavor::CurrentThread => connection_here(netns)?,
+        _ => connection_on_thread(&runtime, netns)?,
     };
     tokio::spawn(connection);
     Ok(handle)
@@ -62,6 +35,12 @@ type Connection = (
     Handle,
 );
 
+/// The thread could not get back to its own netns: it must not run anything
+/// else (the caller's error says so; the plugin exits right after).
+#[derive(Debug, thiserror::Error)]
+#[error("setns back to the original network namespace: {0}")]
+struct ReturnHome(#[source] nix::Error);
+
 /// `rtnetlink::new_connection` without the unsolicited-messages receiver.
 fn new_connection() -> std::io::Result<Connection> {
     rtnetlink::new_connection().map(|(connection, handle, _)| (connection, handle))
@@ -71,13 +50,10 @@ fn new_connection() -> std::io::Result<Connection> {
 /// thread to the netns it was in.
 fn connection_here(netns: &File) -> std::io::Result<Connection> {
     let home = File::open("/proc/thread-self/ns/net")?;
-    setns(netns.as_fd(), CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)?;
+    setns(netns.as_fd(), CloneFlags::CLONE_NEWNET)?;
     let created = new_connection();
-    setns(home.as_fd(), CloneFlags::CLONE_NEWNET).map_err(|e| {
-        std::io::Error::other(format!(
-            "could not return to the original network namespace: {e}"
-        ))
-    })?;
+    setns(home.as_fd(), CloneFlags::CLONE_NEWNET)
+        .map_err(|e| std::io::Error::other(ReturnHome(e)))?;
     created
 }
 
@@ -91,7 +67,7 @@ fn connection_on_thread(
             .spawn(|| {
                 // Registering the socket with the reactor needs the runtime's context.
                 let _context = runtime.enter();
-                setns(netns.as_fd(), CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)?;
+                setns(netns.as_fd(), CloneFlags::CLONE_NEWNET)?;
                 new_connection()
             })
             .join()

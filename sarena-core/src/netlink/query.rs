@@ -1,58 +1,39 @@
-//! Small netlink helpers shared by the verbs: lookups and error mapping.
+//! Link lookups and deletions, in whichever netns the handle is.
 
 use futures_util::TryStreamExt;
 use rtnetlink::Handle;
 use rtnetlink::packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 
-use crate::links::LinkError;
+use super::error::{NetlinkError, errno};
+use crate::mac::MacAddr;
 
-/// The errno a netlink error carries (positive), if any.
-pub(crate) fn errno(error: &rtnetlink::Error) -> Option<i32> {
-    match error {
-        rtnetlink::Error::NetlinkError(message) => Some(message.raw_code().abs()),
-        _ => None,
-    }
-}
-
-/// Maps a netlink error into a [`LinkError`] naming the call and the interface.
-pub(crate) fn netlink_error(
-    call: &'static str,
-    ifname: &str,
-    error: rtnetlink::Error,
-) -> LinkError {
-    let message = match &error {
-        rtnetlink::Error::NetlinkError(message) => message.to_io().to_string(),
-        other => other.to_string(),
-    };
-    LinkError::Netlink {
-        call,
-        ifname: ifname.to_string(),
-        message,
-    }
-}
-
-/// The link called `name`, or `None`.
+/// `ip link show NAME`: the link, or `None`.
 pub(crate) async fn link_by_name(
     handle: &Handle,
     name: &str,
-) -> Result<Option<LinkMessage>, LinkError> {
+) -> Result<Option<LinkMessage>, NetlinkError> {
     let mut links = handle.link().get().match_name(name.to_string()).execute();
     match links.try_next().await {
         Ok(link) => Ok(link),
         Err(e) if errno(&e) == Some(libc::ENODEV) => Ok(None),
-        Err(e) => Err(netlink_error("link get", name, e)),
+        Err(e) => Err(NetlinkError::new("link get", name, e)),
     }
 }
 
-/// Every link of the handle's netns.
-pub(crate) async fn all_links(handle: &Handle) -> Result<Vec<LinkMessage>, LinkError> {
+/// The ifindex of the link called `name`, or `None`.
+pub(crate) async fn link_index(handle: &Handle, name: &str) -> Result<Option<u32>, NetlinkError> {
+    Ok(link_by_name(handle, name).await?.map(|l| l.header.index))
+}
+
+/// `ip link show`: every link of the handle's netns.
+pub(crate) async fn all_links(handle: &Handle) -> Result<Vec<LinkMessage>, NetlinkError> {
     handle
         .link()
         .get()
         .execute()
         .try_collect()
         .await
-        .map_err(|e| netlink_error("link dump", "*", e))
+        .map_err(|e| NetlinkError::new("link dump", "*", e))
 }
 
 /// The link's name.
@@ -63,10 +44,10 @@ pub(crate) fn link_name(link: &LinkMessage) -> Option<&str> {
     })
 }
 
-/// The link's hardware address.
-pub(crate) fn link_mac(link: &LinkMessage) -> Option<&[u8]> {
+/// The link's hardware address, when it is a 6-octet one.
+pub(crate) fn link_mac(link: &LinkMessage) -> Option<MacAddr> {
     link.attributes.iter().find_map(|a| match a {
-        LinkAttribute::Address(mac) => Some(mac.as_slice()),
+        LinkAttribute::Address(mac) => MacAddr::from_slice(mac),
         _ => None,
     })
 }
@@ -76,16 +57,17 @@ pub(crate) fn link_is_up(link: &LinkMessage) -> bool {
     link.header.flags.contains(LinkFlags::Up)
 }
 
-/// Deletes the link with `index`; `Ok(false)` when it was already gone.
+/// `ip link del` the link `index` (called `name`); `Ok(false)` when it was
+/// already gone.
 pub(crate) async fn delete_link(
     handle: &Handle,
     index: u32,
-    ifname: &str,
-) -> Result<bool, LinkError> {
+    name: &str,
+) -> Result<bool, NetlinkError> {
     match handle.link().del(index).execute().await {
         Ok(()) => Ok(true),
         Err(e) if errno(&e) == Some(libc::ENODEV) => Ok(false),
-        Err(e) => Err(netlink_error("link del", ifname, e)),
+        Err(e) => Err(NetlinkError::new("link del", name, e)),
     }
 }
 
@@ -95,18 +77,18 @@ pub(crate) async fn delete_link_by_index(
     handle: &Handle,
     index: u32,
     name: &str,
-) -> Result<bool, LinkError> {
+) -> Result<bool, NetlinkError> {
     let mut links = handle.link().get().match_index(index).execute();
     match links.try_next().await {
         Ok(Some(link)) if link_name(&link) == Some(name) => delete_link(handle, index, name).await,
         Ok(_) => Ok(false),
         Err(e) if errno(&e) == Some(libc::ENODEV) => Ok(false),
-        Err(e) => Err(netlink_error("link get", name, e)),
+        Err(e) => Err(NetlinkError::new("link get", name, e)),
     }
 }
 
-/// Deletes the link called `name`; `Ok(false)` when there is none.
-pub(crate) async fn delete_link_by_name(handle: &Handle, name: &str) -> Result<bool, LinkError> {
+/// `ip link del NAME`; `Ok(false)` when there is none.
+pub(crate) async fn delete_link_by_name(handle: &Handle, name: &str) -> Result<bool, NetlinkError> {
     match link_by_name(handle, name).await? {
         Some(link) => delete_link(handle, link.header.index, name).await,
         None => Ok(false),

@@ -1,0 +1,70 @@
+//! One endpoint on and off the dataplane: its map entries and its two
+//! filters, on its own device only.
+
+use nix::net::if_::if_nametoindex;
+
+use super::State;
+use super::error::BpfError;
+use super::load::program;
+use super::pins::Direction;
+use super::tc::{self, TcAttachment};
+use crate::api::Endpoint;
+
+impl State {
+    /// Makes `endpoint` forwardable; `true` when something was missing.
+    /// `current` are the filters already on its device (see [`tc::query`]):
+    /// a hook whose filter runs this daemon's program is left alone, any
+    /// other is (re)attached.
+    pub(super) fn attach(
+        &mut self,
+        endpoint: &Endpoint,
+        current: &[TcAttachment],
+    ) -> Result<bool, BpfError> {
+        let ifname = &endpoint.host_ifname;
+        let present = host_ifindex(ifname);
+        if present != Some(endpoint.host_ifindex) {
+            return Err(BpfError::IfindexMismatch {
+                ifname: ifname.clone(),
+                registry: endpoint.host_ifindex,
+                host: present,
+            });
+        }
+        // Counters and entries first, then the programs: frames only meet
+        // fully set-up maps.
+        let mut changed = self.maps.write(endpoint)?;
+        for (direction, tag) in Direction::ALL.into_iter().zip(self.tags) {
+            let name = direction.program();
+            let up_to_date = current
+                .iter()
+                .any(|a| a.direction == direction && a.program == name && a.tag == tag);
+            if up_to_date {
+                continue;
+            }
+            tc::attach(program(&mut self.ebpf, name)?, ifname, direction)?;
+            changed = true;
+        }
+        Ok(changed)
+    }
+
+    /// Removes `endpoint`'s filters, map entries and counters, as far as it
+    /// can; every failure is reported.
+    pub(super) fn detach(&mut self, endpoint: &Endpoint) -> Result<(), BpfError> {
+        let mut errors = Vec::new();
+        // Only from our own device: a newer one may have taken the name.
+        // (tcx links of earlier versions are gone since the start-up reconcile.)
+        if host_ifindex(&endpoint.host_ifname) == Some(endpoint.host_ifindex) {
+            for direction in Direction::ALL {
+                if let Err(e) = tc::detach(&endpoint.host_ifname, direction) {
+                    errors.push(e);
+                }
+            }
+        }
+        self.maps.remove(endpoint, &mut errors);
+        BpfError::collect("detach", &endpoint.host_ifname, errors)
+    }
+}
+
+/// The ifindex the host has under `ifname`, if any.
+pub(super) fn host_ifindex(ifname: &str) -> Option<u32> {
+    if_nametoindex(ifname).ok()
+}

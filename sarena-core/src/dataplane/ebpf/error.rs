@@ -1,0 +1,268 @@
+//! [`BpfError`]: what the eBPF dataplane's loader, maps and tc filters report,
+//! with aya's error as the source; and the errno each aya error carries.
+
+use std::path::PathBuf;
+
+use aya::maps::MapError;
+use aya::programs::ProgramError;
+use aya::programs::tc::TcError;
+
+use super::pins::Direction;
+use crate::error_chain;
+
+/// Errors of the eBPF dataplane (inside [`DataplaneError::Ebpf`](crate::dataplane::DataplaneError::Ebpf)).
+#[derive(Debug, thiserror::Error)]
+pub enum BpfError {
+    /// The daemon carries no object to load.
+    #[error(
+        "eBPF load: no eBPF object: the daemon was built without the eBPF toolchain \
+         (run scripts/setup-ebpf.sh and rebuild, or use dataplane = \"kernel\")"
+    )]
+    NoObject,
+    /// The object could not be loaded (or its maps opened or pinned).
+    #[error("eBPF load with maps under {}: {}", .pin_dir.display(), error_chain(.source))]
+    Load {
+        /// The pin directory.
+        pin_dir: PathBuf,
+        /// aya's error (its sources hold the details).
+        #[source]
+        source: Box<aya::EbpfError>,
+    },
+    /// The object has no program of that name.
+    #[error("eBPF find program {program}: not in the object")]
+    NoProgram {
+        /// The program.
+        program: &'static str,
+    },
+    /// The object has no map of that name.
+    #[error("eBPF find map {map}: not in the object")]
+    NoMap {
+        /// The map.
+        map: &'static str,
+    },
+    /// A program could not be found, loaded or inspected.
+    #[error("eBPF {call} {program}: {}", error_chain(.source))]
+    Program {
+        /// What was asked, e.g. `load program`.
+        call: &'static str,
+        /// The program.
+        program: &'static str,
+        /// aya's error (the verifier log is in it).
+        #[source]
+        source: Box<ProgramError>,
+    },
+    /// A map operation failed.
+    #[error("eBPF {call} {object}: {}", error_chain(.source))]
+    Map {
+        /// What was asked, e.g. `insert endpoint`.
+        call: &'static str,
+        /// The map, key or interface involved.
+        object: String,
+        /// aya's error.
+        #[source]
+        source: Box<MapError>,
+    },
+    /// The per-CPU counters of an interface could not be made.
+    #[error("eBPF per-CPU counters for {ifname}: {source}")]
+    Cpus {
+        /// The interface.
+        ifname: String,
+        /// Cause (the possible CPUs could not be read).
+        #[source]
+        source: std::io::Error,
+    },
+    /// The host has another interface (or none) under the endpoint's name.
+    #[error(
+        "eBPF attach {ifname}: the registry says ifindex {registry}, the host has {}",
+        .host.map_or("no such interface".to_string(), |i| i.to_string())
+    )]
+    IfindexMismatch {
+        /// The host veth's name.
+        ifname: String,
+        /// Its ifindex in the registry.
+        registry: u32,
+        /// The ifindex the host has under that name.
+        host: Option<u32>,
+    },
+    /// The `clsact` qdisc could not be added.
+    #[error("eBPF add clsact qdisc on {ifname}: {}", error_chain(.source))]
+    Clsact {
+        /// The interface.
+        ifname: String,
+        /// aya's error.
+        #[source]
+        source: TcError,
+    },
+    /// A tc filter could not be added, replaced or deleted.
+    #[error("eBPF {call} on {direction} of {ifname}: {}", error_chain(.source))]
+    Filter {
+        /// What was asked, e.g. `add filter`.
+        call: &'static str,
+        /// The interface.
+        ifname: String,
+        /// The hook.
+        direction: Direction,
+        /// aya's error.
+        #[source]
+        source: Box<ProgramError>,
+    },
+    /// The filter at Sarena's position could not be looked up for replacing.
+    #[error("eBPF find filter on {direction} of {ifname}: {source}")]
+    FindFilter {
+        /// The interface.
+        ifname: String,
+        /// The hook.
+        direction: Direction,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An ifindex that netlink cannot carry.
+    #[error("eBPF filter dump: ifindex {ifindex} out of range")]
+    IfindexRange {
+        /// The ifindex.
+        ifindex: u32,
+        /// Cause.
+        #[source]
+        source: std::num::TryFromIntError,
+    },
+    /// Independent steps of one operation failed (detach, reconcile); each is kept.
+    #[error(
+        "eBPF {call} {object}: {}",
+        .errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    Several {
+        /// What was done.
+        call: &'static str,
+        /// The interface or pin directory.
+        object: String,
+        /// Every failure, in order.
+        errors: Vec<BpfError>,
+    },
+}
+
+impl BpfError {
+    /// The OS error code behind the failure, when aya reports one (the
+    /// first failure's for [`BpfError::Several`]).
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            BpfError::Program { source, .. } | BpfError::Filter { source, .. } => {
+                program_errno(source)
+            }
+            BpfError::Map { source, .. } => map_errno(source),
+            BpfError::Clsact { source, .. } => tc_errno(source),
+            BpfError::Cpus { source, .. } | BpfError::FindFilter { source, .. } => {
+                source.raw_os_error()
+            }
+            BpfError::Several { errors, .. } => errors.first().and_then(BpfError::errno),
+            BpfError::NoObject
+            | BpfError::Load { .. }
+            | BpfError::NoProgram { .. }
+            | BpfError::NoMap { .. }
+            | BpfError::IfindexMismatch { .. }
+            | BpfError::IfindexRange { .. } => None,
+        }
+    }
+
+    /// `Ok(())` for no failures, else [`BpfError::Several`] naming the step.
+    pub(super) fn collect(
+        call: &'static str,
+        object: impl Into<String>,
+        errors: Vec<BpfError>,
+    ) -> Result<(), BpfError> {
+        if errors.is_empty() {
+            return Ok(());
+        }
+        Err(BpfError::Several {
+            call,
+            object: object.into(),
+            errors,
+        })
+    }
+}
+
+/// The errno (positive) of a program operation, wherever aya put it.
+pub(super) fn program_errno(e: &ProgramError) -> Option<i32> {
+    let code = match e {
+        ProgramError::LoadError { io_error, .. } | ProgramError::IOError(io_error) => {
+            io_error.raw_os_error()
+        }
+        ProgramError::SyscallError(s) => s.io_error.raw_os_error(),
+        ProgramError::NetlinkError(n) => n.raw_os_error(),
+        ProgramError::TcError(t) => return tc_errno(t),
+        ProgramError::MapError(m) => return map_errno(m),
+        _ => None,
+    };
+    code.map(i32::abs)
+}
+
+/// The errno (positive) of a qdisc operation.
+pub(super) fn tc_errno(e: &TcError) -> Option<i32> {
+    let code = match e {
+        TcError::NetlinkError(n) => n.raw_os_error(),
+        TcError::IoError(io) => io.raw_os_error(),
+        _ => None,
+    };
+    code.map(i32::abs)
+}
+
+/// The errno (positive) of a map operation.
+pub(super) fn map_errno(e: &MapError) -> Option<i32> {
+    match e {
+        MapError::SyscallError(s) => s.io_error.raw_os_error().map(i32::abs),
+        _ => None,
+    }
+}
+
+/// A lookup or delete of a missing key (reported either way by aya).
+pub(super) fn is_not_found(e: &MapError) -> bool {
+    matches!(e, MapError::KeyNotFound) || map_errno(e) == Some(libc::ENOENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errnos_are_found_where_aya_puts_them() {
+        let io = || std::io::Error::from_raw_os_error(libc::EEXIST);
+        assert_eq!(
+            program_errno(&ProgramError::TcError(TcError::IoError(io()))),
+            Some(libc::EEXIST)
+        );
+        assert_eq!(
+            program_errno(&ProgramError::IOError(io())),
+            Some(libc::EEXIST)
+        );
+        assert_eq!(program_errno(&ProgramError::NotAttached), None);
+        let missing = MapError::SyscallError(aya::sys::SyscallError {
+            call: "bpf_map_lookup_elem",
+            io_error: std::io::Error::from_raw_os_error(libc::ENOENT),
+        });
+        assert!(is_not_found(&missing));
+        assert!(is_not_found(&MapError::KeyNotFound));
+        assert!(!is_not_found(&MapError::InvalidMapType { map_type: 0 }));
+    }
+
+    #[test]
+    fn failures_are_listed_under_the_step() {
+        let mismatch = |ifname: &str| BpfError::IfindexMismatch {
+            ifname: ifname.into(),
+            registry: 7,
+            host: None,
+        };
+        let text = BpfError::collect(
+            "reconcile",
+            "/sys/fs/bpf/x",
+            vec![mismatch("lxca"), mismatch("lxcb")],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(text.starts_with("eBPF reconcile /sys/fs/bpf/x: "), "{text}");
+        assert!(
+            text.contains("lxca") && text.contains("lxcb") && text.contains("no such interface"),
+            "{text}"
+        );
+        assert!(BpfError::collect("detach", "lxca", vec![]).is_ok());
+    }
+}

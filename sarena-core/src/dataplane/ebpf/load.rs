@@ -1,0 +1,93 @@
+//! Loading the object: maps re-opened from (or pinned to) the pin
+//! directory, both programs loaded, and what identifies them afterwards.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Mutex;
+
+use aya::programs::tc::SchedClassifier;
+use aya::{Ebpf, EbpfLoader};
+
+use super::error::BpfError;
+use super::maps::Maps;
+use super::pins::{self, Direction};
+use super::{AyaDataplane, State};
+use crate::dataplane::DataplaneError;
+
+impl AyaDataplane {
+    /// Loads `object` (the ELF built from `sarena-ebpf-programs`), re-opening
+    /// the maps pinned under `pin_dir` by an earlier run or creating and
+    /// pinning them. `pin_dir` must be on a bpffs; it is created if missing.
+    /// Links pinned there earlier stay as they are until
+    /// [`Dataplane::reconcile`](crate::dataplane::Dataplane::reconcile).
+    pub fn open(object: &[u8], pin_dir: &Path) -> Result<Self, DataplaneError> {
+        if object.is_empty() {
+            return Err(BpfError::NoObject.into());
+        }
+        for dir in [pins::maps_dir(pin_dir), pins::links_dir(pin_dir)] {
+            std::fs::create_dir_all(&dir).map_err(|source| DataplaneError::Io {
+                call: "create pin dir",
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let mut ebpf = EbpfLoader::new()
+            .default_map_pin_directory(pins::maps_dir(pin_dir))
+            .load(object)
+            .map_err(|source| BpfError::Load {
+                pin_dir: pin_dir.to_owned(),
+                source: Box::new(source),
+            })?;
+        let (tags, map_ids) = load_programs(&mut ebpf)?;
+        let maps = Maps::take(&mut ebpf)?;
+        Ok(AyaDataplane {
+            pin_dir: pin_dir.to_owned(),
+            state: Mutex::new(State {
+                ebpf,
+                tags,
+                map_ids,
+                maps,
+            }),
+            host_stack: None,
+        })
+    }
+}
+
+/// Loads both programs into the kernel; returns their tags (by
+/// [`Direction::ALL`] order) and the ids of the maps they use.
+fn load_programs(ebpf: &mut Ebpf) -> Result<([u64; 2], BTreeSet<u32>), BpfError> {
+    let mut tags = [0; 2];
+    let mut map_ids = BTreeSet::new();
+    for (direction, tag) in Direction::ALL.into_iter().zip(&mut tags) {
+        let name = direction.program();
+        let program_error = |call| {
+            move |source| BpfError::Program {
+                call,
+                program: name,
+                source: Box::new(source),
+            }
+        };
+        let prog = program(ebpf, name)?;
+        prog.load().map_err(program_error("load program"))?;
+        let info = prog.info().map_err(program_error("program info"))?;
+        *tag = info.tag();
+        let ids = info.map_ids().map_err(program_error("program maps"))?;
+        map_ids.extend(ids.unwrap_or_default());
+    }
+    Ok((tags, map_ids))
+}
+
+/// The classifier program `name` of the object.
+pub(super) fn program<'a>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+) -> Result<&'a mut SchedClassifier, BpfError> {
+    ebpf.program_mut(name)
+        .ok_or(BpfError::NoProgram { program: name })?
+        .try_into()
+        .map_err(|source| BpfError::Program {
+            call: "find program",
+            program: name,
+            source: Box::new(source),
+        })
+}

@@ -1,0 +1,166 @@
+//! Start-up reconciliation: what the kernel has (filters on every device,
+//! map entries, pins of earlier versions) brought in line with the registry.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::attach::host_ifindex;
+use super::error::BpfError;
+use super::pins::{self, PinnedAttachment};
+use super::tc::{self, TcAttachment};
+use super::{AyaDataplane, State};
+use crate::api::Endpoint;
+use crate::dataplane::{DataplaneError, ReconcileReport};
+use crate::netlink;
+
+/// Sarena's filters as found on the devices, split by whom they serve.
+struct Found {
+    /// Filters on the devices of live endpoints, by ifindex.
+    current: BTreeMap<u32, Vec<TcAttachment>>,
+    /// Filters of this dataplane on any other device, by ifname.
+    foreign: Vec<(String, Vec<TcAttachment>)>,
+}
+
+impl AyaDataplane {
+    /// The eBPF half of [`Dataplane::reconcile`](crate::dataplane::Dataplane::reconcile):
+    /// removes filters and entries the registry does not know (or knows with
+    /// another ifindex), attaches what is missing or runs other code, then
+    /// drops the tcx links of an earlier version. Endpoints whose host veth
+    /// no longer exists are skipped (the registry's GC removes them).
+    pub(super) async fn reconcile_programs(
+        &self,
+        endpoints: &[Endpoint],
+        report: &mut ReconcileReport,
+    ) -> Result<(), DataplaneError> {
+        let live: Vec<Endpoint> = endpoints
+            .iter()
+            .filter(|e| {
+                let present = host_ifindex(&e.host_ifname) == Some(e.host_ifindex);
+                if !present {
+                    tracing::warn!(ifname = %e.host_ifname, "reconcile: host veth gone, not attaching");
+                }
+                present
+            })
+            .cloned()
+            .collect();
+
+        // What the kernel has, queried before taking the lock.
+        let our_maps = self.lock().map_ids.clone();
+        let found = scan_filters(&live, &our_maps).await?;
+
+        let mut state = self.lock();
+        report
+            .removed
+            .extend(remove_stale(&mut state, &live, &found.foreign)?);
+        let mut errors = Vec::new();
+        for endpoint in &live {
+            let filters = found
+                .current
+                .get(&endpoint.host_ifindex)
+                .map_or(&[][..], Vec::as_slice);
+            match state.attach(endpoint, filters) {
+                Ok(true) => report.attached.push(endpoint.host_ifname.clone()),
+                Ok(false) => {}
+                Err(e) => errors.push(e),
+            }
+        }
+        BpfError::collect("reconcile", self.pin_dir.display().to_string(), errors)?;
+        for ifname in self.remove_legacy_links()? {
+            tracing::info!(%ifname, "reconcile: replaced a tcx link of an earlier version");
+        }
+        Ok(())
+    }
+
+    /// Detaches and unpins every tcx link an earlier version pinned (called
+    /// once the filters that replace them are in place).
+    fn remove_legacy_links(&self) -> Result<Vec<String>, DataplaneError> {
+        let mut removed = Vec::new();
+        for link in self.pinned_links()? {
+            self.unpin(&link)?;
+            removed.push(link.ifname);
+        }
+        Ok(removed)
+    }
+
+    fn unpin(&self, link: &PinnedAttachment) -> Result<(), DataplaneError> {
+        let path = pins::links_dir(&self.pin_dir).join(link.file_name());
+        pins::detach_and_unpin(&path).map_err(|source| DataplaneError::Io {
+            call: "detach link",
+            path,
+            source,
+        })
+    }
+}
+
+/// Sarena's filters on every device of this netns. Filters of another
+/// dataplane (another pin dir: other maps) are not ours and are ignored.
+async fn scan_filters(
+    live: &[Endpoint],
+    our_maps: &BTreeSet<u32>,
+) -> Result<Found, DataplaneError> {
+    let live_ifindexes: BTreeSet<u32> = live.iter().map(|e| e.host_ifindex).collect();
+    let ours_by_id = programs_using(our_maps);
+    let handle = netlink::host_handle().map_err(|source| DataplaneError::Socket { source })?;
+    let mut found = Found {
+        current: BTreeMap::new(),
+        foreign: Vec::new(),
+    };
+    for (ifindex, ifname) in interfaces() {
+        let ours: Vec<TcAttachment> = tc::query(&handle, ifindex)
+            .await?
+            .into_iter()
+            .filter(|a| ours_by_id.contains(&a.program_id))
+            .collect();
+        if live_ifindexes.contains(&ifindex) {
+            found.current.insert(ifindex, ours);
+        } else if !ours.is_empty() {
+            found.foreign.push((ifname, ours));
+        }
+    }
+    Ok(found)
+}
+
+/// Removes whatever the registry does not know: filters on other devices,
+/// map entries and counters; returns what was removed (ifnames and pod
+/// addresses), sorted.
+fn remove_stale(
+    state: &mut State,
+    endpoints: &[Endpoint],
+    foreign: &[(String, Vec<TcAttachment>)],
+) -> Result<Vec<String>, BpfError> {
+    let mut removed = BTreeSet::new();
+    for (ifname, attachments) in foreign {
+        for attachment in attachments {
+            tc::detach(ifname, attachment.direction)?;
+            removed.insert(ifname.clone());
+        }
+    }
+    removed.extend(state.maps.remove_unknown(endpoints)?);
+    Ok(removed.into_iter().collect())
+}
+
+/// The ids of the loaded programs that use one of `maps`.
+fn programs_using(maps: &BTreeSet<u32>) -> BTreeSet<u32> {
+    aya::programs::loaded_programs()
+        .filter_map(Result::ok)
+        .filter(|info| {
+            let used = info.map_ids().ok().flatten().unwrap_or_default();
+            used.iter().any(|id| maps.contains(id))
+        })
+        .map(|info| info.id())
+        .collect()
+}
+
+/// Every interface of this network namespace, by ifindex (none when the
+/// kernel cannot list them).
+fn interfaces() -> Vec<(u32, String)> {
+    match nix::net::if_::if_nameindex() {
+        Ok(list) => list
+            .iter()
+            .map(|i| (i.index(), i.name().to_string_lossy().into_owned()))
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, "if_nameindex");
+            Vec::new()
+        }
+    }
+}

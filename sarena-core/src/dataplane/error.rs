@@ -1,0 +1,93 @@
+//! [`DataplaneError`]: what a dataplane backend reports.
+
+use std::path::PathBuf;
+
+use ipnet::IpNet;
+
+use super::ebpf::BpfError;
+use crate::netlink::NetlinkError;
+use crate::sysctl::SysctlError;
+
+/// Errors from a dataplane backend.
+#[derive(Debug, thiserror::Error)]
+pub enum DataplaneError {
+    /// A netlink request failed (links, addresses, routes, tc filters).
+    #[error("dataplane: {0}")]
+    Netlink(#[from] NetlinkError),
+    /// No netlink socket could be opened in the host netns.
+    #[error("dataplane: netlink socket in the host netns: {source}")]
+    Socket {
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A link the dataplane needs is not there.
+    #[error("dataplane: link get {ifname}: {reason}")]
+    NoLink {
+        /// The link.
+        ifname: String,
+        /// Which link it is and why it should be there.
+        reason: &'static str,
+    },
+    /// A route cannot be expressed as a netlink message.
+    #[error("dataplane: route build for {dst}: {source}")]
+    InvalidRoute {
+        /// The route's destination.
+        dst: IpNet,
+        /// rtnetlink's route builder's error (its type is not exported).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A sysctl write failed.
+    #[error("dataplane: {0}")]
+    Sysctl(#[from] SysctlError),
+    /// A file or directory operation failed (the pin directory).
+    #[error("dataplane: {call} {}: {source}", .path.display())]
+    Io {
+        /// What was done.
+        call: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An external command (e.g. `nft` for masquerading) could not be run.
+    #[error("dataplane: {command}: {source}")]
+    Spawn {
+        /// The command line.
+        command: &'static str,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An external command ran and failed.
+    #[error("dataplane: {command} failed: {stderr}")]
+    Command {
+        /// The command line.
+        command: &'static str,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+    /// eBPF load, attach or map operations failed.
+    #[error("dataplane: {0}")]
+    Ebpf(#[from] BpfError),
+}
+
+impl DataplaneError {
+    /// The OS error code behind the failure, when there is one (the
+    /// kernel's answer to a netlink request or a system call).
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            DataplaneError::Netlink(e) => e.errno(),
+            DataplaneError::Sysctl(e) => e.errno(),
+            DataplaneError::Socket { source }
+            | DataplaneError::Io { source, .. }
+            | DataplaneError::Spawn { source, .. } => source.raw_os_error(),
+            DataplaneError::Ebpf(e) => e.errno(),
+            DataplaneError::NoLink { .. }
+            | DataplaneError::InvalidRoute { .. }
+            | DataplaneError::Command { .. } => None,
+        }
+    }
+}
