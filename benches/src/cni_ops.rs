@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
-use crate::node::{BenchError, Contender, IpamUsage, Pod, run_cmd};
-use crate::stats::Summary;
+use crate::BenchError;
+use crate::node::{Contender, IpamUsage, Pod, run_cmd};
 
 pub use churn::ChurnResult;
 pub use latency::{LatencyResults, OpLatency};
@@ -135,10 +135,16 @@ pub(crate) fn push_check(checks: &mut Vec<Check>, ok: bool, what: String) {
     checks.push(Check { what, ok });
 }
 
-/// `n` new pods tagged `tag-i`, made on `workers` threads.
-pub(crate) fn make_pods(tag: &str, n: usize, workers: usize) -> Result<Vec<Pod>, BenchError> {
+/// `f(0)`, ..., `f(n - 1)` on `workers` threads that take the next index as they
+/// go; the results in index order, or the first failure (then the remaining
+/// indexes are not started).
+pub(crate) fn on_workers<T: Send>(
+    n: usize,
+    workers: usize,
+    f: impl Fn(usize) -> Result<T, BenchError> + Sync,
+) -> Result<Vec<T>, BenchError> {
     let next = AtomicUsize::new(0);
-    let made: Mutex<Vec<(usize, Pod)>> = Mutex::new(Vec::with_capacity(n));
+    let done: Mutex<Vec<(usize, T)>> = Mutex::new(Vec::with_capacity(n));
     let failure: Mutex<Option<BenchError>> = Mutex::new(None);
     std::thread::scope(|s| {
         for _ in 0..workers.max(1) {
@@ -148,16 +154,18 @@ pub(crate) fn make_pods(tag: &str, n: usize, workers: usize) -> Result<Vec<Pod>,
                     if i >= n {
                         return;
                     }
-                    match Pod::new(&format!("{tag}-{i}")) {
-                        Ok(p) => {
-                            if let Ok(mut v) = made.lock() {
-                                v.push((i, p));
+                    match f(i) {
+                        Ok(v) => {
+                            if let Ok(mut d) = done.lock() {
+                                d.push((i, v));
                             }
                         }
                         Err(e) => {
-                            if let Ok(mut f) = failure.lock() {
-                                f.get_or_insert(e);
+                            if let Ok(mut first) = failure.lock() {
+                                first.get_or_insert(e);
                             }
+                            // No worker starts another index.
+                            next.store(n, Ordering::Relaxed);
                             return;
                         }
                     }
@@ -168,11 +176,16 @@ pub(crate) fn make_pods(tag: &str, n: usize, workers: usize) -> Result<Vec<Pod>,
     if let Some(e) = failure.into_inner().ok().flatten() {
         return Err(e);
     }
-    let mut made = made.into_inner().map_err(|_| BenchError::Input {
-        what: "a pod-creating thread panicked".into(),
-    })?;
-    made.sort_by_key(|(i, _)| *i);
-    Ok(made.into_iter().map(|(_, p)| p).collect())
+    let mut done = done
+        .into_inner()
+        .map_err(|_| BenchError::ThreadPanicked { what: "worker" })?;
+    done.sort_by_key(|(i, _)| *i);
+    Ok(done.into_iter().map(|(_, v)| v).collect())
+}
+
+/// `n` new pods tagged `tag-i`, made on `workers` threads.
+pub(crate) fn make_pods(tag: &str, n: usize, workers: usize) -> Result<Vec<Pod>, BenchError> {
+    on_workers(n, workers, |i| Pod::new(&format!("{tag}-{i}")))
 }
 
 /// Whether the pod's eth0 carries `ip` (read in the pod's netns).
@@ -213,11 +226,6 @@ pub(crate) fn usage_is(usage: IpamUsage, n: usize) -> bool {
     usage.addresses == n && usage.endpoints.is_none_or(|e| e == n)
 }
 
-/// A summary of milliseconds, `None` without samples.
-pub(crate) fn summary(samples: &[f64]) -> Option<Summary> {
-    Summary::of(samples)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,6 +237,21 @@ mod tests {
         let c = Ipv4Addr::new(10, 0, 0, 4);
         assert_eq!(duplicates(&[a, b, c]), Vec::<Ipv4Addr>::new());
         assert_eq!(duplicates(&[b, a, b, c, b, a]), vec![a, b]);
+    }
+
+    #[test]
+    fn workers_keep_index_order_and_report_the_failure() {
+        let squares = on_workers(50, 4, |i| Ok(i * i)).unwrap();
+        assert_eq!(squares, (0..50).map(|i| i * i).collect::<Vec<_>>());
+        let failed = on_workers(50, 4, |i| {
+            if i == 7 {
+                Err(BenchError::Input { what: "7".into() })
+            } else {
+                Ok(i)
+            }
+        });
+        assert!(matches!(failed, Err(BenchError::Input { what }) if what == "7"));
+        assert!(on_workers(0, 4, Ok).unwrap().is_empty());
     }
 
     #[test]

@@ -1,17 +1,15 @@
 //! Issue item 4, the dataplane: pod ↔ pod TCP throughput (iperf3, one
 //! stream) and a 1-byte request/response rate over one TCP connection, for
 //! Sarena eBPF mode, Sarena kernel mode and reference ptp + host-local (two
-//! pods each, made by the real plugin on a throwaway [`Node`]), and a raw
+//! pods each, made by the real plugin on a throwaway [`NodeNetns`]), and a raw
 //! veth pair between two netns; interleaved rounds, medians, ratios to the raw
 //! veth pair, and the machine's CPU cost from `/proc/stat`.
 //!
-//! [`Node`]: crate::node::Node
+//! [`NodeNetns`]: crate::node::NodeNetns
 
 mod cpu;
 mod ebpf_check;
-mod error;
 mod iperf;
-mod markdown;
 mod netns;
 mod paths;
 mod raw_veth;
@@ -23,15 +21,14 @@ mod tests;
 
 pub use cpu::{CpuUsage, Pinning, Settle};
 pub use ebpf_check::EbpfCheck;
-pub use error::DataplaneError;
 pub use iperf::{IperfReport, IperfRun};
-pub use markdown::TARGET_RATIO;
 pub use results::{DataplaneResults, PathKind, PathResult, PathSample, PathSummary};
 pub use rr::RrRun;
 
 use std::time::Duration;
 
-use crate::node::{BenchError, Bins};
+use crate::BenchError;
+use crate::node::Bins;
 
 /// What to measure and for how long.
 #[derive(Debug, Clone)]
@@ -96,21 +93,25 @@ impl DataplaneOptions {
         }
     }
 
-    fn validate(&self) -> Result<(), DataplaneError> {
+    fn validate(&self) -> Result<(), BenchError> {
         if self.rounds == 0 || self.iperf_seconds == 0 || self.rr_seconds == 0 {
-            return Err(DataplaneError::Options(
-                "rounds, iperf_seconds and rr_seconds must be at least 1".into(),
-            ));
+            return Err(BenchError::Input {
+                what: "rounds, iperf_seconds and rr_seconds must be at least 1".into(),
+            });
         }
         if self.paths.is_empty() {
-            return Err(DataplaneError::Options("no path to measure".into()));
+            return Err(BenchError::Input {
+                what: "no path to measure".into(),
+            });
         }
         if usize::from(self.first_node_index) + self.paths.len() > 100 {
-            return Err(DataplaneError::Options(format!(
-                "first_node_index {} leaves no room for {} nodes below 100",
-                self.first_node_index,
-                self.paths.len()
-            )));
+            return Err(BenchError::Input {
+                what: format!(
+                    "first_node_index {} leaves no room for {} nodes below 100",
+                    self.first_node_index,
+                    self.paths.len()
+                ),
+            });
         }
         Ok(())
     }
@@ -158,12 +159,11 @@ impl DataplaneResults {
 
 /// 1-minute load average.
 fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
+    use procfs::Current;
+    procfs::LoadAverage::current()
         .ok()
+        // The kernel prints two decimals; f32 would add float noise.
+        .map(|l| (f64::from(l.one) * 100.0).round() / 100.0)
 }
 
 /// Sets up every path, measures them in interleaved rounds and summarises.
@@ -233,9 +233,7 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
             skipped.push((p.kind, why));
         }
     }
-    let cpus = std::fs::read_to_string("/proc/stat")
-        .map(|t| cpu::parse_cpu_count(&t))
-        .unwrap_or(0);
+    let cpus = cpu::cpu_count();
     Ok(DataplaneResults {
         rounds: opts.rounds,
         iperf_seconds: opts.iperf_seconds,

@@ -7,6 +7,9 @@
 
 pub mod cni_ops;
 pub mod dataplane;
+mod error;
 pub mod node;
 pub mod report;
 pub mod stats;
+
+pub use error::BenchError;

@@ -1,44 +1,40 @@
-//! A throwaway "node" per contender: its own network namespace standing in for a
-//! node's host netns, so contenders never see each other or the real host. In it one
-//! contender: Sarena (a real `sarena-daemon` started inside the node netns, eBPF or
-//! kernel dataplane) or a reference plugin (`ptp` / `bridge` with `host-local`).
-//! Plugins are executed as a runtime does (see [`exec`]): a fresh process each time,
-//! entering the node netns before exec. Everything is removed on drop.
+//! A throwaway node per contender ([`NodeNetns`]): its own network namespace
+//! standing in for a node's host netns, so contenders never see each other or the
+//! real host. In it one contender: Sarena (a real `sarena-daemon` started inside
+//! the node netns, eBPF or kernel dataplane) or a reference plugin (`ptp` /
+//! `bridge` with `host-local`). Plugins are executed as a runtime does (see
+//! [`exec`]): a fresh process each time, entering the node netns before exec.
+//! Everything is removed on drop.
 
 mod bins;
 mod contender;
-mod error;
+mod daemon;
 pub mod exec;
-pub mod http;
 pub mod netns;
 mod state;
 
 use std::fs::{File, OpenOptions};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
+use sarena_core::api::Daemon as _;
 use serde_json::json;
+
+use crate::BenchError;
 
 pub use bins::Bins;
 pub use contender::Contender;
-pub use error::BenchError;
 pub use exec::PluginRun;
 pub use netns::{Netns, Pod, run_cmd, run_id, unique_name};
-pub use state::{IpamUsage, count_host_local, parse_vm_rss};
+pub use state::{IpamUsage, count_host_local};
 
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    pin_dir: PathBuf,
-}
+use daemon::{DaemonProcess, DaemonSpec};
 
-/// A throwaway node: netns, work dir, and the contender's plugin (and daemon).
-pub struct Node {
+/// A throwaway node: its netns, work dir, and the contender's plugin (and daemon).
+pub struct NodeNetns {
     contender: Contender,
     index: u8,
-    daemon: Option<Daemon>,
+    daemon: Option<DaemonProcess>,
     netns_file: File,
     netns: Netns,
     plugin: PathBuf,
@@ -50,20 +46,66 @@ pub struct Node {
     work: tempfile::TempDir,
 }
 
-impl std::fmt::Debug for Node {
+impl std::fmt::Debug for NodeNetns {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Node")
+        f.debug_struct("NodeNetns")
             .field("contender", &self.contender)
             .field("netns", &self.netns.name())
             .field("subnet", &self.subnet)
-            .field("daemon_pid", &self.daemon_pid())
+            .field("daemon_pid", &self.daemon.as_ref().map(DaemonProcess::pid))
             .finish()
     }
 }
 
-impl Node {
+/// The plugin binary, `CNI_PATH` and network config of `contender` on a node
+/// named `name` with work dir `dir`.
+fn plugin_setup(
+    contender: Contender,
+    index: u8,
+    bins: &Bins,
+    dir: &Path,
+    subnet: &str,
+    gateway: Ipv4Addr,
+) -> (PathBuf, String, serde_json::Value) {
+    let name = format!("sb{}-{}", run_id(), contender.slug());
+    if contender.is_sarena() {
+        let cni_dir = bins.sarena_cni.parent().unwrap_or(Path::new("/"));
+        let config = json!({
+            "cniVersion": "1.1.0", "name": name, "type": "sarena-cni",
+            "daemon-endpoint": dir.join("sarena.sock"), "log-file": dir.join("sarena-cni.log"),
+            "delete-queue-dir": dir.join("state/delete-queue"),
+        });
+        return (
+            bins.sarena_cni.clone(),
+            cni_dir.display().to_string(),
+            config,
+        );
+    }
+    let ipam = json!({
+        "type": "host-local", "dataDir": dir.join("host-local"),
+        "ranges": [[{"subnet": subnet, "gateway": gateway.to_string()}]],
+        "routes": [{"dst": "0.0.0.0/0"}],
+    });
+    let (ty, config) = if contender == Contender::PtpHostLocal {
+        let config = json!({"cniVersion": "1.0.0", "name": name, "type": "ptp",
+                            "ipMasq": false, "mtu": 1500, "ipam": ipam});
+        ("ptp", config)
+    } else {
+        let config = json!({"cniVersion": "1.0.0", "name": name, "type": "bridge",
+                            "bridge": format!("sbbr{index}"), "isGateway": true,
+                            "ipMasq": false, "mtu": 1500, "ipam": ipam});
+        ("bridge", config)
+    };
+    (
+        bins.cni_dir.join(ty),
+        bins.cni_dir.display().to_string(),
+        config,
+    )
+}
+
+impl NodeNetns {
     /// Starts a node for `contender`; `index` picks its pod subnet 10.(150+index).0.0/16.
-    pub fn start(contender: Contender, index: u8, bins: &Bins) -> Result<Node, BenchError> {
+    pub fn start(contender: Contender, index: u8, bins: &Bins) -> Result<NodeNetns, BenchError> {
         if index >= 100 {
             return Err(BenchError::Input {
                 what: format!("node index {index} (must be < 100)"),
@@ -83,47 +125,9 @@ impl Node {
             .map_err(|e| BenchError::io("create", &stderr_path, e))?;
         let subnet = format!("10.{}.0.0/16", 150 + index);
         let gateway = Ipv4Addr::new(10, 150 + index, 0, 1);
-        let name = format!("sb{}-{}", run_id(), contender.slug());
-        let dir = work.path().to_path_buf();
-        let (plugin, cni_path, config) = if contender.is_sarena() {
-            let socket = dir.join("sarena.sock");
-            let cni_dir = bins.sarena_cni.parent().unwrap_or(Path::new("/"));
-            let config = json!({
-                "cniVersion": "1.1.0", "name": name, "type": "sarena-cni",
-                "daemon-endpoint": socket, "log-file": dir.join("sarena-cni.log"),
-                "delete-queue-dir": dir.join("state/delete-queue"),
-            });
-            (
-                bins.sarena_cni.clone(),
-                cni_dir.display().to_string(),
-                config,
-            )
-        } else {
-            let ipam = json!({
-                "type": "host-local", "dataDir": dir.join("host-local"),
-                "ranges": [[{"subnet": subnet, "gateway": gateway.to_string()}]],
-                "routes": [{"dst": "0.0.0.0/0"}],
-            });
-            let config = if contender == Contender::PtpHostLocal {
-                json!({"cniVersion": "1.0.0", "name": name, "type": "ptp",
-                       "ipMasq": false, "mtu": 1500, "ipam": ipam})
-            } else {
-                json!({"cniVersion": "1.0.0", "name": name, "type": "bridge",
-                       "bridge": format!("sbbr{index}"), "isGateway": true,
-                       "ipMasq": false, "mtu": 1500, "ipam": ipam})
-            };
-            let ty = if contender == Contender::PtpHostLocal {
-                "ptp"
-            } else {
-                "bridge"
-            };
-            (
-                bins.cni_dir.join(ty),
-                bins.cni_dir.display().to_string(),
-                config,
-            )
-        };
-        let mut node = Node {
+        let (plugin, cni_path, config) =
+            plugin_setup(contender, index, bins, work.path(), &subnet, gateway);
+        let mut node = NodeNetns {
             contender,
             index,
             daemon: None,
@@ -155,80 +159,36 @@ impl Node {
              name = \"bench\"\ncidrs = [\"{}\"]\ngateways = [\"{}\"]\n",
             self.subnet, self.gateway
         );
-        let cfg = dir.join("sarena.toml");
-        std::fs::write(&cfg, toml).map_err(|e| BenchError::io("write", &cfg, e))?;
-        let state = dir.join("state");
-        std::fs::create_dir_all(state.join("delete-queue"))
-            .map_err(|e| BenchError::io("mkdir", &state, e))?;
-        let socket = dir.join("sarena.sock");
-        let pin_dir = PathBuf::from(format!(
-            "/sys/fs/bpf/sarena-bench-{}-{}",
-            run_id(),
-            self.index
-        ));
-        let log_path = dir.join("daemon.log");
-        let log = File::create(&log_path).map_err(|e| BenchError::io("create", &log_path, e))?;
-        let log2 = log
-            .try_clone()
-            .map_err(|e| BenchError::io("dup", &log_path, e))?;
-        let mut cmd = Command::new(&bins.sarena_daemon);
-        cmd.arg("--socket")
-            .arg(&socket)
-            .arg("--state-dir")
-            .arg(&state)
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--bpf-pin-dir")
-            .arg(&pin_dir)
-            .arg("--log-level")
-            .arg("warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(log2));
-        self.enter_netns_on_exec(&mut cmd)?;
-        let child = cmd
-            .spawn()
-            .map_err(|e| BenchError::io("spawn", &bins.sarena_daemon, e))?;
-        self.daemon = Some(Daemon {
-            child,
-            socket: socket.clone(),
-            pin_dir,
-        });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if socket.exists() && http::get(&socket, "/v1/daemon/health").is_ok() {
-                return Ok(());
-            }
-            let exited = match self.daemon.as_mut() {
-                Some(d) => d.child.try_wait().ok().flatten().map(|s| s.to_string()),
-                None => None,
-            };
-            let reason = match exited {
-                Some(status) => Some(format!("exited ({status})")),
-                None if Instant::now() > deadline => {
-                    Some("no answer on its socket within 20 s".into())
-                }
-                None => None,
-            };
-            if let Some(reason) = reason {
-                return Err(BenchError::DaemonStart {
-                    node: self.netns.name().to_string(),
-                    reason,
-                    log_tail: tail(&log_path, 20),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let config = dir.join("sarena.toml");
+        std::fs::write(&config, toml).map_err(|e| BenchError::io("write", &config, e))?;
+        let state_dir = dir.join("state");
+        std::fs::create_dir_all(state_dir.join("delete-queue"))
+            .map_err(|e| BenchError::io("mkdir", &state_dir, e))?;
+        let spec = DaemonSpec {
+            binary: &bins.sarena_daemon,
+            config: &config,
+            state_dir: &state_dir,
+            socket: dir.join("sarena.sock"),
+            pin_dir: PathBuf::from(format!(
+                "/sys/fs/bpf/sarena-bench-{}-{}",
+                run_id(),
+                self.index
+            )),
+            log: &dir.join("daemon.log"),
+        };
+        self.daemon = Some(DaemonProcess::start(
+            spec,
+            self.dup_netns()?,
+            self.netns.name(),
+        )?);
+        Ok(())
     }
 
-    /// Makes `cmd` enter this node's netns between fork and exec.
-    fn enter_netns_on_exec(&self, cmd: &mut Command) -> Result<(), BenchError> {
-        let netns = self
-            .netns_file
+    /// A new handle on the node netns (each spawn that enters it consumes one).
+    fn dup_netns(&self) -> Result<File, BenchError> {
+        self.netns_file
             .try_clone()
-            .map_err(|source| BenchError::io("dup", self.netns.path(), source))?;
-        netns::enter_on_exec(cmd, netns);
-        Ok(())
+            .map_err(|source| BenchError::io("dup", self.netns.path(), source))
     }
 
     /// The contender on this node.
@@ -236,94 +196,71 @@ impl Node {
         self.contender
     }
 
-    /// The node's netns (the stand-in for the host netns).
-    pub fn netns(&self) -> &Netns {
-        &self.netns
-    }
-
-    /// The pod subnet, "10.X.0.0/16".
-    pub fn subnet(&self) -> &str {
-        &self.subnet
-    }
-
-    /// The pods' gateway address.
-    pub fn gateway(&self) -> Ipv4Addr {
-        self.gateway
-    }
-
     /// The node's private work dir (logs, state).
     pub fn work_dir(&self) -> &Path {
         self.work.path()
     }
 
-    /// The daemon's pid (Sarena only).
-    pub fn daemon_pid(&self) -> Option<u32> {
-        self.daemon.as_ref().map(|d| d.child.id())
-    }
-
-    /// The daemon's API socket (Sarena only).
-    pub fn daemon_socket(&self) -> Option<&Path> {
-        self.daemon.as_ref().map(|d| d.socket.as_path())
-    }
-
     /// The daemon's bpffs pin dir (Sarena only).
     pub fn pin_dir(&self) -> Option<&Path> {
-        self.daemon.as_ref().map(|d| d.pin_dir.as_path())
+        self.daemon.as_ref().map(DaemonProcess::pin_dir)
     }
 
     /// The daemon's resident memory (VmRSS), KiB.
     pub fn daemon_rss_kib(&self) -> Result<Option<u64>, BenchError> {
-        let Some(pid) = self.daemon_pid() else {
+        let Some(pid) = self.daemon.as_ref().map(DaemonProcess::pid) else {
             return Ok(None);
         };
-        let path = format!("/proc/{pid}/status");
-        let status =
-            std::fs::read_to_string(&path).map_err(|e| BenchError::io("read", &path, e))?;
-        Ok(parse_vm_rss(&status))
+        let status = process(pid)
+            .and_then(|p| p.status())
+            .map_err(|source| BenchError::Proc {
+                what: "status of sarena-daemon",
+                source,
+            })?;
+        Ok(status.vmrss)
     }
 
     /// CNI ADD of `pod` (ifname eth0); remembers the result as the pod's prevResult.
     pub fn add(&self, pod: &Pod) -> Result<PluginRun, BenchError> {
-        let run = self.run("ADD", Some(pod), None, false)?;
-        if run.ok() {
-            pod.set_prev_result(run.json.clone());
-        }
-        Ok(run)
+        self.op("ADD", Some(pod), false)
     }
 
     /// CNI DEL of `pod` (with its prevResult, as runtimes send it).
     pub fn del(&self, pod: &Pod) -> Result<PluginRun, BenchError> {
-        let prev = pod.prev_result();
-        let run = self.run("DEL", Some(pod), prev, false)?;
-        if run.ok() {
-            pod.set_prev_result(None);
-        }
-        Ok(run)
+        self.op("DEL", Some(pod), false)
     }
 
     /// CNI CHECK of `pod` (with its prevResult).
     pub fn check(&self, pod: &Pod) -> Result<PluginRun, BenchError> {
-        let prev = pod.prev_result();
-        self.run("CHECK", Some(pod), prev, false)
+        self.op("CHECK", Some(pod), false)
     }
 
     /// CNI STATUS (no container).
     pub fn status(&self) -> Result<PluginRun, BenchError> {
-        self.run("STATUS", None, None, false)
+        self.op("STATUS", None, false)
     }
 
     /// `command` ("ADD", "CHECK", "STATUS", "DEL") of `pod` run through GNU time to
     /// measure the plugin's peak RSS (`max_rss_kib`); not for latency. ADD/DEL update
-    /// the pod's prevResult like [`Node::add`] / [`Node::del`].
+    /// the pod's prevResult like [`NodeNetns::add`] / [`NodeNetns::del`].
     pub fn run_measuring_rss(&self, command: &str, pod: &Pod) -> Result<PluginRun, BenchError> {
-        let prev = if matches!(command, "CHECK" | "DEL") {
-            pod.prev_result()
-        } else {
-            None
+        self.op(command, (command != "STATUS").then_some(pod), true)
+    }
+
+    /// One CNI operation: CHECK and DEL carry the pod's prevResult, a successful
+    /// ADD sets it and a successful DEL clears it.
+    fn op(
+        &self,
+        command: &str,
+        pod: Option<&Pod>,
+        measure_rss: bool,
+    ) -> Result<PluginRun, BenchError> {
+        let prev = match (command, pod) {
+            ("CHECK" | "DEL", Some(p)) => p.prev_result(),
+            _ => None,
         };
-        let target = (command != "STATUS").then_some(pod);
-        let run = self.run(command, target, prev, true)?;
-        if run.ok() {
+        let run = self.run(command, pod, prev, measure_rss)?;
+        if let (true, Some(pod)) = (run.ok(), pod) {
             match command {
                 "ADD" => pod.set_prev_result(run.json.clone()),
                 "DEL" => pod.set_prev_result(None),
@@ -377,7 +314,7 @@ impl Node {
         exec::run_plugin(&inv, &self.netns_file, &self.stderr_log)
     }
 
-    /// Like [`Node::add`] but a failed ADD is an error naming the CNI error.
+    /// Like [`NodeNetns::add`] but a failed ADD is an error naming the CNI error.
     pub fn add_ok(&self, pod: &Pod) -> Result<PluginRun, BenchError> {
         let run = self.add(pod)?;
         if !run.ok() || run.ip.is_none() {
@@ -386,7 +323,7 @@ impl Node {
         Ok(run)
     }
 
-    /// Like [`Node::del`] but a failed DEL is an error.
+    /// Like [`NodeNetns::del`] but a failed DEL is an error.
     pub fn del_ok(&self, pod: &Pod) -> Result<PluginRun, BenchError> {
         let run = self.del(pod)?;
         if !run.ok() {
@@ -405,55 +342,14 @@ impl Node {
         }
     }
 
-    /// Runs `argv` inside the node netns; its stdout, or an error with its stderr.
-    pub fn exec_in(&self, argv: &[&str]) -> Result<String, BenchError> {
-        let (program, args) = argv.split_first().ok_or_else(|| BenchError::Input {
-            what: "exec_in with an empty argv".into(),
-        })?;
-        let mut cmd = Command::new(program);
-        cmd.args(args);
-        self.enter_netns_on_exec(&mut cmd)?;
-        let out = cmd
-            .output()
-            .map_err(|e| BenchError::io("spawn in node netns", *program, e))?;
-        if !out.status.success() {
-            return Err(BenchError::Command {
-                command: argv.join(" "),
-                status: out.status.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            });
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-
-    /// GET `path` (e.g. "/v1/endpoints") from the node's daemon (Sarena only).
-    pub fn api_get(&self, path: &str) -> Result<serde_json::Value, BenchError> {
-        let socket = self.daemon_socket().ok_or_else(|| BenchError::Input {
-            what: format!("{} has no daemon API", self.contender.label()),
-        })?;
-        let body = http::get(socket, path)?;
-        serde_json::from_str(&body).map_err(|source| BenchError::Json {
-            what: format!("GET {path}"),
-            source,
-        })
-    }
-
     /// What the node's IPAM holds right now.
     pub fn ipam_usage(&self) -> Result<IpamUsage, BenchError> {
-        if self.contender.is_sarena() {
-            let eps = self.api_get("/v1/endpoints")?;
-            let ipam = self.api_get("/v1/ipam")?;
-            let endpoints = eps.as_array().map(Vec::len);
-            let addresses = ipam
-                .get("allocations")
-                .and_then(|a| a.as_array())
-                .map(Vec::len)
-                .ok_or_else(|| BenchError::Verify {
-                    what: format!("GET /v1/ipam has no allocations array: {ipam}"),
-                })?;
+        if let Some(d) = &self.daemon {
+            let endpoints = d.call("GET endpoints", |api| api.endpoints())?.len();
+            let ipam = d.call("GET ipam", |api| api.ipam_state())?;
             return Ok(IpamUsage {
-                endpoints,
-                addresses,
+                endpoints: Some(endpoints),
+                addresses: ipam.allocations.len(),
             });
         }
         let dir = self.work.path().join("host-local");
@@ -464,36 +360,10 @@ impl Node {
     }
 }
 
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(mut d) = self.daemon.take() {
-            stop_child(&mut d.child, Duration::from_secs(5));
-            if d.pin_dir.exists()
-                && let Err(e) = std::fs::remove_dir_all(&d.pin_dir)
-            {
-                netns::warn(&format!("removing {}: {e}", d.pin_dir.display()));
-            }
-        }
-    }
-}
-
-/// SIGTERM, then SIGKILL after `grace`; always reaps.
-fn stop_child(child: &mut Child, grace: Duration) {
-    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: signalling our own unreaped child.
-        unsafe {
-            libc::kill(pid, libc::SIGTERM);
-        }
-    }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+/// The /proc entry of process `pid` (a child's id).
+pub fn process(pid: u32) -> procfs::ProcResult<procfs::process::Process> {
+    let pid = i32::try_from(pid).map_err(|_| procfs::ProcError::NotFound(None))?;
+    procfs::process::Process::new(pid)
 }
 
 /// The last `n` lines of a file (for error messages).

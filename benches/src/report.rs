@@ -3,19 +3,20 @@
 //! machine and the exact command.
 
 pub mod criterion;
+mod dataplane;
 pub mod machine;
+pub mod plots;
 mod sections;
-pub mod svg;
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
+use crate::BenchError;
 use crate::cni_ops::CniResults;
 use crate::dataplane::DataplaneResults;
-use crate::node::{BenchError, Contender};
-use crate::stats::cdf;
 
 pub use criterion::CriterionEstimate;
+pub use dataplane::TARGET_RATIO;
 pub use machine::Machine;
 
 /// The latency plot's file name (next to the page).
@@ -82,60 +83,9 @@ pub fn render(inputs: &ReportInputs) -> String {
     md
 }
 
-/// The latency bars (p50 bar, p90/p99 whisker) per op and contender.
-pub fn latency_svg(cni: &CniResults) -> String {
-    let ops = ["ADD", "CHECK", "DEL", "STATUS"];
-    let contenders: Vec<Contender> = cni.options.contenders.clone();
-    let values: Vec<Vec<Option<svg::Bar>>> = ops
-        .iter()
-        .map(|op| {
-            contenders
-                .iter()
-                .map(|&c| {
-                    let s = cni.latency.row(c, op)?.summary?;
-                    Some(svg::Bar {
-                        p50: s.p50,
-                        p90: s.p90,
-                        p99: s.p99,
-                    })
-                })
-                .collect()
-        })
-        .collect();
-    svg::bar_chart(
-        &format!(
-            "CNI operation latency, {} pods each (plugin exec as a runtime does)",
-            cni.latency.pods
-        ),
-        "milliseconds",
-        &ops.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-        &contenders
-            .iter()
-            .map(|c| c.label().to_string())
-            .collect::<Vec<_>>(),
-        &values,
-    )
-}
-
-/// The CDF of ADD latency per contender.
-pub fn add_cdf_svg(cni: &CniResults) -> String {
-    let series: Vec<(String, Vec<(f64, f64)>)> = cni
-        .options
-        .contenders
-        .iter()
-        .filter_map(|&c| {
-            let row = cni.latency.row(c, "ADD")?;
-            Some((c.label().to_string(), cdf(&row.samples_ms)))
-        })
-        .collect();
-    svg::cdf_chart(
-        &format!(
-            "CNI ADD latency distribution, {} pods each",
-            cni.latency.pods
-        ),
-        "milliseconds (axis clipped at the largest p99)",
-        &series,
-    )
+/// A number with `decimals` decimals, or "–" when there is none.
+pub(crate) fn num(v: Option<f64>, decimals: usize) -> String {
+    v.map_or("–".into(), |v| format!("{v:.decimals$}"))
 }
 
 /// Writes `benchmarks.md` and its SVGs into `dir`; returns the files written.
@@ -149,8 +99,8 @@ pub fn write(dir: &Path, inputs: &ReportInputs) -> Result<Vec<PathBuf>, BenchErr
         Ok(())
     };
     if let Some(cni) = &inputs.cni {
-        put(LATENCY_SVG, latency_svg(cni))?;
-        put(CDF_SVG, add_cdf_svg(cni))?;
+        put(LATENCY_SVG, plots::latency_svg(cni)?)?;
+        put(CDF_SVG, plots::add_cdf_svg(cni)?)?;
     }
     put("benchmarks.md", render(inputs))?;
     Ok(files)

@@ -1,41 +1,56 @@
-//! Order statistics of latency samples: nearest-rank percentiles, median, and the
-//! summary rows the report prints.
+//! The harness's one home for statistics: nearest-rank percentiles, medians,
+//! the latency summary rows, ratios and the empirical CDF of the plots, on
+//! `statrs` (selection, median, mean, empirical distribution). Non-finite
+//! values are left out everywhere.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, Empirical};
+use statrs::statistics::{Data, Distribution, Max, Median, Min, OrderStatistics};
 
 /// Milliseconds of a duration, as a float.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Nearest-rank percentile `p` (0 < p ≤ 100) of `values` (any order, no NaN):
-/// the smallest value with at least p % of the samples at or below it.
-pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
-    if values.is_empty() || !(p > 0.0 && p <= 100.0) {
+/// The finite values of `values`; `None` when there are none.
+fn data(values: &[f64]) -> Option<Data<Vec<f64>>> {
+    let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    (!finite.is_empty()).then(|| Data::new(finite))
+}
+
+/// Nearest-rank percentile `p` (0 < p ≤ 100) of `data`: the smallest value with
+/// at least p % of the samples at or below it.
+fn nearest_rank(data: &mut Data<Vec<f64>>, p: f64) -> Option<f64> {
+    if !(p > 0.0 && p <= 100.0) {
         return None;
     }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
+    let n = data.len();
     let rank = ((p / 100.0) * n as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, n) - 1])
+    Some(data.order_statistic(rank.clamp(1, n)))
+}
+
+/// Nearest-rank percentile `p` (0 < p ≤ 100) of `values` (any order).
+pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
+    nearest_rank(&mut data(values)?, p)
 }
 
 /// The median: the mean of the two middle values for an even count.
 pub fn median(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    Some(if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    })
+    Some(data(values)?.median())
+}
+
+/// The median of whole numbers (KiB figures), rounded down.
+pub fn median_u64(values: &[u64]) -> Option<u64> {
+    let floats: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+    median(&floats).map(|m| m as u64)
+}
+
+/// Smallest and largest of `values`.
+pub fn range(values: &[f64]) -> Option<(f64, f64)> {
+    let d = data(values)?;
+    Some((d.min(), d.max()))
 }
 
 /// Summary of one set of samples (milliseconds, or whatever unit they were in).
@@ -60,15 +75,15 @@ pub struct Summary {
 impl Summary {
     /// The summary of `values`; `None` when there are none.
     pub fn of(values: &[f64]) -> Option<Summary> {
-        let n = values.len();
+        let mut d = data(values)?;
         Some(Summary {
-            n,
-            min: values.iter().copied().reduce(f64::min)?,
-            p50: median(values)?,
-            p90: percentile(values, 90.0)?,
-            p99: percentile(values, 99.0)?,
-            max: values.iter().copied().reduce(f64::max)?,
-            mean: values.iter().sum::<f64>() / n as f64,
+            n: d.len(),
+            min: d.min(),
+            p50: d.median(),
+            p90: nearest_rank(&mut d, 90.0)?,
+            p99: nearest_rank(&mut d, 99.0)?,
+            max: d.max(),
+            mean: d.mean()?,
         })
     }
 }
@@ -78,16 +93,19 @@ pub fn ratio(a: f64, b: f64) -> Option<f64> {
     (b > 0.0 && a.is_finite()).then(|| a / b)
 }
 
-/// The empirical CDF of `values`: sorted values with cumulative fractions (k/n).
+/// [`ratio`] of two values that may be missing.
+pub fn ratio_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    ratio(a?, b?)
+}
+
+/// The empirical CDF of `values`: each distinct value, ascending, with the
+/// fraction of the samples at or below it.
 pub fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len() as f64;
-    sorted
-        .into_iter()
-        .enumerate()
-        .map(|(i, v)| (v, (i + 1) as f64 / n))
-        .collect()
+    let mut distinct: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    let ecdf: Empirical = distinct.iter().copied().collect();
+    distinct.sort_by(f64::total_cmp);
+    distinct.dedup();
+    distinct.into_iter().map(|v| (v, ecdf.cdf(v))).collect()
 }
 
 #[cfg(test)]
@@ -113,8 +131,12 @@ mod tests {
     #[test]
     fn median_odd_and_even() {
         assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
         assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
         assert_eq!(median(&[]), None);
+        assert_eq!(median(&[f64::NAN, 1.0]), Some(1.0));
+        assert_eq!(median_u64(&[5000, 6001]), Some(5500));
+        assert_eq!(median_u64(&[]), None);
     }
 
     #[test]
@@ -126,10 +148,17 @@ mod tests {
     }
 
     #[test]
-    fn ratio_and_cdf() {
+    fn ratio_range_and_cdf() {
         assert_eq!(ratio(1.0, 4.0), Some(0.25));
         assert_eq!(ratio(1.0, 0.0), None);
+        assert_eq!(ratio_of(Some(1.0), None), None);
+        assert_eq!(range(&[3.0, 1.0, 2.0]), Some((1.0, 3.0)));
+        assert_eq!(range(&[]), None);
         assert_eq!(cdf(&[3.0, 1.0]), vec![(1.0, 0.5), (3.0, 1.0)]);
+        assert_eq!(
+            cdf(&[2.0, 1.0, 2.0, 4.0]),
+            vec![(1.0, 0.25), (2.0, 0.75), (4.0, 1.0)]
+        );
         assert_eq!(ms(Duration::from_micros(1500)), 1.5);
     }
 }

@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use sarena_benches::BenchError;
 use sarena_benches::cni_ops::{self, CniOptions, CniResults};
 use sarena_benches::dataplane::{self, DataplaneOptions, DataplaneResults};
-use sarena_benches::node::{BenchError, Bins};
+use sarena_benches::node::Bins;
 use sarena_benches::report::{self, Machine, ReportInputs};
 use serde::{Deserialize, Serialize};
 
@@ -125,8 +126,7 @@ fn command_line(r: &ReportArgs) -> String {
 
 /// Root check, output dir, run facts.
 fn start(a: &RunArgs) -> Result<(), BenchError> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nix::unistd::geteuid().is_root() {
         return Err(BenchError::NotRoot);
     }
     if a.pods == 0 {

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Check, CniOptions, duplicates, make_pods, progress, push_check, summary, usage_is};
-use crate::node::{BenchError, Bins, Contender, IpamUsage, Node, PluginRun, Pod};
+use super::{Check, CniOptions, duplicates, make_pods, progress, push_check, usage_is};
+use crate::BenchError;
+use crate::node::{Bins, Contender, IpamUsage, NodeNetns, PluginRun, Pod};
 use crate::stats::{Summary, ms};
 
 /// One contender at one concurrency.
@@ -48,7 +49,7 @@ pub(super) fn run(
 ) -> Result<Vec<ChurnResult>, BenchError> {
     let mut out = Vec::new();
     for (i, &c) in opts.contenders.iter().enumerate() {
-        let node = Node::start(c, 20 + i as u8, bins)?;
+        let node = NodeNetns::start(c, 20 + i as u8, bins)?;
         let pods = make_pods(&format!("churn{n}-{}", c.slug()), n, 4)?;
         let (adds, add_wall) = concurrently(&pods, |p| node.add(p));
         let adds = adds.into_iter().collect::<Result<Vec<_>, _>>()?;
@@ -129,8 +130,8 @@ fn result(
         concurrency: n,
         add_wall_ms: ms(add_wall),
         del_wall_ms: ms(del_wall),
-        add: summary(&add_ok.iter().map(|r| ms(r.elapsed)).collect::<Vec<_>>()),
-        del: summary(&del_ok.iter().map(|r| ms(r.elapsed)).collect::<Vec<_>>()),
+        add: Summary::of(&add_ok.iter().map(|r| ms(r.elapsed)).collect::<Vec<_>>()),
+        del: Summary::of(&del_ok.iter().map(|r| ms(r.elapsed)).collect::<Vec<_>>()),
         add_errors: adds.len() - add_ok.len(),
         del_errors: dels.len() - del_ok.len(),
         first_error,

@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 use super::{
     Check, CniOptions, duplicates, make_pods, pod_has_address, progress, push_check, usage_is,
 };
-use crate::node::{BenchError, Bins, Contender, Node, PluginRun, Pod};
-use crate::stats::{Summary, median, ms, ratio};
+use crate::BenchError;
+use crate::node::{Bins, Contender, NodeNetns, PluginRun, Pod};
+use crate::stats::{Summary, median_u64, ms, ratio};
 
 /// The operations measured, in order.
 pub const OPS: [&str; 4] = ["ADD", "CHECK", "STATUS", "DEL"];
@@ -92,7 +93,7 @@ pub(super) fn run(
     let n = opts.pods;
     let mut nodes = Vec::new();
     for (i, &c) in opts.contenders.iter().enumerate() {
-        nodes.push(Node::start(c, i as u8, bins)?);
+        nodes.push(NodeNetns::start(c, i as u8, bins)?);
     }
     let mut pods: Vec<Vec<Pod>> = Vec::new();
     for node in &nodes {
@@ -177,7 +178,7 @@ pub(super) fn run(
 /// Pods per contender of the RSS pass.
 const RSS_PODS: usize = 5;
 
-fn node_scratch_floor(nodes: &[Node]) -> Option<u64> {
+fn node_scratch_floor(nodes: &[NodeNetns]) -> Option<u64> {
     crate::node::exec::rss_floor_kib(nodes.first()?.work_dir())
 }
 
@@ -188,7 +189,7 @@ fn pod_added(pod: &Pod) -> bool {
 /// Each pod that got an ADD result carries its address; no address twice; the
 /// IPAM holds exactly the successful ADDs.
 fn verify_added(
-    nodes: &[Node],
+    nodes: &[NodeNetns],
     pods: &[Vec<Pod>],
     checks: &mut Vec<Check>,
 ) -> Result<(), BenchError> {
@@ -241,20 +242,17 @@ fn verify_added(
 fn rows(acc: BTreeMap<(Contender, &str), Acc>) -> Vec<OpLatency> {
     let mut rows: Vec<OpLatency> = acc
         .into_iter()
-        .map(|((contender, op), a)| {
-            let rss: Vec<f64> = a.rss.iter().map(|&r| r as f64).collect();
-            OpLatency {
-                contender,
-                op: op.to_string(),
-                summary: Summary::of(&a.samples),
-                errors: a.errors,
-                first_error: a.first_error,
-                p50_ratio_to_ptp: None,
-                p99_ratio_to_ptp: None,
-                plugin_peak_rss_kib: a.rss.iter().copied().max(),
-                plugin_median_rss_kib: median(&rss).map(|m| m as u64),
-                samples_ms: a.samples,
-            }
+        .map(|((contender, op), a)| OpLatency {
+            contender,
+            op: op.to_string(),
+            summary: Summary::of(&a.samples),
+            errors: a.errors,
+            first_error: a.first_error,
+            p50_ratio_to_ptp: None,
+            p99_ratio_to_ptp: None,
+            plugin_peak_rss_kib: a.rss.iter().copied().max(),
+            plugin_median_rss_kib: median_u64(&a.rss),
+            samples_ms: a.samples,
         })
         .collect();
     let ptp: BTreeMap<String, Summary> = rows

@@ -3,14 +3,12 @@
 //! scale contenders grow together; at each level the measured ADDs are interleaved
 //! across them, then deleted again (untimed) so the level stays exact.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use serde::{Deserialize, Serialize};
 
-use super::{Check, CniOptions, make_pods, progress, push_check, usage_is};
-use crate::node::{BenchError, Bins, Contender, Node, Pod};
-use crate::stats::{Summary, median, ms};
+use super::{Check, CniOptions, make_pods, on_workers, progress, push_check, usage_is};
+use crate::BenchError;
+use crate::node::{Bins, Contender, NodeNetns, Pod};
+use crate::stats::{Summary, median_u64, ms, ratio};
 
 /// One contender at one level.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,7 +40,7 @@ pub(super) fn run(
 ) -> Result<Vec<ScaleResult>, BenchError> {
     let mut nodes = Vec::new();
     for (i, &c) in opts.scale_contenders.iter().enumerate() {
-        nodes.push(Node::start(c, 40 + i as u8, bins)?);
+        nodes.push(NodeNetns::start(c, 40 + i as u8, bins)?);
     }
     let mut fillers: Vec<Vec<Pod>> = nodes.iter().map(|_| Vec::new()).collect();
     let mut levels = opts.scale_levels.clone();
@@ -100,7 +98,6 @@ pub(super) fn run(
                 .filter(|r| r.ok())
                 .map(|r| ms(r.elapsed))
                 .collect();
-            let rss_f: Vec<f64> = rss.iter().map(|&r| r as f64).collect();
             out.push(ScaleResult {
                 contender: node.contender(),
                 existing: level,
@@ -108,7 +105,7 @@ pub(super) fn run(
                 errors: runs[c].len() - ok.len(),
                 daemon_rss_kib: node.daemon_rss_kib()?,
                 plugin_peak_rss_kib: rss.iter().copied().max(),
-                plugin_median_rss_kib: median(&rss_f).map(|m| m as u64),
+                plugin_median_rss_kib: median_u64(&rss),
                 p50_ratio_to_first_level: None,
             });
         }
@@ -120,7 +117,7 @@ pub(super) fn run(
             .and_then(|f| f.add)
             .map(|s| s.p50);
         if let (Some(first), Some(s)) = (first, out[r].add) {
-            out[r].p50_ratio_to_first_level = crate::stats::ratio(s.p50, first);
+            out[r].p50_ratio_to_first_level = ratio(s.p50, first);
         }
     }
     progress("scale: tearing the nodes down");
@@ -133,33 +130,14 @@ pub(super) fn run(
 const RSS_PODS: usize = 3;
 
 /// Grows `filler` (pods ADDed on `node`) to `target` pods, on 3 worker threads.
-fn fill(node: &Node, filler: &mut Vec<Pod>, target: usize) -> Result<(), BenchError> {
-    if filler.len() >= target {
+fn fill(node: &NodeNetns, filler: &mut Vec<Pod>, target: usize) -> Result<(), BenchError> {
+    let need = target.saturating_sub(filler.len());
+    if need == 0 {
         return Ok(());
     }
-    let need = target - filler.len();
     let pods = make_pods(&format!("fill-{}", node.contender().slug()), need, 4)?;
-    let next = AtomicUsize::new(0);
-    let failure: Mutex<Option<BenchError>> = Mutex::new(None);
-    std::thread::scope(|s| {
-        for _ in 0..3 {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(pod) = pods.get(i) else { return };
-                    if let Err(e) = node.add_ok(pod)
-                        && let Ok(mut f) = failure.lock()
-                    {
-                        f.get_or_insert(e);
-                        return;
-                    }
-                }
-            });
-        }
-    });
+    let added = on_workers(need, 3, |i| node.add_ok(&pods[i]));
+    // The pods stay with the node even after a failure: they are removed with it.
     filler.extend(pods);
-    match failure.into_inner().ok().flatten() {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    added.map(drop)
 }

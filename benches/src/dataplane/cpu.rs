@@ -4,9 +4,13 @@
 
 use std::time::{Duration, Instant};
 
+use nix::sched::{CpuSet, sched_getaffinity, sched_setaffinity};
+use nix::time::{ClockId, clock_gettime};
+use nix::unistd::Pid;
+use procfs::{CpuTime, CurrentSI, KernelStats};
 use serde::{Deserialize, Serialize};
 
-use super::DataplaneError;
+use crate::BenchError;
 
 /// The aggregate `cpu` line of `/proc/stat`, in clock ticks (USER_HZ).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -20,54 +24,39 @@ pub struct CpuTicks {
     pub steal: u64,
 }
 
-/// Parses the aggregate `cpu ` line of `/proc/stat` text.
-pub fn parse_proc_stat(text: &str) -> Option<CpuTicks> {
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let fields: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .map(str::parse)
-        .collect::<Result<_, _>>()
-        .ok()?;
-    // user nice system idle iowait irq softirq steal [guest guest_nice]
-    if fields.len() < 8 {
-        return None;
+impl From<&CpuTime> for CpuTicks {
+    fn from(t: &CpuTime) -> CpuTicks {
+        let (irq, softirq) = (t.irq.unwrap_or(0), t.softirq.unwrap_or(0));
+        let (iowait, steal) = (t.iowait.unwrap_or(0), t.steal.unwrap_or(0));
+        let busy = t.user + t.nice + t.system + irq + softirq;
+        CpuTicks {
+            busy,
+            total: busy + t.idle + iowait + steal,
+            steal,
+        }
     }
-    let busy = fields[0] + fields[1] + fields[2] + fields[5] + fields[6];
-    let total = fields[..8].iter().sum();
-    Some(CpuTicks {
-        busy,
-        total,
-        steal: fields[7],
-    })
 }
 
-/// The number of CPUs `/proc/stat` lists (`cpuN` lines).
-pub fn parse_cpu_count(text: &str) -> usize {
-    text.lines()
-        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
-        .count()
+fn kernel_stats() -> Result<KernelStats, BenchError> {
+    KernelStats::current().map_err(|source| BenchError::Proc {
+        what: "stat",
+        source,
+    })
 }
 
 /// Reads `/proc/stat` now.
-pub fn sample() -> Result<CpuTicks, DataplaneError> {
-    let path = "/proc/stat";
-    let text = std::fs::read_to_string(path).map_err(|source| DataplaneError::Io {
-        action: "read",
-        path: path.into(),
-        source,
-    })?;
-    parse_proc_stat(&text).ok_or(DataplaneError::Parse {
-        what: "/proc/stat cpu line",
-        detail: text.lines().next().unwrap_or_default().to_owned(),
-    })
+pub fn sample() -> Result<CpuTicks, BenchError> {
+    Ok(CpuTicks::from(&kernel_stats()?.total))
+}
+
+/// The number of CPUs `/proc/stat` lists (`cpuN` lines); 0 when unreadable.
+pub fn cpu_count() -> usize {
+    kernel_stats().map_or(0, |s| s.cpu_time.len())
 }
 
 /// Clock ticks per second (USER_HZ).
 pub fn ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 { hz as f64 } else { 100.0 }
+    procfs::ticks_per_second() as f64
 }
 
 /// CPU used by the whole machine between two samples.
@@ -102,8 +91,8 @@ impl CpuUsage {
 
 /// Samples `/proc/stat` around `f` and returns its value with the usage.
 pub fn measure<T>(
-    f: impl FnOnce() -> Result<T, DataplaneError>,
-) -> Result<(T, Option<CpuUsage>), DataplaneError> {
+    f: impl FnOnce() -> Result<T, BenchError>,
+) -> Result<(T, Option<CpuUsage>), BenchError> {
     let before = sample()?;
     let value = f()?;
     let after = sample()?;
@@ -114,53 +103,28 @@ pub fn measure<T>(
 /// with tick-based accounting it includes the softirq work, such as veth
 /// receive processing, done while the thread ran).
 pub fn thread_cpu_seconds() -> Option<f64> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (rc == 0).then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+    let ts = clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID).ok()?;
+    Some(ts.tv_sec() as f64 + ts.tv_nsec() as f64 / 1e9)
 }
 
 /// The CPUs this thread may run on (`sched_getaffinity`); empty if unknown.
 pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: an all-zero cpu_set_t is the empty set; sched_getaffinity
-    // fills the set we own, CPU_ISSET reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&cpu| libc::CPU_ISSET(cpu, &set))
-            .collect()
-    }
+    let Ok(set) = sched_getaffinity(Pid::from_raw(0)) else {
+        return Vec::new();
+    };
+    (0..CpuSet::count())
+        .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+        .collect()
 }
 
 /// Pins the calling thread to `cpu`.
-pub fn pin_current_thread(cpu: usize) -> Result<(), DataplaneError> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(DataplaneError::Options(format!(
-            "CPU {cpu} is out of range"
-        )));
-    }
-    // SAFETY: an all-zero cpu_set_t is the empty set; CPU_SET and
-    // sched_setaffinity (pid 0: this thread) only touch the set we own.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(DataplaneError::Io {
-            action: "sched_setaffinity to CPU",
-            path: cpu.to_string().into(),
-            source: std::io::Error::last_os_error(),
-        })
-    }
+pub fn pin_current_thread(cpu: usize) -> Result<(), BenchError> {
+    let mut set = CpuSet::new();
+    set.set(cpu).map_err(|_| BenchError::Input {
+        what: format!("CPU {cpu} is out of range"),
+    })?;
+    sched_setaffinity(Pid::from_raw(0), &set)
+        .map_err(|errno| BenchError::io("sched_setaffinity to CPU", cpu.to_string(), errno.into()))
 }
 
 /// How the machine looked when the measurements began.
@@ -214,22 +178,27 @@ mod tests {
     const STAT: &str = "cpu  100 5 50 1000 20 3 7 15 40 0\n\
                         cpu0 50 2 25 500 10 1 3 7 20 0\n\
                         cpu1 50 3 25 500 10 2 4 8 20 0\n\
-                        intr 12345\n";
+                        intr 12345\nctxt 1\nbtime 1\nprocesses 1\n";
 
-    #[test]
-    fn busy_is_user_nice_system_irq_softirq_and_total_excludes_guest() {
-        let t = parse_proc_stat(STAT).unwrap();
-        assert_eq!(t.busy, 100 + 5 + 50 + 3 + 7);
-        assert_eq!(t.total, 100 + 5 + 50 + 1000 + 20 + 3 + 7 + 15);
-        assert_eq!(t.steal, 15);
-        assert_eq!(parse_cpu_count(STAT), 2);
+    fn parse(text: &str) -> procfs::ProcResult<KernelStats> {
+        use procfs::FromReadSI;
+        KernelStats::from_read(text.as_bytes(), procfs::current_system_info())
     }
 
     #[test]
-    fn malformed_stat_is_none() {
-        assert_eq!(parse_proc_stat("cpu0 1 2 3\n"), None);
-        assert_eq!(parse_proc_stat("cpu  1 2 x 4 5 6 7 8\n"), None);
-        assert_eq!(parse_proc_stat("cpu  1 2 3 4 5 6 7\n"), None);
+    fn busy_is_user_nice_system_irq_softirq_and_total_excludes_guest() {
+        let stats = parse(STAT).unwrap();
+        let t = CpuTicks::from(&stats.total);
+        assert_eq!(t.busy, 100 + 5 + 50 + 3 + 7);
+        assert_eq!(t.total, 100 + 5 + 50 + 1000 + 20 + 3 + 7 + 15);
+        assert_eq!(t.steal, 15);
+        assert_eq!(stats.cpu_time.len(), 2);
+    }
+
+    #[test]
+    fn malformed_stat_is_an_error() {
+        assert!(parse("cpu0 1 2 3\nctxt 1\nbtime 1\nprocesses 1\n").is_err());
+        assert!(parse("cpu  1 2 x 4 5 6 7 8\nctxt 1\nbtime 1\nprocesses 1\n").is_err());
     }
 
     #[test]
@@ -291,9 +260,8 @@ mod tests {
 
     #[test]
     fn the_real_proc_stat_parses() {
-        let text = std::fs::read_to_string("/proc/stat").unwrap();
-        let t = parse_proc_stat(&text).unwrap();
+        let t = sample().unwrap();
         assert!(t.total >= t.busy);
-        assert!(parse_cpu_count(&text) >= 1);
+        assert!(cpu_count() >= 1);
     }
 }

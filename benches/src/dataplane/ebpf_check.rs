@@ -11,22 +11,22 @@ use aya::maps::{Map, MapData, PerCpuHashMap};
 use sarena_common::{COUNTERS_MAP, EndpointCounters};
 use serde::{Deserialize, Serialize};
 
-use super::DataplaneError;
+use crate::BenchError;
 
 /// The programs' counters summed over every endpoint of the node and every CPU.
-pub fn read_totals(pin_dir: &Path) -> Result<EndpointCounters, DataplaneError> {
+pub fn read_totals(pin_dir: &Path) -> Result<EndpointCounters, BenchError> {
     let path = pin_dir.join("maps").join(COUNTERS_MAP);
-    let err = |detail: String| DataplaneError::Parse {
-        what: "pinned eBPF counters map",
-        detail: format!("{}: {detail}", path.display()),
+    let err = |source| BenchError::Counters {
+        path: path.clone(),
+        source,
     };
-    let data = MapData::from_pin(&path).map_err(|e| err(e.to_string()))?;
-    let map = Map::from_map_data(data).map_err(|e| err(e.to_string()))?;
+    let data = MapData::from_pin(&path).map_err(err)?;
+    let map = Map::from_map_data(data).map_err(err)?;
     let counters: PerCpuHashMap<MapData, u32, EndpointCounters> =
-        PerCpuHashMap::try_from(map).map_err(|e| err(e.to_string()))?;
+        PerCpuHashMap::try_from(map).map_err(err)?;
     let mut total = EndpointCounters::default();
     for entry in counters.iter() {
-        let (_ifindex, per_cpu) = entry.map_err(|e| err(e.to_string()))?;
+        let (_ifindex, per_cpu) = entry.map_err(err)?;
         for v in per_cpu.iter() {
             total.add(v);
         }

@@ -7,10 +7,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use procfs::net::TcpState;
 use serde::{Deserialize, Serialize};
 
 use super::cpu::{self, CpuUsage, Pinning};
-use super::{DataplaneError, netns};
+use super::netns;
+use super::paths::Endpoints;
+use crate::BenchError;
 
 /// The TCP port the servers listen on (each path has its own netns).
 const PORT: u16 = 5201;
@@ -34,20 +37,20 @@ pub struct IperfReport {
 
 /// Parses `iperf3 -J` output; an `"error"` member or missing totals are an
 /// error carrying iperf3's message.
-pub fn parse_report(json: &str) -> Result<IperfReport, DataplaneError> {
-    let v: serde_json::Value = serde_json::from_str(json).map_err(|e| DataplaneError::Parse {
-        what: "iperf3 JSON",
-        detail: e.to_string(),
+pub fn parse_report(json: &str) -> Result<IperfReport, BenchError> {
+    let v: serde_json::Value = serde_json::from_str(json).map_err(|source| BenchError::Json {
+        what: "iperf3 JSON".into(),
+        source,
     })?;
     if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
-        return Err(DataplaneError::Parse {
+        return Err(BenchError::Parse {
             what: "iperf3 run",
             detail: err.to_owned(),
         });
     }
     let end = &v["end"];
     let received = &end["sum_received"];
-    let missing = |field: &str| DataplaneError::Parse {
+    let missing = |field: &str| BenchError::Parse {
         what: "iperf3 JSON",
         detail: format!("no end.sum_received.{field}"),
     };
@@ -66,14 +69,14 @@ pub fn parse_report(json: &str) -> Result<IperfReport, DataplaneError> {
     })
 }
 
-/// Whether `/proc/<pid>/net/tcp` text lists a socket in LISTEN state on `port`.
-pub fn tcp_table_listens(table: &str, port: u16) -> bool {
-    let port_hex = format!("{port:04X}");
-    table.lines().skip(1).any(|line| {
-        let mut fields = line.split_whitespace();
-        let local = fields.nth(1).unwrap_or_default();
-        let state = fields.nth(1).unwrap_or_default();
-        state == "0A" && local.rsplit(':').next() == Some(port_hex.as_str())
+/// Whether the process `pid` sees a TCP socket in LISTEN state on `port` in
+/// its network namespace (`/proc/<pid>/net/tcp`).
+pub fn listens(pid: u32, port: u16) -> bool {
+    let sockets = crate::node::process(pid).and_then(|p| p.tcp());
+    sockets.is_ok_and(|sockets| {
+        sockets
+            .iter()
+            .any(|s| s.state == TcpState::Listen && s.local_address.port() == port)
     })
 }
 
@@ -116,7 +119,7 @@ fn start_server(
     server_ns: &Path,
     server_ip: Ipv4Addr,
     cpu: Option<usize>,
-) -> Result<std::process::Child, DataplaneError> {
+) -> Result<std::process::Child, BenchError> {
     let mut cmd = Command::new("iperf3");
     let ip = server_ip.to_string();
     cmd.args(["-s", "-1", "-B", &ip, "-p", &PORT.to_string()]);
@@ -127,20 +130,17 @@ fn start_server(
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     netns::command_in(server_ns, &mut cmd)?;
-    let mut child = cmd.spawn().map_err(|source| DataplaneError::Io {
-        action: "spawn",
-        path: "iperf3".into(),
-        source,
-    })?;
-    let table = format!("/proc/{}/net/tcp", child.id());
+    let mut child = cmd
+        .spawn()
+        .map_err(|source| BenchError::io("spawn", "iperf3", source))?;
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        if std::fs::read_to_string(&table).is_ok_and(|t| tcp_table_listens(&t, PORT)) {
+        if listens(child.id(), PORT) {
             return Ok(child);
         }
         if Instant::now() >= deadline || matches!(child.try_wait(), Ok(Some(_))) {
             netns::stop(&mut child);
-            return Err(DataplaneError::Command {
+            return Err(BenchError::Command {
                 command: format!("iperf3 -s -B {server_ip}"),
                 status: "not listening after 5 s".into(),
                 stderr: String::new(),
@@ -151,13 +151,12 @@ fn start_server(
 }
 
 fn attempt(
-    client_ns: &Path,
-    server_ns: &Path,
-    server_ip: Ipv4Addr,
+    e: &Endpoints,
     duration: Duration,
     pinning: Option<Pinning>,
-) -> Result<(IperfReport, Option<CpuUsage>), DataplaneError> {
-    let mut server = start_server(server_ns, server_ip, pinning.map(|p| p.server))?;
+) -> Result<(IperfReport, Option<CpuUsage>), BenchError> {
+    let server_ip = e.server_ip;
+    let mut server = start_server(&e.server_ns, server_ip, pinning.map(|p| p.server))?;
     let secs = duration.as_secs().max(1).to_string();
     let mut cmd = Command::new("iperf3");
     cmd.args(["-c", &server_ip.to_string(), "-p", &PORT.to_string()])
@@ -166,7 +165,7 @@ fn attempt(
         // Client side only: `-A n,m` would also move the server.
         cmd.args(["-A", &p.client.to_string()]);
     }
-    let result = netns::command_in(client_ns, &mut cmd).and_then(|()| {
+    let result = netns::command_in(&e.client_ns, &mut cmd).and_then(|()| {
         let timeout = duration + Duration::from_secs(15);
         cpu::measure(|| netns::output_timeout(&mut cmd, timeout))
     });
@@ -175,7 +174,7 @@ fn attempt(
     let report = parse_report(&out.stdout);
     match (out.status, report) {
         (Some(status), Ok(report)) if status.success() => Ok((report, cpu)),
-        (status, report) => Err(DataplaneError::Command {
+        (status, report) => Err(BenchError::Command {
             command: format!("iperf3 -c {server_ip} -t {secs} -J"),
             status: status.map_or("timed out".into(), |s| s.to_string()),
             stderr: match report {
@@ -186,25 +185,24 @@ fn attempt(
     }
 }
 
-/// Measures TCP throughput from `client_ns` to `server_ip` in `server_ns`
-/// for `duration` (whole seconds), client and server pinned as `pinning`
-/// says, retrying a failed run once.
+/// Measures TCP throughput from the client to the server of `e` for
+/// `duration` (whole seconds), client and server pinned as `pinning` says,
+/// retrying a failed run once.
 pub fn measure(
-    client_ns: &Path,
-    server_ns: &Path,
-    server_ip: Ipv4Addr,
+    e: &Endpoints,
     duration: Duration,
     pinning: Option<Pinning>,
-) -> Result<IperfRun, DataplaneError> {
-    match attempt(client_ns, server_ns, server_ip, duration, pinning) {
+) -> Result<IperfRun, BenchError> {
+    match attempt(e, duration, pinning) {
         Ok((report, cpu)) => Ok(IperfRun {
             report,
             cpu,
             attempts: 1,
         }),
         Err(first) => {
-            eprintln!("sarena-bench: iperf3 to {server_ip} failed, retrying once: {first}");
-            let (report, cpu) = attempt(client_ns, server_ns, server_ip, duration, pinning)?;
+            let ip = e.server_ip;
+            eprintln!("sarena-bench: iperf3 to {ip} failed, retrying once: {first}");
+            let (report, cpu) = attempt(e, duration, pinning)?;
             Ok(IperfRun {
                 report,
                 cpu,
@@ -247,14 +245,15 @@ mod tests {
 
     #[test]
     fn listening_socket_is_found_by_port_and_state() {
-        let table = "  sl  local_address rem_address   st tx_queue rx_queue\n\
-            0: 0100000A:1451 00000000:0000 0A 00000000:00000000 00:00000000\n\
-            1: 0100000A:1452 0200000A:D431 01 00000000:00000000 00:00000000\n";
-        assert!(tcp_table_listens(table, 5201));
-        // Established, not listening.
-        assert!(!tcp_table_listens(table, 5202));
-        assert!(!tcp_table_listens(table, 80));
-        assert!(!tcp_table_listens("", 5201));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(listens(std::process::id(), port));
+        // Connected, not listening.
+        let client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let client_port = client.local_addr().unwrap().port();
+        assert!(!listens(std::process::id(), client_port));
+        drop(listener);
+        assert!(!listens(std::process::id(), port));
     }
 
     #[test]

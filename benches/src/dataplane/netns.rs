@@ -3,96 +3,56 @@
 //! with the work), or a child process that `setns`es between fork and exec.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::DataplaneError;
+use wait_timeout::ChildExt;
 
-fn open(netns: &Path) -> Result<File, DataplaneError> {
-    File::open(netns).map_err(|source| DataplaneError::Io {
-        action: "open netns",
-        path: netns.to_owned(),
-        source,
-    })
-}
+use crate::BenchError;
+use crate::node::netns::{enter, enter_on_exec};
 
-fn enter(file: &File) -> std::io::Result<()> {
-    // SAFETY: setns on an open namespace fd; it only changes this thread's
-    // network namespace.
-    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+fn open(netns: &Path) -> Result<File, BenchError> {
+    File::open(netns).map_err(|source| BenchError::io("open netns", netns.to_owned(), source))
 }
 
 /// Runs `f` on a new thread inside the network namespace at `netns` (a
 /// `/run/netns/<name>` path).
-pub fn spawn_in<T, F>(
-    netns: &Path,
-    f: F,
-) -> Result<JoinHandle<Result<T, DataplaneError>>, DataplaneError>
+pub fn spawn_in<T, F>(netns: &Path, f: F) -> Result<JoinHandle<Result<T, BenchError>>, BenchError>
 where
     T: Send + 'static,
-    F: FnOnce() -> Result<T, DataplaneError> + Send + 'static,
+    F: FnOnce() -> Result<T, BenchError> + Send + 'static,
 {
     let file = open(netns)?;
     let path: PathBuf = netns.to_owned();
     std::thread::Builder::new()
         .name("bench-netns".into())
         .spawn(move || {
-            enter(&file).map_err(|source| DataplaneError::Io {
-                action: "setns",
-                path,
-                source,
-            })?;
+            enter(&file).map_err(|source| BenchError::io("setns", path, source))?;
             drop(file);
             f()
         })
-        .map_err(|source| DataplaneError::Io {
-            action: "spawn thread for",
-            path: netns.to_owned(),
-            source,
-        })
+        .map_err(|source| BenchError::io("spawn thread for", netns.to_owned(), source))
 }
 
 /// Joins a thread from [`spawn_in`]; a panic becomes an error.
 pub fn join<T>(
-    handle: JoinHandle<Result<T, DataplaneError>>,
+    handle: JoinHandle<Result<T, BenchError>>,
     what: &'static str,
-) -> Result<T, DataplaneError> {
+) -> Result<T, BenchError> {
     handle
         .join()
-        .map_err(|_| DataplaneError::ThreadPanicked { what })?
+        .map_err(|_| BenchError::ThreadPanicked { what })?
 }
 
 /// Makes `cmd` run inside the network namespace at `netns`: the namespace
 /// file is opened now, and the child calls only `setns` on it between fork
 /// and exec (async-signal-safe).
-pub fn command_in(netns: &Path, cmd: &mut Command) -> Result<(), DataplaneError> {
-    crate::node::netns::enter_on_exec(cmd, open(netns)?);
+pub fn command_in(netns: &Path, cmd: &mut Command) -> Result<(), BenchError> {
+    enter_on_exec(cmd, open(netns)?);
     Ok(())
-}
-
-/// Waits for `child` at most `timeout`; kills and reaps it when it takes
-/// longer (then `None`).
-pub fn wait_timeout(child: &mut Child, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// Kills and reaps `child` if it is still running (for a server whose
@@ -117,20 +77,15 @@ pub struct Output {
 
 /// Runs `cmd` with stdout and stderr captured (read on their own threads so
 /// a full pipe never stalls it) and kills it after `timeout`.
-pub fn output_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, DataplaneError> {
-    use std::process::Stdio;
+pub fn output_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, BenchError> {
     let program = PathBuf::from(cmd.get_program());
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|source| DataplaneError::Io {
-            action: "spawn",
-            path: program.clone(),
-            source,
-        })?;
-    fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> JoinHandle<String> {
+        .map_err(|source| BenchError::io("spawn", program.clone(), source))?;
+    fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<String> {
         std::thread::spawn(move || {
             let mut buf = Vec::new();
             if let Some(mut p) = pipe {
@@ -141,11 +96,12 @@ pub fn output_timeout(cmd: &mut Command, timeout: Duration) -> Result<Output, Da
     }
     let stdout = drain(child.stdout.take());
     let stderr = drain(child.stderr.take());
-    let status = wait_timeout(&mut child, timeout).map_err(|source| DataplaneError::Io {
-        action: "wait for",
-        path: program,
-        source,
-    })?;
+    let status = child
+        .wait_timeout(timeout)
+        .map_err(|source| BenchError::io("wait for", program, source))?;
+    if status.is_none() {
+        stop(&mut child);
+    }
     Ok(Output {
         status,
         stdout: stdout.join().unwrap_or_default(),

@@ -9,7 +9,8 @@ use std::time::Duration;
 use super::raw_veth::{self, RawVethPair};
 use super::results::PathKind;
 use super::rr;
-use crate::node::{BenchError, Bins, Contender, Node, Pod, run_cmd};
+use crate::BenchError;
+use crate::node::{Bins, Contender, NodeNetns, Pod, run_cmd};
 
 /// Where a path's client and server live.
 #[derive(Debug, Clone)]
@@ -28,12 +29,12 @@ pub struct Endpoints {
 pub struct PodPair {
     client: Pod,
     server: Pod,
-    node: Node,
+    node: NodeNetns,
 }
 
 impl PodPair {
     /// The node the pods are on.
-    pub fn node(&self) -> &Node {
+    pub fn node(&self) -> &NodeNetns {
         &self.node
     }
 }
@@ -135,7 +136,7 @@ pub fn prepare(
             let bins = bins.ok_or_else(|| BenchError::Input {
                 what: format!("{}: the binaries were not located", kind.label()),
             })?;
-            let node = Node::start(contender, node_index, bins)?;
+            let node = NodeNetns::start(contender, node_index, bins)?;
             let client = Pod::new("dp-client")?;
             let server = Pod::new("dp-server")?;
             let pair = PodPair {
@@ -165,14 +166,7 @@ pub fn prepare(
         }
     };
     // The path must carry a TCP connection before it is measured.
-    let e = &path.endpoints;
-    rr::measure(
-        &e.client_ns,
-        &e.server_ns,
-        e.server_ip,
-        Duration::from_millis(100),
-        None,
-    )?;
+    rr::measure(&path.endpoints, Duration::from_millis(100), None)?;
     Ok(path)
 }
 

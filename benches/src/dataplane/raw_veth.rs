@@ -11,7 +11,8 @@
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-use crate::node::{BenchError, Netns, run_cmd, unique_name};
+use crate::BenchError;
+use crate::node::{Netns, run_cmd, unique_name};
 
 /// The client side's address (both namespaces are private, so it clashes
 /// with nothing).

@@ -7,6 +7,7 @@ use super::cpu::{Pinning, Settle};
 use super::ebpf_check::EbpfCheck;
 use super::iperf::IperfRun;
 use super::rr::RrRun;
+use crate::stats::{median, range, ratio_of as ratio};
 
 /// A pod ↔ pod path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -132,35 +133,6 @@ pub struct DataplaneResults {
     pub check_errors: Vec<String>,
     /// Paths that could not be set up, with why.
     pub skipped: Vec<(PathKind, String)>,
-}
-
-/// Median of `values` (mean of the two middle ones for an even count);
-/// `None` when empty.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    Some(if v.len() % 2 == 1 {
-        v[mid]
-    } else {
-        (v[mid - 1] + v[mid]) / 2.0
-    })
-}
-
-fn range(values: &[f64]) -> Option<(f64, f64)> {
-    let min = values.iter().copied().reduce(f64::min)?;
-    let max = values.iter().copied().reduce(f64::max)?;
-    Some((min, max))
-}
-
-fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    }
 }
 
 impl PathSummary {

@@ -8,7 +8,8 @@ use super::iperf::{self, IperfRun};
 use super::paths::{self, PreparedPath};
 use super::results::{PathKind, PathSample, round_order};
 use super::rr::{self, RrRun};
-use super::{DataplaneError, DataplaneOptions, ebpf_check};
+use super::{DataplaneOptions, ebpf_check};
+use crate::BenchError;
 use crate::node::Bins;
 
 /// Sets up every path of `opts`; the ones that fail are returned with why.
@@ -36,7 +37,7 @@ pub fn prepare_all(
 }
 
 /// The eBPF programs' counters of `path`'s node (`None` without a pin dir).
-pub fn ebpf_counters(path: &PreparedPath) -> Option<Result<EndpointCounters, DataplaneError>> {
+pub fn ebpf_counters(path: &PreparedPath) -> Option<Result<EndpointCounters, BenchError>> {
     path.pin_dir().map(ebpf_check::read_totals)
 }
 
@@ -52,22 +53,10 @@ pub struct Measured {
 fn measure_once(
     path: &PreparedPath,
     opts: &DataplaneOptions,
-) -> Result<(IperfRun, RrRun), DataplaneError> {
+) -> Result<(IperfRun, RrRun), BenchError> {
     let e = &path.endpoints;
-    let iperf = iperf::measure(
-        &e.client_ns,
-        &e.server_ns,
-        e.server_ip,
-        Duration::from_secs(opts.iperf_seconds),
-        opts.pinning,
-    )?;
-    let rr = rr::measure(
-        &e.client_ns,
-        &e.server_ns,
-        e.server_ip,
-        Duration::from_secs(opts.rr_seconds),
-        opts.pinning,
-    )?;
+    let iperf = iperf::measure(e, Duration::from_secs(opts.iperf_seconds), opts.pinning)?;
+    let rr = rr::measure(e, Duration::from_secs(opts.rr_seconds), opts.pinning)?;
     Ok((iperf, rr))
 }
 

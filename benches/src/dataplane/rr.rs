@@ -3,15 +3,16 @@
 //! and the client are threads of this process, each inside its pod's netns.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::cpu::{self, CpuUsage, Pinning};
-use super::{DataplaneError, netns};
+use super::netns;
+use super::paths::Endpoints;
+use crate::BenchError;
 
 /// How long any single step (connect, accept, one round trip) may take
 /// before the path counts as broken.
@@ -50,18 +51,14 @@ impl RrRun {
     }
 }
 
-fn io(action: &'static str, addr: SocketAddr) -> impl FnOnce(std::io::Error) -> DataplaneError {
-    move |source| DataplaneError::Socket {
-        action,
-        addr: addr.to_string(),
-        source,
-    }
+fn io(call: &'static str, addr: SocketAddr) -> impl FnOnce(std::io::Error) -> BenchError {
+    move |source| BenchError::Socket { call, addr, source }
 }
 
 /// Accepts one connection on `listener` (at most [`STEP_TIMEOUT`]), then
 /// echoes every byte until the client closes; returns the thread's CPU
 /// seconds over the session.
-fn serve(listener: TcpListener, addr: SocketAddr) -> Result<Option<f64>, DataplaneError> {
+fn serve(listener: TcpListener, addr: SocketAddr) -> Result<Option<f64>, BenchError> {
     listener
         .set_nonblocking(true)
         .map_err(io("set nonblocking", addr))?;
@@ -98,7 +95,7 @@ fn serve(listener: TcpListener, addr: SocketAddr) -> Result<Option<f64>, Datapla
 
 /// Connects to `addr`, warms up, then does round trips for `duration` with
 /// the machine's CPU sampled around the timed window.
-fn client(addr: SocketAddr, duration: Duration) -> Result<RrRun, DataplaneError> {
+fn client(addr: SocketAddr, duration: Duration) -> Result<RrRun, BenchError> {
     let mut conn = TcpStream::connect_timeout(&addr, STEP_TIMEOUT).map_err(io("connect", addr))?;
     conn.set_nodelay(true)
         .map_err(io("set TCP_NODELAY", addr))?;
@@ -107,7 +104,7 @@ fn client(addr: SocketAddr, duration: Duration) -> Result<RrRun, DataplaneError>
     conn.set_write_timeout(Some(STEP_TIMEOUT))
         .map_err(io("set write timeout", addr))?;
     let mut byte = [7u8; 1];
-    let mut round_trip = |conn: &mut TcpStream| -> Result<(), DataplaneError> {
+    let mut round_trip = |conn: &mut TcpStream| -> Result<(), BenchError> {
         conn.write_all(&byte).map_err(io("write", addr))?;
         conn.read_exact(&mut byte).map_err(io("read", addr))
     };
@@ -134,18 +131,17 @@ fn client(addr: SocketAddr, duration: Duration) -> Result<RrRun, DataplaneError>
     })
 }
 
-/// Measures the request/response rate from a client in `client_ns` to a
-/// server at `server_ip` in `server_ns` for `duration`, the threads pinned
-/// as `pinning` says.
+/// Measures the request/response rate from a client thread in the client
+/// netns of `e` to a server thread in its server netns for `duration`, the
+/// threads pinned as `pinning` says.
 pub fn measure(
-    client_ns: &Path,
-    server_ns: &Path,
-    server_ip: Ipv4Addr,
+    e: &Endpoints,
     duration: Duration,
     pinning: Option<Pinning>,
-) -> Result<RrRun, DataplaneError> {
+) -> Result<RrRun, BenchError> {
     let (tx, rx) = mpsc::channel();
-    let server = netns::spawn_in(server_ns, move || {
+    let server_ip = e.server_ip;
+    let server = netns::spawn_in(&e.server_ns, move || {
         if let Some(p) = pinning {
             cpu::pin_current_thread(p.server)?;
         }
@@ -166,13 +162,13 @@ pub fn measure(
         Ok(Ok(addr)) => addr,
         _ => {
             netns::join(server, "request/response server")?;
-            return Err(DataplaneError::Parse {
+            return Err(BenchError::Parse {
                 what: "request/response server",
                 detail: "did not report its port".into(),
             });
         }
     };
-    let run = netns::spawn_in(client_ns, move || {
+    let run = netns::spawn_in(&e.client_ns, move || {
         if let Some(p) = pinning {
             cpu::pin_current_thread(p.client)?;
         }

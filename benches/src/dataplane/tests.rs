@@ -1,11 +1,11 @@
 //! Unit tests of the pure parts: medians, ratios, round order, the Markdown.
+//! (The median itself is tested in `crate::stats`.)
 
 use super::cpu::CpuUsage;
 use super::ebpf_check::EbpfCheck;
 use super::iperf::{IperfReport, IperfRun};
 use super::results::{
-    DataplaneResults, PathKind, PathResult, PathSample, PathSummary, fill_ratios, median,
-    round_order,
+    DataplaneResults, PathKind, PathResult, PathSample, PathSummary, fill_ratios, round_order,
 };
 use super::rr::RrRun;
 use super::{DataplaneOptions, cpu};
@@ -54,14 +54,6 @@ fn path(kind: PathKind, samples: Vec<PathSample>) -> PathResult {
         summary: PathSummary::of(&samples),
         samples,
     }
-}
-
-#[test]
-fn median_of_odd_even_and_empty() {
-    assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-    assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
-    assert_eq!(median(&[]), None);
-    assert_eq!(median(&[f64::NAN, 1.0]), Some(1.0));
 }
 
 #[test]

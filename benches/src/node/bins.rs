@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::BenchError;
+use crate::BenchError;
 
 /// Where the binaries are.
 #[derive(Debug, Clone)]

@@ -4,8 +4,8 @@
 //! fork: the only call made between fork and exec).
 //!
 //! Peak RSS: a child's `ru_maxrss` includes the RSS of the process that forked it
-//! (the copied address space's high-water mark survives exec), so wait4 on a child
-//! of the harness would report the harness's size. A run with `rss_file` set
+//! (the copied address space's high-water mark survives exec), so the rusage of a
+//! child of the harness would report the harness's size. A run with `rss_file` set
 //! therefore goes through GNU time (`/usr/bin/time -f %M`), a small C program whose
 //! own child is the plugin: its figure is the plugin's peak with a floor of time's
 //! own size (see [`rss_floor_kib`]). Those runs are not timed for latency.
@@ -13,12 +13,11 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::Ipv4Addr;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::BenchError;
+use crate::BenchError;
 
 /// One plugin execution.
 #[derive(Debug, Clone)]
@@ -114,7 +113,6 @@ pub fn run_plugin(
     let mut child = cmd
         .spawn()
         .map_err(|source| BenchError::io("spawn plugin", inv.plugin, source))?;
-    let pid = child.id() as libc::pid_t;
     let mut stdout = String::new();
     let io_result = (|| -> std::io::Result<()> {
         if let Some(mut stdin) = child.stdin.take() {
@@ -125,7 +123,9 @@ pub fn run_plugin(
         }
         Ok(())
     })();
-    let status = wait4(pid).map_err(|source| BenchError::io("wait4", inv.plugin, source))?;
+    let status = child
+        .wait()
+        .map_err(|source| BenchError::io("wait for", inv.plugin, source))?;
     let elapsed = start.elapsed();
     // A plugin that exits without reading its stdin gives EPIPE: its exit status tells.
     if let Err(e) = io_result
@@ -175,24 +175,6 @@ pub fn rss_floor_kib(scratch: &Path) -> Option<u64> {
         .status()
         .is_ok_and(|s| s.success());
     if ok { read_rss_file(&file) } else { None }
-}
-
-/// Reaps `pid` (retrying on EINTR).
-fn wait4(pid: libc::pid_t) -> std::io::Result<ExitStatus> {
-    loop {
-        let mut status: libc::c_int = 0;
-        // SAFETY: an all-zero rusage is a valid value of this plain C struct.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: pid is our own unreaped child; both pointers are to live locals.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        if r == pid {
-            return Ok(ExitStatus::from_raw(status));
-        }
-        let err = std::io::Error::last_os_error();
-        if err.kind() != std::io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
 }
 
 /// The first IPv4 address of a CNI result (`ips[].address`, "a.b.c.d/len").

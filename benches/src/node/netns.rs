@@ -2,7 +2,7 @@
 //! on drop, and the pods that are one each.
 
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::BenchError;
+use nix::sched::{CloneFlags, setns};
+
+use crate::BenchError;
 
 /// This process's run id: six hex digits, in every name the harness creates.
 pub fn run_id() -> &'static str {
@@ -45,19 +47,20 @@ pub fn unique_name(tag: &str) -> String {
     format!("sb{}{n:x}-{tag}", run_id())
 }
 
+/// Moves the calling thread into the network namespace `netns` (an open
+/// namespace file); `setns(2)`, nothing else (async-signal-safe).
+pub fn enter(netns: impl AsFd) -> std::io::Result<()> {
+    setns(netns, CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)
+}
+
 /// Makes `cmd` enter the network namespace `netns` (an open namespace file)
 /// between fork and exec. The file moves into the hook, so it stays open until
-/// the spawn; the child calls only `setns(2)` there (async-signal-safe).
+/// the spawn; the child calls only [`enter`] there.
 pub fn enter_on_exec(cmd: &mut Command, netns: File) {
-    // SAFETY: the hook runs between fork and exec and calls only setns on an
+    // SAFETY: the hook runs between fork and exec and only calls setns on an
     // fd it owns; it allocates nothing.
     unsafe {
-        cmd.pre_exec(move || {
-            if libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        cmd.pre_exec(move || enter(&netns));
     }
 }
 
@@ -132,7 +135,6 @@ pub(crate) fn warn(msg: &str) {
 pub struct Pod {
     netns: Netns,
     container_id: String,
-    tag: String,
     prev_result: Mutex<Option<serde_json::Value>>,
 }
 
@@ -144,7 +146,6 @@ impl Pod {
         Ok(Pod {
             container_id: format!("{name}-ctr"),
             netns,
-            tag: tag.to_string(),
             prev_result: Mutex::new(None),
         })
     }
@@ -162,16 +163,6 @@ impl Pod {
     /// The container id the CNI operations use.
     pub fn container_id(&self) -> &str {
         &self.container_id
-    }
-
-    /// The tag given to [`Pod::new`].
-    pub fn tag(&self) -> &str {
-        &self.tag
-    }
-
-    /// Opens the pod's netns (for `setns`).
-    pub fn open_netns(&self) -> Result<File, BenchError> {
-        self.netns.open()
     }
 
     /// Whether the pod has the result of a successful ADD (and no DEL since).

@@ -1,10 +1,10 @@
-//! Reading a node's state: host-local's address files, a process's VmRSS.
+//! Reading a node's IPAM state from host-local's address files.
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::BenchError;
+use crate::BenchError;
 
 /// A node's IPAM occupancy, read from its own state (daemon API or host-local's dir).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,26 +39,9 @@ pub fn count_host_local(dir: &Path) -> Result<usize, BenchError> {
     Ok(n)
 }
 
-/// VmRSS (KiB) from a /proc/PID/status text.
-pub fn parse_vm_rss(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-}
-
-#[cfg(test)]
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn vm_rss_is_parsed() {
-        let s = "Name:\tsarena-daemon\nVmPeak:\t  9000 kB\nVmRSS:\t   12345 kB\nThreads: 3\n";
-        assert_eq!(parse_vm_rss(s), Some(12345));
-        assert_eq!(parse_vm_rss("Name: x\n"), None);
-    }
 
     #[test]
     fn host_local_count_skips_lock_and_last_reserved() {

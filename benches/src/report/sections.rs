@@ -2,15 +2,12 @@
 
 use std::fmt::Write;
 
-use super::{CDF_SVG, LATENCY_SVG, Machine, ReportInputs};
+use super::num;
+use super::{CDF_SVG, LATENCY_SVG, Machine, ReportInputs, TARGET_RATIO};
 use crate::cni_ops::CniResults;
-use crate::dataplane::{PathKind, TARGET_RATIO};
+use crate::dataplane::PathKind;
 use crate::node::Contender;
 use crate::report::criterion::{CriterionEstimate, human_ns};
-
-fn f(v: Option<f64>, decimals: usize) -> String {
-    v.map_or("–".into(), |v| format!("{v:.decimals$}"))
-}
 
 fn kib(v: Option<u64>) -> String {
     v.map_or("–".into(), |v| format!("{:.1} MiB", v as f64 / 1024.0))
@@ -67,9 +64,9 @@ fn targets_of(inputs: &ReportInputs) -> Vec<Target> {
                     target: format!("≤ {limit}× ptp + host-local"),
                     measured: format!(
                         "{}× ({} ms vs {} ms)",
-                        f(r, 2),
-                        f(row.and_then(|r| r.summary).map(|s| s.p50), 2),
-                        f(
+                        num(r, 2),
+                        num(row.and_then(|r| r.summary).map(|s| s.p50), 2),
+                        num(
                             cni.latency
                                 .row(Contender::PtpHostLocal, op)
                                 .and_then(|r| r.summary)
@@ -111,7 +108,7 @@ fn targets_of(inputs: &ReportInputs) -> Vec<Target> {
                     c.label()
                 ),
                 target: "≤ 1.2×".into(),
-                measured: format!("{}×", f(r, 2)),
+                measured: format!("{}×", num(r, 2)),
                 met: r.map(|r| r <= 1.2),
             });
         }
@@ -126,7 +123,7 @@ fn targets_of(inputs: &ReportInputs) -> Vec<Target> {
                 t.push(Target {
                     what: format!("{what}, {}", kind.label()),
                     target: format!("≥ {TARGET_RATIO}× raw veth pair"),
-                    measured: format!("{}×", f(r, 2)),
+                    measured: format!("{}×", num(r, 2)),
                     met: r.map(|r| r >= TARGET_RATIO),
                 });
             }
@@ -199,13 +196,13 @@ pub(super) fn latency(md: &mut String, cni: &CniResults) {
             r.op,
             r.contender.label(),
             s.map_or(0, |s| s.n),
-            f(s.map(|s| s.p50), 2),
-            f(s.map(|s| s.p90), 2),
-            f(s.map(|s| s.p99), 2),
-            f(s.map(|s| s.max), 2),
+            num(s.map(|s| s.p50), 2),
+            num(s.map(|s| s.p90), 2),
+            num(s.map(|s| s.p99), 2),
+            num(s.map(|s| s.max), 2),
             r.errors,
-            f(r.p50_ratio_to_ptp, 2),
-            f(r.p99_ratio_to_ptp, 2),
+            num(r.p50_ratio_to_ptp, 2),
+            num(r.p99_ratio_to_ptp, 2),
             kib(r.plugin_median_rss_kib),
             kib(r.plugin_peak_rss_kib),
         );
@@ -269,12 +266,12 @@ pub(super) fn churn(md: &mut String, cni: &CniResults) {
             r.concurrency,
             r.contender.label(),
             r.add_wall_ms,
-            f(r.add.map(|s| s.p50), 1),
-            f(r.add.map(|s| s.p99), 1),
+            num(r.add.map(|s| s.p50), 1),
+            num(r.add.map(|s| s.p99), 1),
             r.add_errors,
             r.del_wall_ms,
-            f(r.del.map(|s| s.p50), 1),
-            f(r.del.map(|s| s.p99), 1),
+            num(r.del.map(|s| s.p50), 1),
+            num(r.del.map(|s| s.p99), 1),
             r.del_errors,
             r.duplicates.len(),
             r.held_after_add.addresses,
@@ -318,10 +315,10 @@ pub(super) fn scale(md: &mut String, cni: &CniResults) {
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |",
             r.existing,
             r.contender.label(),
-            f(r.add.map(|s| s.p50), 2),
-            f(r.add.map(|s| s.p90), 2),
-            f(r.add.map(|s| s.p99), 2),
-            f(r.p50_ratio_to_first_level, 2),
+            num(r.add.map(|s| s.p50), 2),
+            num(r.add.map(|s| s.p90), 2),
+            num(r.add.map(|s| s.p99), 2),
+            num(r.p50_ratio_to_first_level, 2),
             r.errors,
             kib(r.daemon_rss_kib),
             kib(r.plugin_median_rss_kib),

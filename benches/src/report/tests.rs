@@ -1,5 +1,6 @@
 use super::*;
 use crate::cni_ops::{Check, CniOptions, LatencyResults, OpLatency};
+use crate::node::Contender;
 use crate::stats::Summary;
 
 fn row(contender: Contender, op: &str, samples: &[f64]) -> OpLatency {
@@ -84,6 +85,11 @@ fn write_puts_page_and_plots() {
     let files = write(dir.path(), &inputs()).unwrap();
     assert_eq!(files.len(), 3);
     let svg = std::fs::read_to_string(dir.path().join(LATENCY_SVG)).unwrap();
-    // ADD: two bars, DEL: one (ptp has no DEL row here), CHECK/STATUS none.
-    assert_eq!(svg.matches("<title>").count(), 3);
+    // ADD: two bars, DEL: one (ptp has no DEL row here), CHECK/STATUS none;
+    // each series also has one legend swatch.
+    let bars: usize = plots::COLOURS[..2]
+        .iter()
+        .map(|&c| svg.matches(&format!("fill=\"{}\"", plots::hex(c))).count() - 1)
+        .sum();
+    assert_eq!(bars, 3);
 }

@@ -1,8 +1,11 @@
-//! The harness's error type: every failure names what it was doing and on what.
+//! The harness's one error type: every failure names what it was doing and on
+//! what, with the real source where there is one.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
-/// A failure of the benchmark harness, with the call and the object as fields.
+/// A failure of the benchmark harness, with the call and the object as fields;
+/// the message carries the source's text, so one `{e}` line is complete.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     /// The harness needs root (namespaces, veths, bpffs).
@@ -37,13 +40,49 @@ pub enum BenchError {
         reason: String,
         log_tail: String,
     },
-    /// A request to the daemon's API failed.
-    #[error("daemon API {path} on {socket}: {detail}")]
+    /// A call to the daemon's API failed.
+    #[error("daemon API {call} on {socket}: {source}")]
     Api {
         socket: PathBuf,
-        path: String,
-        detail: String,
+        call: &'static str,
+        #[source]
+        source: sarena_core::api::DaemonError,
     },
+    /// A file under /proc did not read or parse.
+    #[error("/proc: {what}: {source}")]
+    Proc {
+        what: &'static str,
+        #[source]
+        source: procfs::ProcError,
+    },
+    /// A plot did not render.
+    #[error("plotting {plot}: {source}")]
+    Plot {
+        plot: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A socket call of the request/response test failed.
+    #[error("{call} {addr}: {source}")]
+    Socket {
+        call: &'static str,
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The eBPF programs' pinned counters map could not be read.
+    #[error("pinned eBPF counters map {path}: {source}")]
+    Counters {
+        path: PathBuf,
+        #[source]
+        source: aya::maps::MapError,
+    },
+    /// Output the harness reads was not what it expected.
+    #[error("{what}: {detail}")]
+    Parse { what: &'static str, detail: String },
+    /// A measurement thread panicked.
+    #[error("the {what} thread panicked")]
+    ThreadPanicked { what: &'static str },
     /// A CNI operation returned an error (or no result) where one was required.
     #[error("CNI {command} of {container_id} on {node} failed: {detail}")]
     Plugin {

@@ -2,14 +2,11 @@
 
 use std::fmt::Write as _;
 
-use super::results::{DataplaneResults, PathKind, PathResult};
+use super::num;
+use crate::dataplane::{DataplaneResults, PathKind, PathResult};
 
 /// The target: pod ↔ pod at least this fraction of the raw veth pair.
 pub const TARGET_RATIO: f64 = 0.95;
-
-fn num(v: Option<f64>, decimals: usize) -> String {
-    v.map_or("–".into(), |v| format!("{v:.decimals$}"))
-}
 
 fn ratio(v: Option<f64>, is_sarena: bool) -> String {
     match v {
