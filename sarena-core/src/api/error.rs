@@ -3,9 +3,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::dataplane::DataplaneError;
-use crate::node::NodeError;
-
 /// The stable, machine-readable kind of an API error (`"kind"` in error bodies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -54,10 +51,10 @@ pub struct ApiErrorBody {
 
 /// Errors from any [`crate::api::Daemon`] backend.
 ///
-/// Over the wire a refusal arrives as [`DaemonError::Api`]; in process the
-/// node and the dataplane keep their typed errors ([`DaemonError::Node`],
-/// [`DaemonError::Attach`]). Either way [`DaemonError::kind`] gives the same
-/// kind and the error displays the same.
+/// Over the wire a refusal arrives as [`DaemonError::Api`]; in process a
+/// backend (the node state, the dataplane) keeps its own typed error as the
+/// source of a [`DaemonError::Local`]. Either way [`DaemonError::kind`] gives
+/// the same kind and the error displays the same.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     /// The daemon answered with an error.
@@ -68,20 +65,17 @@ pub enum DaemonError {
         /// Message.
         message: String,
     },
-    /// The in-process node state refused or failed the request.
-    #[error("daemon: {kind:?}: {0}", kind = .0.kind())]
-    Node(#[source] Box<NodeError>),
-    /// The in-process dataplane could not attach an endpoint (served as `internal`).
-    #[error(
-        "daemon: {:?}: attaching {host_ifname}: {source}",
-        ApiErrorKind::Internal
-    )]
-    Attach {
-        /// The endpoint's host-side interface.
-        host_ifname: String,
-        /// Cause.
+    /// An in-process backend (the node state, the dataplane) refused or
+    /// failed the request: the kind it is answered with, and the backend's
+    /// own error (e.g. `node::NodeError`), reachable with
+    /// [`DaemonError::local_source`].
+    #[error("daemon: {kind:?}: {source}")]
+    Local {
+        /// The kind the daemon answers with.
+        kind: ApiErrorKind,
+        /// The backend's error.
         #[source]
-        source: Box<DataplaneError>,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The daemon could not be reached at all (connect failed, socket missing).
     #[error("cannot reach the daemon at {endpoint}: {source}")]
@@ -131,14 +125,32 @@ impl DaemonError {
         }
     }
 
+    /// An in-process backend's error `source`, answered as `kind`.
+    pub fn local(
+        kind: ApiErrorKind,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        DaemonError::Local {
+            kind,
+            source: Box::new(source),
+        }
+    }
+
+    /// The in-process backend's error, when it is an `E`.
+    pub fn local_source<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        match self {
+            DaemonError::Local { source, .. } => source.downcast_ref::<E>(),
+            _ => None,
+        }
+    }
+
     /// The kind, for errors the daemon answers with: API errors and the
-    /// in-process node and dataplane errors. `None` when no answer came
+    /// in-process backends' errors. `None` when no answer came
     /// (unreachable, transport, decoding, a bad endpoint).
     pub fn kind(&self) -> Option<ApiErrorKind> {
         match self {
             DaemonError::Api { kind, .. } => Some(*kind),
-            DaemonError::Node(e) => Some(e.kind()),
-            DaemonError::Attach { .. } => Some(ApiErrorKind::Internal),
+            DaemonError::Local { kind, .. } => Some(*kind),
             DaemonError::Unreachable { .. }
             | DaemonError::Transport { .. }
             | DaemonError::Decode { .. }
@@ -152,14 +164,7 @@ impl DaemonError {
     pub fn to_body(&self) -> ApiErrorBody {
         let (kind, message) = match self {
             DaemonError::Api { kind, message } => (*kind, message.clone()),
-            DaemonError::Node(e) => (e.kind(), e.to_string()),
-            DaemonError::Attach {
-                host_ifname,
-                source,
-            } => (
-                ApiErrorKind::Internal,
-                format!("attaching {host_ifname}: {source}"),
-            ),
+            DaemonError::Local { kind, source } => (*kind, source.to_string()),
             DaemonError::Unreachable { .. } => (ApiErrorKind::Unavailable, self.to_string()),
             DaemonError::Transport { .. }
             | DaemonError::Decode { .. }

@@ -143,6 +143,6 @@ impl From<PoolConfigError> for NodeError {
 
 impl From<NodeError> for DaemonError {
     fn from(e: NodeError) -> Self {
-        DaemonError::Node(Box::new(e))
+        DaemonError::local(e.kind(), e)
     }
 }

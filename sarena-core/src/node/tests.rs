@@ -54,7 +54,10 @@ fn ep_req(alloc: &Allocation) -> EndpointCreate {
 /// The node's own error inside a [`DaemonError`] from the node.
 fn node_error(e: DaemonError) -> NodeError {
     match e {
-        DaemonError::Node(e) => *e,
+        DaemonError::Local { source, .. } => match source.downcast::<NodeError>() {
+            Ok(e) => *e,
+            Err(other) => panic!("not a node error: {other}"),
+        },
         other => panic!("not a node error: {other}"),
     }
 }
@@ -212,11 +215,11 @@ async fn node_errors_keep_their_source_and_answer_as_api_errors() {
     let node = Node::open(dir.path(), small_config("10.0.0.0/30", 180)).unwrap();
     node.allocate(req("c1")).await.unwrap();
     let err = node.allocate(req("c2")).await.unwrap_err();
-    let DaemonError::Node(source) = &err else {
+    let Some(source) = err.local_source::<NodeError>() else {
         panic!("not a node error: {err:?}");
     };
     assert!(
-        matches!(**source, NodeError::Ipam(IpamError::Exhausted { .. })),
+        matches!(source, NodeError::Ipam(IpamError::Exhausted { .. })),
         "{err:?}"
     );
     let chained = std::error::Error::source(&err).map(ToString::to_string);

@@ -7,12 +7,25 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::api::ApiErrorKind;
 use crate::api::{
     AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, Deleted, Endpoint,
     EndpointCreate, GcReport, GcRequest, Health, IpamState,
 };
-use crate::dataplane::Dataplane;
+use crate::dataplane::{Dataplane, DataplaneError};
 use crate::links::Links;
+
+/// The dataplane could not attach an endpoint being registered (answered as
+/// `internal`; the registration is not committed).
+#[derive(Debug, thiserror::Error)]
+#[error("attaching {host_ifname}: {source}")]
+pub struct AttachError {
+    /// The endpoint's host-side interface.
+    pub host_ifname: String,
+    /// The dataplane's error.
+    #[source]
+    pub source: DataplaneError,
+}
 
 /// Wraps a registry (e.g. the daemon's `Node`) so that registering an
 /// endpoint also attaches it to the dataplane and removing one detaches it.
@@ -100,13 +113,15 @@ impl Daemon for WithDataplane {
 
     async fn create_endpoint(&self, req: EndpointCreate) -> Result<Endpoint, DaemonError> {
         let endpoint = provisional(&req);
-        self.dataplane
-            .attach(&endpoint)
-            .await
-            .map_err(|source| DaemonError::Attach {
-                host_ifname: req.host_ifname.clone(),
-                source: Box::new(source),
-            })?;
+        self.dataplane.attach(&endpoint).await.map_err(|source| {
+            DaemonError::local(
+                ApiErrorKind::Internal,
+                AttachError {
+                    host_ifname: req.host_ifname.clone(),
+                    source,
+                },
+            )
+        })?;
         match self.registry.create_endpoint(req).await {
             Ok(created) => Ok(created),
             Err(error) => {
@@ -236,15 +251,17 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(err.kind(), Some(ApiErrorKind::Internal));
-        let DaemonError::Attach {
+        let Some(AttachError {
             host_ifname,
             source,
-        } = &err
+        }) = err.local_source::<AttachError>()
         else {
             panic!("not an attach error: {err:?}");
         };
         assert_eq!(host_ifname, "lxc0123456789ab");
-        let chained = std::error::Error::source(&err).map(ToString::to_string);
+        let chained = std::error::Error::source(&err)
+            .and_then(std::error::Error::source)
+            .map(ToString::to_string);
         assert_eq!(
             chained,
             Some(source.to_string()),
