@@ -7,7 +7,8 @@
 //! - `ops.rs`: the operations behind the trait (synchronous, explicit `now`);
 //! - `daemon.rs`: `impl Daemon for Node` over them;
 //! - `recovery.rs`: rebuilding the state from the store at [`Node::open`];
-//! - `with_dataplane.rs`: [`WithDataplane`];
+//! - `with_dataplane.rs`: [`WithDataplane`]; `stats.rs`: what it adds to
+//!   the status and the per-endpoint counters;
 //! - `config.rs`, `error.rs`: [`NodeConfig`], [`NodeError`].
 //!
 //! ```
@@ -29,6 +30,7 @@ mod daemon;
 mod error;
 mod ops;
 mod recovery;
+mod stats;
 #[cfg(test)]
 mod tests;
 mod with_dataplane;

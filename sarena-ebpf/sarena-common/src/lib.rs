@@ -49,8 +49,13 @@ pub struct EndpointInfo {
 pub const ENDPOINT_F_ACTIVE: u32 = 1;
 
 /// Why a program dropped a frame (index into [`EndpointCounters::drops`]).
+///
+/// With the `user` feature, `DropReason::iter()` lists every reason and
+/// `<&'static str>::from(reason)` names it in snake case (`malformed_ipv4`).
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(strum::EnumIter, strum::IntoStaticStr))]
+#[cfg_attr(feature = "user", strum(serialize_all = "snake_case"))]
 pub enum DropReason {
     /// Shorter than an Ethernet header.
     MalformedEthernet = 0,
@@ -66,8 +71,12 @@ pub enum DropReason {
 pub const DROP_REASONS: usize = 4;
 
 /// Per-endpoint counters, one value per CPU (user space sums them).
+///
+/// With the `user` feature it serializes with serde under its field names,
+/// which are the names readers (the daemon's API, its metrics) show.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "user", derive(serde::Serialize))]
 pub struct EndpointCounters {
     /// Frames received from the pod (ingress of the host veth).
     pub from_pod_packets: u64,
