@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use sarena_core::api::{Daemon, DaemonError};
 use sarena_core::dataplane::ebpf::AyaDataplane;
-use sarena_core::dataplane::{Dataplane, DataplaneError, DataplaneMode, KernelDataplane};
+use sarena_core::dataplane::{
+    Dataplane, DataplaneError, DataplaneMode, KernelDataplane, ReconcileReport,
+};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_core::node::{ConfigError, Node, NodeConfig, WithDataplane};
 
@@ -65,15 +67,16 @@ fn backend(
 
 /// Starts the configured dataplane (node set-up, then reconciliation with the
 /// registry) and returns what the API should serve: the node itself, or the
-/// node wrapped so that endpoint changes drive the dataplane.
+/// node wrapped so that endpoint changes drive the dataplane; and what the
+/// reconciliation changed (`None` without a dataplane).
 pub async fn start(
     config: &NodeConfig,
     node: Node,
     pin_dir: &Path,
-) -> Result<Arc<dyn Daemon>, DataplaneStartError> {
+) -> Result<(Arc<dyn Daemon>, Option<ReconcileReport>), DataplaneStartError> {
     let Some(dataplane) = backend(config.dataplane, pin_dir)? else {
         tracing::warn!("dataplane \"none\": pod traffic is not forwarded by Sarena");
-        return Ok(Arc::new(node));
+        return Ok((Arc::new(node), None));
     };
     dataplane.setup(&config.node_network()?).await?;
     let endpoints = node
@@ -89,9 +92,8 @@ pub async fn start(
         "dataplane ready"
     );
     let links = veth_remover()?;
-    Ok(Arc::new(
-        WithDataplane::new(Arc::new(node), dataplane).with_veth_removal(Arc::new(links)),
-    ))
+    let daemon = WithDataplane::new(Arc::new(node), dataplane).with_veth_removal(Arc::new(links));
+    Ok((Arc::new(daemon), Some(report)))
 }
 
 /// Links whose netlink socket is driven by a runtime on a thread of its own.

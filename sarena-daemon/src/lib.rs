@@ -7,5 +7,7 @@ pub mod app;
 pub mod cli;
 pub mod dataplane;
 pub mod ebpf_object;
+pub mod metrics;
+pub mod operated;
 pub mod routes;
 pub mod server;
