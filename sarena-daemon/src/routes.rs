@@ -40,23 +40,24 @@ enum Route {
 }
 
 impl Route {
-    /// The route's template: bounded, and free of container ids.
+    /// The route's template (`:name` for a path segment): bounded, free of
+    /// container ids, and without braces, which some scrapers mis-parse.
     fn template(&self) -> &'static str {
         match self {
             Route::Config => "/v1/daemon/config",
             Route::Health => "/v1/daemon/health",
             Route::Status => "/v1/daemon/status",
             Route::Allocate => "/v1/ipam/allocate",
-            Route::Release(_) => "/v1/ipam/allocations/{container_id}/{ifname}",
+            Route::Release(_) => "/v1/ipam/allocations/:container_id/:ifname",
             Route::Ipam => "/v1/ipam",
             Route::CreateEndpoint => "/v1/endpoint/create",
             Route::Endpoints => "/v1/endpoints",
             Route::GetEndpoint(_) | Route::DeleteEndpoint(..) => {
-                "/v1/endpoints/{container_id}/{ifname}"
+                "/v1/endpoints/:container_id/:ifname"
             }
             Route::Gc => "/v1/gc",
             Route::EndpointStats => "/v1/stats/endpoints",
-            Route::EndpointStatsOf(_) => "/v1/stats/endpoints/{container_id}/{ifname}",
+            Route::EndpointStatsOf(_) => "/v1/stats/endpoints/:container_id/:ifname",
         }
     }
 }

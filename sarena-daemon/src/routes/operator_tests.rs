@@ -49,7 +49,7 @@ fn operator_routes_and_their_templates() {
     assert_eq!(r("GET", "/v1/daemon/status"), Ok(Route::Status));
     assert_eq!(r("GET", "/v1/stats/endpoints"), Ok(Route::EndpointStats));
     let of = r("GET", "/v1/stats/endpoints/c1/eth0").unwrap();
-    assert_eq!(of.template(), "/v1/stats/endpoints/{container_id}/{ifname}");
+    assert_eq!(of.template(), "/v1/stats/endpoints/:container_id/:ifname");
     for (m, p) in [
         ("POST", "/v1/daemon/status"),
         ("DELETE", "/v1/stats/endpoints"),
@@ -141,7 +141,7 @@ async fn the_observer_sees_templates_and_statuses() {
     assert_eq!(
         *seen.0.lock().unwrap(),
         vec![
-            ("GET".into(), "/v1/endpoints/{container_id}/{ifname}", 404),
+            ("GET".into(), "/v1/endpoints/:container_id/:ifname", 404),
             ("GET".into(), UNMATCHED_ROUTE, 404),
             ("GET".into(), UNMATCHED_ROUTE, 400),
         ]
