@@ -6,6 +6,7 @@
 //! - `status.rs`, `endpoint.rs`, `ipam.rs`: one command each;
 //! - `table.rs`: tables, ages and sizes;
 //! - `error.rs`: [`CliError`], one line each, never a chain of transport errors.
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 mod cli;

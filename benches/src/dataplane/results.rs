@@ -136,7 +136,7 @@ pub struct DataplaneResults {
 }
 
 impl PathSummary {
-    /// Medians of `samples`; ratios stay `None` (see [`fill_ratios`]).
+    /// Medians of `samples`; ratios stay `None` (see `fill_ratios`).
     pub fn of(samples: &[PathSample]) -> PathSummary {
         let pick = |f: &dyn Fn(&PathSample) -> Option<f64>| -> Vec<f64> {
             samples.iter().filter_map(f).collect()
