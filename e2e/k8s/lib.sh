@@ -56,7 +56,11 @@
 # Environment: SARENA_K8S_CACHE (/var/cache/sarena-k8s), SARENA_K8S_BIN
 # ($SARENA_K8S_CACHE/bin), SARENA_K8S_IMAGES ($SARENA_K8S_CACHE/images),
 # SARENA_K8S_AUTHORIZATION (apiserver --authorization-mode, RBAC),
-# SARENA_K8S_DAEMON_NICE (0).
+# SARENA_K8S_DAEMON_NICE (0); read by k8s_up and kept for the cluster's life
+# in DIR/state.env: SARENA_K8S_UNDERLAY (172.30.0), SARENA_K8S_DUAL_STACK (0;
+# 1: feature gate IPv6DualStack, pods also fd00:10:244::/56 with a /64 per
+# node, services also fd00:10:96::/112, underlay also fd00:172:30::/64 with
+# node N at fd00:172:30::(10+N), in DIR/nodes/NODE/ip6).
 #
 # The functions are safe under `set -e`: each returns non-zero on failure
 # (its work runs in a child bash with `set -euo pipefail`).

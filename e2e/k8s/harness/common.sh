@@ -4,13 +4,29 @@
 # e2e/k8s/lib.sh; these functions run in a child bash with `set -euo pipefail`
 # (see _k8s_child), so they may exit on error.
 
-# Addresses: the underlay is one /24 on a bridge in the control-plane netns.
-K8S_UNDERLAY=${SARENA_K8S_UNDERLAY:-172.30.0}
-K8S_CP_IP=$K8S_UNDERLAY.1
-K8S_SERVICE_CIDR=10.96.0.0/12
 K8S_SERVICE_IP=10.96.0.1
-K8S_CLUSTER_CIDR=10.244.0.0/16
-K8S_NODE_MASK=24
+
+# _k8s_net_vars: the cluster's addresses, as recorded in DIR/state.env by up
+# (from SARENA_K8S_UNDERLAY and SARENA_K8S_DUAL_STACK then). The underlay is
+# one /24 (and with dual stack one /64) on a bridge in the control-plane netns.
+_k8s_net_vars() {
+  K8S_UNDERLAY=${SARENA_K8S_UNDERLAY:-172.30.0} K8S_DUAL_STACK=${SARENA_K8S_DUAL_STACK:-0}
+  if [ -s "$D/state.env" ]; then
+    K8S_UNDERLAY=$(sed -n 's/^UNDERLAY=//p' "$D/state.env")
+    K8S_DUAL_STACK=$(sed -n 's/^DUAL_STACK=//p' "$D/state.env")
+  fi
+  K8S_CP_IP=$K8S_UNDERLAY.1
+  K8S_UNDERLAY6=fd00:172:30:: K8S_CP_IP6=fd00:172:30::1
+  K8S_SERVICE_CIDR=10.96.0.0/12 K8S_CLUSTER_CIDR=10.244.0.0/16
+  if [ "$K8S_DUAL_STACK" = 1 ]; then
+    K8S_SERVICE_CIDR+=,fd00:10:96::/112 K8S_CLUSTER_CIDR+=,fd00:10:244::/56
+    K8S_NODE_MASK_FLAGS=(--node-cidr-mask-size-ipv4=24 --node-cidr-mask-size-ipv6=64)
+    K8S_FEATURE_GATES=(--feature-gates=IPv6DualStack=true)
+  else
+    K8S_NODE_MASK_FLAGS=(--node-cidr-mask-size=24)
+    K8S_FEATURE_GATES=()
+  fi
+}
 
 _k8s_log() { printf '[k8s] %s\n' "$*" >&2; }
 _k8s_warn() { printf '[k8s] WARNING: %s\n' "$*" >&2; }
@@ -30,6 +46,7 @@ _k8s_dir() {
   ID=$(printf %s "$D" | sha256sum | cut -c1-8)
   CP_NS=sk8s-$ID-cp
   RUN=$D/run LOGS=$D/logs PKI=$D/pki
+  _k8s_net_vars
 }
 
 # _k8s_node_vars NAME: NAME, ND (its dir), NS (its netns).
@@ -102,9 +119,10 @@ _k8s_restart() {
   _k8s_spawn "$unit" "${cmd[@]}"
 }
 
-# _k8s_stop UNIT [SECONDS] [SIGNAL]: SIGNAL (TERM), SIGKILL after SECONDS (15).
+# _k8s_stop UNIT [SECONDS] [SIGNAL] [quiet]: SIGNAL (TERM), SIGKILL after
+# SECONDS (15), with a warning unless quiet.
 _k8s_stop() {
-  local unit=$1 secs=${2:-15} sig=${3:-TERM} p i
+  local unit=$1 secs=${2:-15} sig=${3:-TERM} quiet=${4:-} p i
   if p=$(_k8s_pid "$unit"); then
     kill "-$sig" "$p" 2>/dev/null || true
     for ((i = 0; i < secs * 10; i++)); do
@@ -112,7 +130,7 @@ _k8s_stop() {
       sleep 0.1
     done
     if _k8s_ours "$p"; then
-      _k8s_warn "$unit ($p) still running after SIG$sig, killing it"
+      [ -n "$quiet" ] || _k8s_warn "$unit ($p) still running after SIG$sig, killing it"
       kill -KILL "$p" 2>/dev/null || true
       sleep 0.2
     fi

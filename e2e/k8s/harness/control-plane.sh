@@ -55,6 +55,7 @@ _k8s_cp_netns() {
   ip -n "$CP_NS" link set lo up
   ip -n "$CP_NS" link add underlay type bridge
   ip -n "$CP_NS" addr add "$K8S_CP_IP/24" dev underlay
+  if [ "$K8S_DUAL_STACK" = 1 ]; then ip -n "$CP_NS" addr add "$K8S_CP_IP6/64" dev underlay nodad; fi
   ip -n "$CP_NS" link set underlay up
 }
 
@@ -80,7 +81,9 @@ _k8s_up() {
   # a failed up stops whatever it started
   # shellcheck disable=SC2154 # rc is the trap's own
   trap 'rc=$?; if [ $rc != 0 ]; then _k8s_warn "up failed, tearing down"; _k8s_down_all; fi' EXIT
-  printf 'ID=%s\nCP_NS=%s\nCP_IP=%s\n' "$ID" "$CP_NS" "$K8S_CP_IP" >"$D/state.env"
+  _k8s_net_vars # this cluster's, from the environment
+  printf 'ID=%s\nCP_NS=%s\nUNDERLAY=%s\nDUAL_STACK=%s\n' "$ID" "$CP_NS" "$K8S_UNDERLAY" "$K8S_DUAL_STACK" \
+    >"$D/state.env"
 
   local t0=$SECONDS
   _k8s_gen_pki
@@ -105,7 +108,7 @@ _k8s_up() {
     --authorization-mode="${SARENA_K8S_AUTHORIZATION:-RBAC}" \
     --service-account-key-file="$PKI/sa.pub" --service-account-signing-key-file="$PKI/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-cluster-ip-range="$K8S_SERVICE_CIDR" --allow-privileged=true \
+    --service-cluster-ip-range="$K8S_SERVICE_CIDR" --allow-privileged=true ${K8S_FEATURE_GATES[@]+"${K8S_FEATURE_GATES[@]}"} \
     --kubelet-preferred-address-types=InternalIP,Hostname \
     --cert-dir="$D/cp/apiserver" --profiling=false --v=1
   _k8s_wait 120 cp.kube-apiserver _k8s_kubectl get --raw /readyz ||
@@ -115,7 +118,8 @@ _k8s_up() {
   _k8s_spawn cp.kube-controller-manager nsenter --net="/run/netns/$CP_NS" -- \
     "$SARENA_K8S_BIN/kube-controller-manager" --kubeconfig="$D/kubeconfig" \
     --bind-address=127.0.0.1 --secure-port=10257 --port=0 --leader-elect=false \
-    --allocate-node-cidrs=true --cluster-cidr="$K8S_CLUSTER_CIDR" --node-cidr-mask-size="$K8S_NODE_MASK" \
+    --allocate-node-cidrs=true --cluster-cidr="$K8S_CLUSTER_CIDR" "${K8S_NODE_MASK_FLAGS[@]}" \
+    ${K8S_FEATURE_GATES[@]+"${K8S_FEATURE_GATES[@]}"} \
     --service-cluster-ip-range="$K8S_SERVICE_CIDR" --service-account-private-key-file="$PKI/sa.key" \
     --root-ca-file="$PKI/ca.crt" --use-service-account-credentials=false \
     --cert-dir="$D/cp/controller-manager" --profiling=false --v=1

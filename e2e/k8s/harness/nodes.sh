@@ -24,8 +24,9 @@ _k8s_plug() {
     [ "$IDX" -lt 240 ] || _k8s_die "no free node index"
     echo "$IDX" >"$ND/index"
   fi
-  IP=$K8S_UNDERLAY.$((10 + IDX))
+  IP=$K8S_UNDERLAY.$((10 + IDX)) IP6=$K8S_UNDERLAY6$((10 + IDX))
   echo "$IP" >"$ND/ip"
+  if [ "$K8S_DUAL_STACK" = 1 ]; then echo "$IP6" >"$ND/ip6"; fi
   echo "$NS" >"$ND/netns"
   ip netns del "$NS" 2>/dev/null || true
   ip -n "$CP_NS" link del "n$IDX" 2>/dev/null || true
@@ -36,12 +37,18 @@ _k8s_plug() {
   ip -n "$NS" addr add "$IP/24" dev eth0
   ip -n "$NS" link set eth0 up
   ip -n "$NS" route add default via "$K8S_CP_IP"
+  if [ "$K8S_DUAL_STACK" = 1 ]; then
+    ip -n "$NS" addr add "$IP6/64" dev eth0 nodad
+    ip -n "$NS" route add default via "$K8S_CP_IP6"
+    nsenter --net="/run/netns/$NS" -- sh -c 'echo 1 >/proc/sys/net/ipv6/conf/all/forwarding'
+  fi
   # what a node is expected to have; both are per netns
   # shellcheck disable=SC2016 # expanded by the inner sh
   nsenter --net="/run/netns/$NS" -- sh -c '
     echo 1 >/proc/sys/net/ipv4/ip_forward
-    f=/proc/sys/net/bridge/bridge-nf-call-iptables
-    if [ -e $f ]; then echo 1 >$f; fi'
+    for f in /proc/sys/net/bridge/bridge-nf-call-iptables /proc/sys/net/bridge/bridge-nf-call-ip6tables; do
+      if [ -e $f ]; then echo 1 >$f; fi
+    done'
 }
 
 _k8s_netns_node() {
@@ -63,11 +70,16 @@ _k8s_register_node() {
   _k8s_require_up
   [ -s "$ND/ip" ] || _k8s_die "node $NAME has no address (k8s_netns_node first)"
   IP=$(cat "$ND/ip")
+  local v6=""
+  if [ -s "$ND/ip6" ]; then
+    IP6=$(cat "$ND/ip6")
+    v6="{\"type\": \"InternalIP\", \"address\": \"$IP6\"},"
+  fi
   _k8s_kubectl apply -f - >/dev/null <<EOF
 {"apiVersion": "v1", "kind": "Node",
  "metadata": {"name": "$NAME", "labels": {"kubernetes.io/hostname": "$NAME",
    "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}},
- "status": {"addresses": [{"type": "InternalIP", "address": "$IP"},
+ "status": {"addresses": [{"type": "InternalIP", "address": "$IP"}, $v6
                           {"type": "Hostname", "address": "$NAME"}]}}
 EOF
   _k8s_await_pod_cidr
@@ -89,8 +101,10 @@ _k8s_await_pod_cidr() {
   [ -n "$cidrs" ] || _k8s_die "node $NAME got no podCIDR"
   echo "$cidrs" >"$ND/podcidrs"
   for c in $cidrs; do
-    case $c in *:*) continue ;; esac # the underlay is IPv4 only
-    ip -n "$CP_NS" route replace "$c" via "$IP"
+    case $c in
+      *:*) if [ -s "$ND/ip6" ]; then ip -n "$CP_NS" route replace "$c" via "$(cat "$ND/ip6")"; fi ;;
+      *) ip -n "$CP_NS" route replace "$c" via "$IP" ;;
+    esac
   done
   CIDR=${cidrs%% *}
 }
@@ -210,6 +224,7 @@ volumePluginDir: $ND/kubelet/volume-plugins
 clusterDomain: cluster.local
 resolvConf: $ND/resolv.conf
 serializeImagePulls: false
+featureGates: {IPv6DualStack: $([ "$K8S_DUAL_STACK" = 1 ] && echo true || echo false)}
 EOF
 }
 
@@ -220,8 +235,9 @@ kind: KubeProxyConfiguration
 clientConnection: {kubeconfig: $D/kubeconfig}
 hostnameOverride: $NAME
 bindAddress: $IP
-clusterCIDR: $K8S_CLUSTER_CIDR
+clusterCIDR: "$K8S_CLUSTER_CIDR"
 mode: iptables
+featureGates: {IPv6DualStack: $([ "$K8S_DUAL_STACK" = 1 ] && echo true || echo false)}
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
 oomScoreAdj: 0
@@ -371,7 +387,7 @@ _k8s_kubelet_node() {
     --config="$ND/kubelet.yaml" --kubeconfig="$D/kubeconfig" \
     --container-runtime=remote --container-runtime-endpoint=unix:///run/containerd/containerd.sock \
     --pod-infra-container-image=sarena.local/pause:3.4 \
-    --node-ip="$IP" --hostname-override="$NAME" --v=1
+    --node-ip="$IP$([ "$K8S_DUAL_STACK" = 1 ] && echo ",$IP6")" --hostname-override="$NAME" --v=1
   _k8s_await_pod_cidr
 
   if [ "$proxy" = 1 ]; then

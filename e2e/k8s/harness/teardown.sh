@@ -105,7 +105,11 @@ _k8s_down_all() {
     [ -d "$n" ] && _k8s_node_down "$(basename "$n")"
   done
   _k8s_stop_units cp
-  for n in kube-scheduler kube-controller-manager kube-apiserver etcd; do _k8s_stop "cp.$n"; done
+  _k8s_stop cp.kube-scheduler
+  _k8s_stop cp.kube-controller-manager
+  # its endpoint reconciler may wait 20 s for itself on the way out: no need here
+  _k8s_stop cp.kube-apiserver 5 TERM quiet
+  _k8s_stop cp.etcd
   # anything else still carrying the marker (a lost pid file)
   for p in $(_k8s_marked); do
     _k8s_warn "killing stray $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80) ($p)"
