@@ -10,7 +10,7 @@
 #
 # Output ($SARENA_K8S_CACHE, default /var/cache/sarena-k8s):
 #   bin/     kube-apiserver kube-controller-manager kube-scheduler kubelet
-#            kube-proxy kubectl etcd etcdctl
+#            kube-proxy kubectl etcd etcdctl pause
 #   images/  pause.tar (sarena.local/pause:3.4) busybox.tar (sarena.local/busybox:1.35),
 #            docker-archive tars for `ctr images import`
 #   VERSIONS what was built from what
@@ -44,6 +44,8 @@ JOBS=${SARENA_K8S_JOBS:-2}
 K8S_VERSION=v1.20.2
 GO_ROOT=/usr/lib/go-1.19
 KUBE_BINS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
+# built from the same source tree: bin/pause, the pause image's binary
+SOURCE_BINS=("${KUBE_BINS[@]}" pause)
 
 # Build tools, then what e2e/k8s/ runs: containerd + runc on the nodes,
 # the reference CNI plugins, iptables for kube-proxy, unshare/nsenter.
@@ -268,7 +270,7 @@ build_key() {
 step_build() {
   local key b ld="-s -w" p
   key=$(build_key)
-  if is_done build "$key" && have_bins "${KUBE_BINS[@]}"; then
+  if is_done build "$key" && have_bins "${SOURCE_BINS[@]}"; then
     log "build: done"
     return
   fi
@@ -294,6 +296,9 @@ step_build() {
   }
   "$BIN/kubectl" version --client --short 2>/dev/null | grep -q "$K8S_VERSION" ||
     die "kubectl does not report $K8S_VERSION"
+  # pause: Kubernetes' own, static
+  run pause-gcc gcc -Os -static -DVERSION=3.4 -o "$BIN/pause" "$TREE/build/pause/linux/pause.c"
+  strip "$BIN/pause"
   log "build: done in $(since "$t")"
   mark_done build "$key"
 }
@@ -303,6 +308,10 @@ step_build() {
 step_etcd() {
   local ver
   ver=$(apt-cache policy etcd-server | awk '/Candidate:/ {print $2}')
+  if [ -z "$ver" ] || [ "$ver" = "(none)" ]; then # no package lists yet
+    run apt-update apt-get -o DPkg::Lock::Timeout=600 update
+    ver=$(apt-cache policy etcd-server | awk '/Candidate:/ {print $2}')
+  fi
   if [ -z "$ver" ] || [ "$ver" = "(none)" ]; then die "no etcd-server package in the Debian suites"; fi
   if is_done etcd "$ver" && [ -x "$BIN/etcd" ] && [ -x "$BIN/etcdctl" ]; then
     log "etcd: done"
@@ -322,7 +331,7 @@ step_etcd() {
 
 # --- 8. images: pause and busybox ------------------------------------------
 images_key() {
-  echo "$DEB_VERSION busybox $(dpkg-query -W -f='${Version}' busybox-static)" \
+  echo "pause $(sha256sum "$BIN/pause" | cut -c1-16) busybox $(dpkg-query -W -f='${Version}' busybox-static)" \
     "mkimage $(sha256sum "$REPO/scripts/mkimage.py" | cut -c1-16)"
 }
 
@@ -337,12 +346,9 @@ step_images() {
   local w=$CACHE/image-work
   rm -rf "$w"
   mkdir -p "$w"
-  # pause: Kubernetes' own, static
-  run pause-gcc gcc -Os -static -DVERSION=3.4 -o "$w/pause" "$TREE/build/pause/linux/pause.c"
-  strip "$w/pause"
   run mkimage-pause python3 "$REPO/scripts/mkimage.py" -o "$IMAGES/pause.tar" \
     -t sarena.local/pause:3.4 -t k8s.gcr.io/pause:3.2 \
-    --file /pause "$w/pause" --chmod 0755 /pause --entrypoint /pause --user 65535:65535
+    --file /pause "$BIN/pause" --chmod 0755 /pause --entrypoint /pause --user 65535:65535
   # busybox: the static binary, a link per applet, passwd/group, /tmp
   printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$w/passwd"
   printf 'root:x:0:\nnobody:x:65534:\n' >"$w/group"
@@ -376,8 +382,7 @@ write_versions() {
 built_from_source() {
   [ -s "$STAMPS/fetch" ] || return 1
   DEB_VERSION=${SARENA_K8S_DEB_VERSION:-$(cat "$STAMPS/fetch")}
-  is_done fetch "$DEB_VERSION" && is_done build "$(build_key)" && have_bins "${KUBE_BINS[@]}" &&
-    is_done images "$(images_key)" && [ -s "$IMAGES/pause.tar" ] && [ -s "$IMAGES/busybox.tar" ]
+  is_done fetch "$DEB_VERSION" && is_done build "$(build_key)" && have_bins "${SOURCE_BINS[@]}"
 }
 
 # --prune: keep bin/, images/ and the stamps; drop the source, Go cache and
@@ -390,15 +395,15 @@ prune() {
 }
 
 if built_from_source; then
-  log "kubernetes $K8S_VERSION (Debian $DEB_VERSION) binaries and images are current"
+  log "kubernetes $K8S_VERSION (Debian $DEB_VERSION) binaries are current"
 else
   step_fetch
   step_unpack
   step_patch
   step_openapi
   step_build
-  step_images
 fi
+step_images
 step_etcd
 write_versions
 if [ "${1:-}" = --prune ]; then prune; fi
