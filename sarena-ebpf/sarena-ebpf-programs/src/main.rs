@@ -1,28 +1,34 @@
 //! Sarena's TC programs, attached (cls_bpf on clsact) to each pod's host-side veth.
 //!
-//! - [`from_container`] (ingress): frames the pod sends. ARP requests for any
-//!   address but the pod's own are answered with the host end's MAC; IPv4 to
-//!   another local endpoint is forwarded straight into that pod; everything
-//!   else goes on to the host stack.
-//! - [`to_container`] (egress): frames the host stack sends to the pod; counted
-//!   and passed.
+//! - [`from_container`] (ingress): frames the pod sends. IPv4 and ARP whose
+//!   source is not one of the pod's addresses are dropped. ARP requests for
+//!   any address but the pod's own are answered with the host end's MAC; IPv4
+//!   to another local endpoint is forwarded straight into that pod unless the
+//!   host stack handled its flow (see [`flows`]); everything else goes on to
+//!   the host stack.
+//! - [`to_container`] (egress): frames the host stack sends to the pod;
+//!   counted, flows from other local pods recorded, and passed.
 //!
 //! Map layouts live in `sarena-common`, shared with the loader in sarena-core.
 #![no_std]
 #![no_main]
 
+mod antispoof;
 mod arp;
 mod counters;
+mod flows;
 mod forward;
 mod packet;
 
 use aya_ebpf::{
     macros::{classifier, map},
-    maps::{HashMap, PerCpuHashMap},
+    maps::{HashMap, LruHashMap, PerCpuHashMap},
     programs::TcContext,
 };
 use packet::verdict;
-use sarena_common::{EndpointCounters, EndpointInfo, EndpointKey, MAX_ENDPOINTS};
+use sarena_common::{
+    EndpointCounters, EndpointInfo, EndpointKey, FlowKey, FlowState, MAX_ENDPOINTS, MAX_HOST_FLOWS,
+};
 
 /// Pod address → where it lives (filled by user space, pinned).
 #[map(name = "SARENA_ENDPOINTS")]
@@ -32,6 +38,13 @@ static SARENA_ENDPOINTS: HashMap<EndpointKey, EndpointInfo> = HashMap::pinned(MA
 #[map(name = "SARENA_COUNTERS")]
 static SARENA_COUNTERS: PerCpuHashMap<u32, EndpointCounters> =
     PerCpuHashMap::pinned(MAX_ENDPOINTS, 0);
+
+/// Pod ↔ pod flows the host stack handled, in the direction the receiving pod
+/// answers (filled by `to_container`, pinned; LRU: the least recently used
+/// entry goes when it is full). Shared by all CPUs: the two directions of a
+/// flow may run on different ones.
+#[map(name = "SARENA_HOST_FLOWS")]
+static SARENA_HOST_FLOWS: LruHashMap<FlowKey, FlowState> = LruHashMap::pinned(MAX_HOST_FLOWS, 0);
 
 /// Ingress of a pod's host-side veth: what the pod sends.
 #[classifier]
