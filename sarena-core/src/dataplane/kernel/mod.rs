@@ -8,7 +8,10 @@
 //!   (`ip route replace ADDR/32 dev lxc… proto 90`).
 //! - `detach` / `reconcile`: remove or restore those routes, told apart from
 //!   everyone else's by their route protocol ([`routes::SARENA_ROUTE_PROTOCOL`]).
+//! - Anti-spoofing (every step above): what a pod sends must come from one
+//!   of its own addresses (nftables, see `antispoof`).
 
+mod antispoof;
 mod masquerade;
 pub mod routes;
 
@@ -134,7 +137,8 @@ impl KernelDataplane {
                 }
             }
         }
-        masquerade::apply(&self.names.nft_table, &[], false)
+        masquerade::apply(&self.names.nft_table, &[], false)?;
+        antispoof::remove(&self.names.nft_table).await
     }
 
     async fn link_index(&self, name: &str) -> Result<Option<u32>, DataplaneError> {
@@ -192,7 +196,8 @@ impl Dataplane for KernelDataplane {
             sysctl("net/ipv6/conf/all/forwarding", "1")?;
         }
         self.ensure_gateway_device(&node.gateways).await?;
-        masquerade::apply(&self.names.nft_table, &node.pools, node.masquerade)
+        masquerade::apply(&self.names.nft_table, &node.pools, node.masquerade)?;
+        antispoof::setup(&self.names.nft_table).await
     }
 
     async fn attach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
@@ -207,6 +212,7 @@ impl Dataplane for KernelDataplane {
             &format!("net/ipv4/conf/{}/proxy_arp", endpoint.host_ifname),
             "1",
         )?;
+        antispoof::guard(&self.names.nft_table, endpoint).await?;
         for route in &wanted {
             routes::add(&self.handle, route).await?;
         }
@@ -224,15 +230,19 @@ impl Dataplane for KernelDataplane {
             };
             routes::remove(&self.handle, &route).await?;
         }
-        Ok(())
+        antispoof::unguard(&self.names.nft_table, endpoint).await
     }
 
     async fn reconcile(&self, endpoints: &[Endpoint]) -> Result<ReconcileReport, DataplaneError> {
         let mut report = ReconcileReport::default();
         let mut wanted = Vec::new();
+        let mut live = Vec::new();
         for endpoint in endpoints {
             match self.wanted(endpoint).await? {
-                Some(routes) => wanted.extend(routes.into_iter().map(|r| (r, endpoint))),
+                Some(routes) => {
+                    wanted.extend(routes.into_iter().map(|r| (r, endpoint)));
+                    live.push(endpoint.clone());
+                }
                 None => {
                     tracing::warn!(host_ifname = %endpoint.host_ifname, "endpoint's host veth is missing")
                 }
@@ -252,6 +262,7 @@ impl Dataplane for KernelDataplane {
             }
         }
         report.attached.dedup();
+        antispoof::reconcile(&self.names.nft_table, &live).await?;
         Ok(report)
     }
 }
