@@ -6,15 +6,20 @@
 # interleaved so that the machine's load hits them alike. Reports, never
 # asserts (exit 0 unless a measurement could not run).
 #
-# Usage: e2e/perf-services.sh [-r ROUNDS] [-t SECONDS] NAME=MODE[:BIN_DIR]...
+# Usage: e2e/perf-services.sh [-r ROUNDS] [-t SECONDS] [-s] NAME=MODE[:BIN_DIR]...
 #   MODE: ebpf | kernel (Sarena, binaries from BIN_DIR) | ref (ptp + host-local)
+#   -s: turn on kernel.bpf_stats_enabled for the run (restored at exit) and
+#       report the programs' own run time per invocation during each
+#       request/response test (eBPF contenders): the per-packet cost, free of
+#       the scheduling noise that dominates the round-trip rate.
 #   e.g. e2e/perf-services.sh before=ebpf:/tmp/main-bin after=ebpf:target/release ref=ref
 set -euo pipefail
 # shellcheck source=e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 if [ "${1:-}" = --one ]; then
-  # One contender, one round: prints "rr_direct rr_svc gbps_direct gbps_svc".
+  # One contender, one round: prints "rr_direct rr_svc gbps_direct gbps_svc
+  # from_ns_direct to_ns_direct from_ns_svc to_ns_svc".
   SPEC=$2 SECS=$3 RR=$4
   NAME=${SPEC%%=*}
   REST=${SPEC#*=}
@@ -56,17 +61,53 @@ if [ "${1:-}" = --one ]; then
     out=$(timeout $((SECS + 10)) ip netns exec "${NS[a]}" iperf3 -c "$1" -p 5201 -t "$SECS" --connect-timeout 3000 -J 2>/dev/null) &&
       jq -e '.end.sum_received.bits_per_second / 1e9 * 100 | floor / 100' <<<"$out" 2>/dev/null || echo fail
   }
-  echo "$(rr "${IP[b]}") $(rr "$SVC") $(gbps "${IP[b]}") $(gbps "$SVC")" >"$WORK/result"
+  # The ids of the programs on pod a's host veth (one program serves all veths).
+  PROGS=()
+  if [ "$WHICH" != ref ] && [ "$(cat /proc/sys/kernel/bpf_stats_enabled)" = 1 ]; then
+    hostif=$(node_exec ip -o -4 route get "${IP[a]}" | sed -n 's/.* dev \([^ ]*\).*/\1/p')
+    for name in from_container to_container; do
+      id=$(node_exec bpftool -j net show dev "$hostif" |
+        jq -r --arg n "$name" '[.. | objects | select(.name? == $n) | .prog_id // .id] | first // empty')
+      [ -n "$id" ] && PROGS+=("$id")
+    done
+  fi
+  # stats: "run_time_ns run_cnt" of each program in PROGS.
+  stats() {
+    local id
+    for id in "${PROGS[@]}"; do
+      bpftool -j prog show id "$id" | jq -r '"\(.run_time_ns // 0) \(.run_cnt // 0)"'
+    done
+  }
+  # per_run BEFORE AFTER: ns per invocation of each program between two stats.
+  per_run() {
+    paste <(echo "$1") <(echo "$2") | awk '{n = $4 - $2; printf "%s ", (n > 0) ? sprintf("%.0f", ($3 - $1) / n) : "-"}'
+  }
+  # measured_rr IP: sets RATE (round trips/s) and RR_NS (ns per run of each program).
+  measured_rr() {
+    local before after
+    before=$(stats)
+    RATE=$(rr "$1")
+    after=$(stats)
+    RR_NS="- - "
+    [ "${#PROGS[@]}" != 2 ] || RR_NS=$(per_run "$before" "$after")
+  }
+  measured_rr "${IP[b]}"
+  rr_direct=$RATE ns_direct=$RR_NS
+  measured_rr "$SVC"
+  rr_svc=$RATE ns_svc=$RR_NS
+  echo "$rr_direct $rr_svc $(gbps "${IP[b]}") $(gbps "$SVC") $ns_direct$ns_svc" >"$WORK/result"
   cat "$WORK/result" >&3
   exit 0
 fi
 
 ROUNDS=3
 SECS=5
-while getopts r:t: o; do
+STATS=0
+while getopts r:t:s o; do
   case "$o" in
     r) ROUNDS=$OPTARG ;;
     t) SECS=$OPTARG ;;
+    s) STATS=1 ;;
     *) exit 2 ;;
   esac
 done
@@ -78,7 +119,9 @@ shift $((OPTIND - 1))
 E2E_TEST=perf
 command -v gcc >/dev/null || fail "gcc missing (it compiles the request/response tool)"
 TMP=$(mktemp -d /tmp/sarena-perf.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+OLD_STATS=$(cat /proc/sys/kernel/bpf_stats_enabled)
+trap 'rm -rf "$TMP"; echo "$OLD_STATS" >/proc/sys/kernel/bpf_stats_enabled' EXIT
+[ "$STATS" = 0 ] || echo 1 >/proc/sys/kernel/bpf_stats_enabled
 gcc -O2 -o "$TMP/rr" "$E2E_DIR/perf/rr.c" || fail "cannot compile e2e/perf/rr.c"
 if [ -z "${E2E_DRIVER:-}" ]; then
   export E2E_DRIVER="$TMP/driver"
@@ -102,12 +145,13 @@ median() {
     END {if (f || !n) print "fail"; else print (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2}'
 }
 printf '\n%s round(s) of %s s each; medians (1-byte TCP round trips/s, iperf3 Gbit/s)\n\n' "$ROUNDS" "$SECS"
-printf '| contender | RR direct | RR via ClusterIP | iperf3 direct | iperf3 via ClusterIP |\n|---|---|---|---|---|\n'
+printf '| contender | RR direct | RR via ClusterIP | iperf3 direct | iperf3 via ClusterIP | ns/run direct (from, to) | ns/run via ClusterIP (from, to) |\n|---|---|---|---|---|---|---|\n'
 for spec in "$@"; do
   n=${spec%%=*}
   row="| $n ($(sed 's/^[^=]*=//' <<<"$spec")) "
-  for col in 1 2 3 4; do
-    row+="| $(awk -v c="$col" 'NF {print $c}' <<<"${RESULTS[$n]}" | median) "
+  for col in 1 2 3 4 5 6 7 8; do
+    case "$col" in 6 | 8) row+=", " ;; *) row+="| " ;; esac
+    row+="$(awk -v c="$col" 'NF {print $c}' <<<"${RESULTS[$n]}" | grep -v '^-$' | median) "
   done
   echo "$row|"
 done
