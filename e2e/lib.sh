@@ -213,6 +213,7 @@ EOF
   # uses it by then. (In a node netns all of that goes with the netns.)
   if [ -z "${NODE_NS:-}" ]; then
     SARENA_LINKS_BEFORE=$(ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//')
+    SARENA_NFT_BEFORE=$(nft list tables 2>/dev/null || true)
     defer "sarena_node_cleanup"
   fi
   SARENA_DAEMON=("$bin/sarena-daemon" --socket "$SARENA_SOCKET" --state-dir "$SARENA_STATE" --config "$cfg")
@@ -344,9 +345,15 @@ remove_host_address() {
 # sarena_node_cleanup: after the daemon stopped, removes this run's gateway
 # address, and the link that carried it if the daemon created that link
 # during this run and it carries no other IPv4 address (a veth pair: its
-# peer goes with it).
+# peer goes with it); likewise the anti-spoofing tables (inet and arp
+# "sarena") when this run created them and no pod is guarded in them.
 sarena_node_cleanup() {
-  local dev
+  local dev family
+  for family in inet arp; do
+    grep -qx "table $family sarena" <<<"${SARENA_NFT_BEFORE:-}" && continue
+    nft list set "$family" sarena guarded 2>/dev/null | grep -q 'elements' && continue
+    nft delete table "$family" sarena 2>/dev/null
+  done
   dev=$(ip -o -4 addr show | awk -v a="$POD_GATEWAY/32" '$4 == a {print $2}' | head -n1)
   dev=${dev%%@*}
   remove_host_address "$POD_GATEWAY"

@@ -142,7 +142,7 @@ done
 
 median() {
   sort -n | awk '$1 == "fail" {f = 1; next} {v[++n] = $1}
-    END {if (f || !n) print "fail"; else print (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2}'
+    END {if (f) print "fail"; else if (!n) print "-"; else print (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2}'
 }
 printf '\n%s round(s) of %s s each; medians (1-byte TCP round trips/s, iperf3 Gbit/s)\n\n' "$ROUNDS" "$SECS"
 printf '| contender | RR direct | RR via ClusterIP | iperf3 direct | iperf3 via ClusterIP | ns/run direct (from, to) | ns/run via ClusterIP (from, to) |\n|---|---|---|---|---|---|---|\n'
@@ -151,7 +151,7 @@ for spec in "$@"; do
   row="| $n ($(sed 's/^[^=]*=//' <<<"$spec")) "
   for col in 1 2 3 4 5 6 7 8; do
     case "$col" in 6 | 8) row+=", " ;; *) row+="| " ;; esac
-    row+="$(awk -v c="$col" 'NF {print $c}' <<<"${RESULTS[$n]}" | grep -v '^-$' | median) "
+    row+="$(awk -v c="$col" 'NF {print $c}' <<<"${RESULTS[$n]}" | { grep -v '^-$' || true; } | median) "
   done
   echo "$row|"
 done

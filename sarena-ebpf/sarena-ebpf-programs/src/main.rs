@@ -34,10 +34,16 @@ use sarena_common::{
 #[map(name = "SARENA_ENDPOINTS")]
 static SARENA_ENDPOINTS: HashMap<EndpointKey, EndpointInfo> = HashMap::pinned(MAX_ENDPOINTS, 0);
 
+/// `BPF_F_NO_PREALLOC`: entries are allocated when user space inserts them.
+const NO_PREALLOC: u32 = 1;
+
 /// Host veth ifindex → counters (entries created by user space, pinned).
+/// Not preallocated: a preallocated per-CPU map of this size would take
+/// `MAX_ENDPOINTS` × 224 bytes × CPUs (235 MB on 64 CPUs) whatever the
+/// number of pods; this one grows with the pods actually attached.
 #[map(name = "SARENA_COUNTERS")]
 static SARENA_COUNTERS: PerCpuHashMap<u32, EndpointCounters> =
-    PerCpuHashMap::pinned(MAX_ENDPOINTS, 0);
+    PerCpuHashMap::pinned(MAX_ENDPOINTS, NO_PREALLOC);
 
 /// Pod ↔ pod flows the host stack handled, in the direction the receiving pod
 /// answers (filled by `to_container`, pinned; LRU: the least recently used
