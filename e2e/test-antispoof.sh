@@ -165,8 +165,13 @@ for p in a b c; do
   out=$(drv del "$CONF" "${ID[$p]}" "/run/netns/${NS[$p]}") || fail "DEL pod $p: $out"
 done
 if [ "$WHICH" = kernel ]; then
-  left=$(node_exec nft -j list set inet sarena guarded | jq '[.nftables[].set? | select(.) | .elem[]?] | length')
-  [ "$left" = 0 ] || fail "nftables: $left guarded interfaces left after DEL"
+  # (removed in the background, after the DEL's answer)
+  for ((i = 0; i < 50; i++)); do
+    left=$(node_exec nft -j list set inet sarena guarded | jq '[.nftables[].set? | select(.) | .elem[]?] | length')
+    [ "$left" = 0 ] && break
+    sleep 0.1
+  done
+  [ "$left" = 0 ] || fail "nftables: $left guarded interfaces left 5 s after DEL"
   pass "nftables: no guarded interface left after DEL"
 fi
 mode_assert_released

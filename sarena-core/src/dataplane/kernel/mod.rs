@@ -230,7 +230,8 @@ impl Dataplane for KernelDataplane {
             };
             routes::remove(&self.handle, &route).await?;
         }
-        antispoof::unguard(&self.names.nft_table, endpoint).await
+        antispoof::unguard(&self.names.nft_table, endpoint);
+        Ok(())
     }
 
     async fn reconcile(&self, endpoints: &[Endpoint]) -> Result<ReconcileReport, DataplaneError> {
