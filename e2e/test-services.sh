@@ -252,11 +252,11 @@ EOF
 }
 
 kube_proxy_iptables_flush() {
-  local cmt='-m comment --comment' c
+  local c
   node_exec iptables -t nat -D PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
   node_exec iptables -t nat -D OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
   node_exec iptables -t nat -D POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
-  node_exec iptables -t filter -D FORWARD $cmt "kubernetes forwarding rules" -j KUBE-FORWARD
+  node_exec iptables -t filter -D FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
   for c in $(node_exec iptables -t nat -S | awk '$1 == "-N" && $2 ~ /^KUBE-/ {print $2}'); do
     node_exec iptables -t nat -F "$c"
   done
