@@ -57,7 +57,8 @@ fn backend(
                             .into(),
                 }
             })?;
-            let host_stack = Arc::new(KernelDataplane::new()?);
+            // The programs check source addresses themselves.
+            let host_stack = Arc::new(KernelDataplane::new()?.without_antispoof());
             Ok(Some(Arc::new(
                 AyaDataplane::open(object, pin_dir)?.with_host_stack(host_stack),
             )))
