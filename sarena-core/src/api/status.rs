@@ -152,7 +152,8 @@ pub struct EndpointStats {
 /// `counters` holds every scalar field of
 /// [`EndpointCounters`](crate::dataplane::ebpf::EndpointCounters) under its
 /// field name (`from_pod_packets`, `from_pod_bytes`, `to_pod_packets`,
-/// `to_pod_bytes`, `redirected_packets`, `arp_replies`, …); `drops` every
+/// `to_pod_bytes`, `redirected_packets`, `arp_replies`, …; arrays such as
+/// the spare slots are left out); `drops` every
 /// [`DropReason`](crate::dataplane::ebpf::DropReason) under its snake-case
 /// name (`malformed_ethernet`, …), zero included. Counters and reasons added
 /// to the programs appear here without a change to this type.
