@@ -222,6 +222,10 @@ mod tests {
             !named.counters.contains_key("drops"),
             "arrays are not scalars"
         );
+        assert!(
+            !named.counters.contains_key("spare"),
+            "nor are the spare slots"
+        );
         assert_eq!(named.drops.len(), DropReason::iter().count());
         assert_eq!(named.drops.get("malformed_ipv4"), Some(&2));
         assert_eq!(named.drops.get("malformed_ethernet"), Some(&0));
