@@ -115,15 +115,17 @@ pub fn measure(
                 Ok((iperf, rr)) => {
                     let nodes = programs.get(i).and_then(Option::as_ref);
                     let runs = match nodes.filter(|_| stats_failed[i].is_none()) {
-                        Some(p) => measure_programs(path, opts, p)
-                            .map_err(|e| {
+                        Some(p) => match measure_programs(path, opts, p) {
+                            Ok(runs) => Some(runs),
+                            Err(e) => {
                                 let label = path.kind.label();
                                 eprintln!("sarena-bench: dataplane: {label} programs: {e}");
                                 stats_failed[i] = Some(format!(
                                     "{label}: program statistics failed in round {round}: {e}"
                                 ));
-                            })
-                            .ok(),
+                                None
+                            }
+                        },
                         None => None,
                     };
                     eprintln!(
