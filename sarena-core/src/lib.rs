@@ -17,6 +17,8 @@
 //! - [`node`]: [`node::Node`], the in-process [`api::Daemon`] (IPAM + endpoint registry) and
 //!   the daemon's [`node::NodeConfig`].
 //! - [`dataplane`]: the [`dataplane::Dataplane`] trait: how pod traffic is forwarded.
+//! - [`cluster`]: Kubernetes mode's logic without a Kubernetes client: pools from the
+//!   Node's podCIDRs, routes to the other nodes (native or VXLAN), the control loop.
 //! - [`mac`]: [`mac::MacAddr`], the type of every MAC address.
 //!
 //! Links and both dataplanes talk to the kernel through shared crate-internal
@@ -26,6 +28,7 @@
 
 pub mod api;
 mod blocking;
+pub mod cluster;
 pub mod cni;
 pub mod dataplane;
 pub mod delqueue;
