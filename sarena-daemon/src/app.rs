@@ -1,6 +1,7 @@
 //! Start-up and the daemon's life: load the config, open the node state, replay
 //! the plugin's deletion queue, bind the listeners, expire leases in the
-//! background, serve until SIGTERM/SIGINT.
+//! background, serve until SIGTERM/SIGINT. Kubernetes mode (`--kubernetes` or
+//! `[kubernetes] enabled`) starts up its own way: see [`crate::kubernetes`].
 
 use std::future::Future;
 use std::io;
@@ -14,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::cli::Cli;
 use crate::dataplane::{self, DataplaneStartError};
+use crate::kubernetes::{self, KubernetesError};
 use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, UnixSocket};
 
 /// Why the daemon could not start.
@@ -58,6 +60,9 @@ pub enum StartError {
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signal(#[source] io::Error),
+    /// Kubernetes mode failed.
+    #[error("Kubernetes mode: {0}")]
+    Kubernetes(#[from] KubernetesError),
 }
 
 /// The config from `--config` ([`NodeConfig::load`]), or the embedded default.
@@ -102,6 +107,9 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         server::check_tcp_addr(addr, cli.allow_remote_tcp)?;
     }
     let config = load_config(cli)?;
+    if cli.kubernetes || config.kubernetes.enabled {
+        return Ok(kubernetes::run(cli, config, shutdown).await?);
+    }
     let lease_seconds = config.lease_seconds;
     let state_dir = cli.state_dir.clone();
     let node_config = config.clone();
@@ -149,7 +157,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
 }
 
 /// Calls [`Node::expire_leases`] every `every`, off the async workers.
-fn spawn_lease_expiry(node: Node, every: Duration) -> JoinHandle<()> {
+pub(crate) fn spawn_lease_expiry(node: Node, every: Duration) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -191,6 +199,9 @@ mod tests {
             bpf_pin_dir: "/sys/fs/bpf/sarena-unused".into(),
             log_level: "info".into(),
             print_default_config: false,
+            kubernetes: false,
+            kubeconfig: None,
+            node_name: None,
         };
         assert_eq!(load_config(&cli(None)).unwrap(), NodeConfig::default());
         let missing = dir.path().join("missing.toml");
