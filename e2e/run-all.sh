@@ -4,13 +4,15 @@
 # run). Exits non-zero if any failed; the last line is "N passed, N failed".
 # Usage: e2e/run-all.sh [sarena|ref|custom]   (default sarena; as root; scripts/setup-e2e.sh first)
 #   E2E_ONLY="libcni chaining"  run a subset; E2E_LATENCY_PODS=50  pods per mode
+#   k8s-mode is e2e/k8s/test-k8s-mode-cluster.sh (a real Kubernetes control
+#   plane; it runs scripts/setup-k8s.sh, cached after the first build)
 set -uo pipefail
 cd "$(dirname "$0")" || exit 1
 # shellcheck source=e2e/lib.sh
 source ./lib.sh
 
 MODE=${1:-sarena}
-read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd latency}"
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd k8s-mode latency}"
 
 # Sarena: build the real binaries (incremental; a no-op when up to date)
 # unless SARENA_BIN_DIR points at prebuilt ones.
@@ -38,6 +40,8 @@ for t in "${TESTS[@]}"; do
     modes=("$MODE")
     [ "$MODE" = ref ] || modes=(ref "$MODE")
     cmd=(bash ./latency.sh -n "${E2E_LATENCY_PODS:-50}" "${modes[@]}")
+  elif [ "$t" = k8s-mode ]; then
+    cmd=(bash ./k8s/test-k8s-mode-cluster.sh "$MODE")
   else
     cmd=(bash "./test-$t.sh" "$MODE")
   fi
