@@ -13,6 +13,9 @@
 #   a pod on node1 to a backend pod on node2;
 #   the daemon SIGKILLed and restarted under a 10/s ping: at most one lost,
 #   routes untouched;
+# in vxlan: node2's Node re-created with another podCIDR under a live pod:
+#   refused (error log, a Warning Event, STATUS 50), deletions still served,
+#   the new podCIDR adopted once the pod is gone;
 # and once (native): a node without a podCIDR answers STATUS 50 and refuses
 # ADD with the reason; it joins once the controller-manager gives it one and
 # is reachable without restarting the others; deleted, its routes go on
@@ -129,6 +132,9 @@ marked_up() { [ "$(sm_condition "$1")" = "False SarenaIsUp" ]; }
 has_pod_cidr() { [ -n "$(k get node "$1" -o 'jsonpath={.spec.podCIDR}')" ]; }
 health_says() { sm_api "$1" "$2" daemon/health | grep -qF "$3"; }
 answers() { [ "$(in_pod "$1" curl -s --max-time 2 "$2")" = "$3" ]; } # POD URL BODY
+has_event() { # NODE REASON
+  [ -n "$(k get events -n default -o name --field-selector "involvedObject.name=$1,reason=$2")" ]
+}
 
 # cni_error OUTPUT: "CODE MSG" of a CNI error answer.
 cni_error() { jq -r '"\(.code) \(.msg)"' <<<"$1"; }
@@ -276,6 +282,33 @@ EOF
   fi
   sm_tcp "$a" "$b"
   [ "$(sm_condition node1)" = "False SarenaIsUp" ] || fail "node1: NetworkUnavailable '$(sm_condition node1)'"
+
+  if [ "$ROUTING" = vxlan ]; then
+    phase "podCIDR changed under a live pod: refused (Event, STATUS 50), adopted once it is gone"
+    k delete node node2 >/dev/null
+    wait_until 20 health_says node2 vxlan "does not exist" || fail "node2: $(sm_api node2 vxlan daemon/health)"
+    moved=10.244.200.0/24
+    k apply -f - >/dev/null <<EOF
+{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node2"},
+ "spec": {"podCIDR": "$moved", "podCIDRs": ["$moved"]},
+ "status": {"addresses": [{"type": "InternalIP", "address": "${IP[node2]}"}]}}
+EOF
+    wait_until 20 health_says node2 vxlan "refusing to re-address" || fail "node2: $(sm_api node2 vxlan daemon/health)"
+    out=$(sm_cni node2 vxlan STATUS x) && fail "STATUS succeeded after a refused podCIDR change"
+    [[ $(cni_error "$out") == "50 "*"from [${CIDR[node2]}] to [$moved]"* ]] || fail "STATUS: $out"
+    wait_until 20 has_event node2 PodCIDRChangeRefused || fail "no PodCIDRChangeRefused Event on node2"
+    grep -q "ERROR.*refusing to re-address" "$DIR/logs/node2.sarena.log" || fail "no error logged for the refusal"
+    sm_pod_del "$b" # deletions are still served
+    wait_until 20 sm_ready node2 vxlan || fail "node2 did not adopt $moved: $(sm_api node2 vxlan daemon/health)"
+    old_cidr=${CIDR[node2]} CIDR[node2]=$moved
+    wait_until 10 expect_route node1 node2 vxlan || fail "node1 routes: $(sm_peer_routes node1)"
+    no_route node1 "$old_cidr" || fail "node1 still routes node2's old $old_cidr"
+    wait_until 20 marked_up node2 || fail "the new node2: NetworkUnavailable '$(sm_condition node2)'"
+    b=b2-$ROUTING
+    sm_pod node2 vxlan "$b"
+    [[ ${POD_IP[$b]} == 10.244.200.* ]] || fail "$b got ${POD_IP[$b]}, not from $moved"
+    sm_ping "$a" "$b" || fail "$a -> $b ping after the podCIDR change"
+  fi
 
   phase "$ROUTING: DEL, daemons stopped"
   sm_pod_del "$a"

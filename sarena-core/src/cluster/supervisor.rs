@@ -211,7 +211,8 @@ impl Supervisor {
             PodCidrDecision::Adopt(params) => self.adopt(params).await,
             PodCidrDecision::Refuse(refusal) => {
                 self.refuse(view, refusal).await;
-                true
+                // Not converged: look again soon, the pods may be gone by then.
+                false
             }
         }
     }

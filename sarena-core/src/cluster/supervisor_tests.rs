@@ -213,7 +213,7 @@ async fn a_change_under_live_endpoints_is_refused_once_then_adopted_when_they_ar
     // The Node is re-created with another podCIDR while a pod lives.
     let moved = view(Some(local(&["10.244.7.0/24"], "u2")));
     for _ in 0..2 {
-        assert!(sup.on_view(&moved).await);
+        assert!(!sup.on_view(&moved).await, "refused: retried soon");
         let health = switch.health().await.unwrap();
         assert!(
             !health.ready && health.message.contains("refusing to re-address"),

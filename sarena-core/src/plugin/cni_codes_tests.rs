@@ -76,11 +76,15 @@ fn unavailable_and_transport_are_transient() {
 
 #[test]
 fn an_unavailable_daemon_s_reason_is_in_the_message() {
-    let e = DaemonError::api(ApiErrorKind::Unavailable, "node n1 has no spec.podCIDRs yet");
+    let e = DaemonError::api(
+        ApiErrorKind::Unavailable,
+        "node n1 has no spec.podCIDRs yet",
+    );
     let e = PluginError::daemon(Step::DaemonConfig, &att(), e).to_cni();
     assert_eq!(e.code, ErrorCode::TryAgainLater);
     assert!(
-        e.msg.contains("cannot get the daemon config now: node n1 has no spec.podCIDRs yet"),
+        e.msg
+            .contains("cannot get the daemon config now: node n1 has no spec.podCIDRs yet"),
         "{}",
         e.msg
     );
