@@ -150,12 +150,30 @@ fn native_routes_follow_the_peers_and_leave_other_routes_alone() {
 fn the_vxlan_overlay_holds_one_fdb_entry_neighbour_and_route_per_peer() {
     require_root("the_vxlan_overlay_holds_one_fdb_entry_neighbour_and_route_per_peer");
     let ns = underlay_netns();
-    let b = node("b", "172.31.0.12", &["10.244.1.0/24", "fd00:10:244:1::/64"]);
+    ns.exec(&[
+        "ip",
+        "addr",
+        "add",
+        "fd00:31::11/64",
+        "dev",
+        "eth0",
+        "nodad",
+    ]);
+    let mut b = node("b", "172.31.0.12", &["10.244.1.0/24", "fd00:10:244:1::/64"]);
+    b.internal_ips.push("fd00:31::12".parse().unwrap());
     let c = node("c", "172.31.0.13", &["10.244.2.0/24"]);
+    // Native first: the switch to vxlan replaces gateway routes by onlink
+    // ones, which the kernel does not do in place for IPv6.
+    let reports = sync_all(
+        &ns,
+        RoutingMode::Native,
+        vec![(false, view(vec![b.clone(), c.clone()]))],
+    );
+    assert_eq!(reports[0].changed.len(), 3, "{:?}", reports[0]);
     let reports = sync_all(
         &ns,
         RoutingMode::Vxlan,
-        vec![(false, view(vec![b.clone(), c.clone()]))],
+        vec![(true, view(vec![b.clone(), c.clone()]))],
     );
     assert!(reports[0].failed.is_empty(), "{:?}", reports[0]);
     let link = ns.exec(&["ip", "-d", "link", "show", "sarena.vxlan"]);

@@ -153,6 +153,30 @@ impl PeerSync {
     }
 }
 
+impl PeerSync {
+    /// Replaces `old` (same destination, if any) by `route` in place. The
+    /// kernel refuses to replace some IPv6 routes by one of another kind
+    /// (a gateway route by an `onlink` one: EINVAL, as on a switch from
+    /// native to vxlan routing); then the old route goes first.
+    async fn replace(
+        &self,
+        route: &PeerRoute,
+        old: Option<&PeerRoute>,
+    ) -> Result<(), ClusterError> {
+        match (self.routes.replace_route(route).await, old) {
+            (Ok(()), _) => Ok(()),
+            (Err(e), Some(old)) => {
+                tracing::debug!(
+                    "replacing {old} by {route} in place failed ({e}); removing it first"
+                );
+                self.routes.delete_route(old).await?;
+                self.routes.replace_route(route).await
+            }
+            (Err(e), None) => Err(e),
+        }
+    }
+}
+
 /// Overlay entries to remove once the routes through them are gone.
 struct Stale {
     ifindex: u32,
@@ -187,7 +211,8 @@ impl PeerRouting for PeerSync {
         let present = self.routes.peer_routes().await?;
         for route in &wanted {
             if !present.iter().any(|p| route.is_met_by(p)) {
-                let result = self.routes.replace_route(route).await;
+                let old = present.iter().find(|p| p.dst == route.dst);
+                let result = self.replace(route, old).await;
                 note(&mut report, format!("route {route}"), result);
             }
         }

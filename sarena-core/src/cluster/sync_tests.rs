@@ -351,3 +351,43 @@ async fn vxlan_sets_up_the_device_then_fdb_and_neighbours_then_routes_then_remov
     assert_eq!(report.changed.len(), 3, "{report:?}");
     assert_eq!(report.removed.len(), 3, "{report:?}");
 }
+
+#[tokio::test]
+async fn a_route_the_kernel_will_not_replace_in_place_is_removed_then_added() {
+    let old = native("fd00:10:244:1::/64", "fd00::12", Some(2));
+    let new = native("fd00:10:244:1::/64", "fd00::42", None);
+    let mut seq = Sequence::new();
+    let mut routes = MockRouteTable::new();
+    let present = old.clone();
+    routes
+        .expect_peer_routes()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(move || Ok(vec![present.clone()]));
+    routes
+        .expect_replace_route()
+        .with(eq(new.clone()))
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|r| Err(NetlinkError::from_errno("route replace", r, libc::EINVAL).into()));
+    routes
+        .expect_delete_route()
+        .with(eq(old))
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(()));
+    routes
+        .expect_replace_route()
+        .with(eq(new))
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(()));
+    let mut moved = node("b", "fd00::42", "fd00:10:244:1::/64");
+    moved.internal_ips = vec![ip("fd00::42")];
+    let report = sync(RoutingMode::Native, routes, overlay_without_device())
+        .sync(&view(vec![moved]))
+        .await
+        .unwrap();
+    assert_eq!(report.changed.len(), 1, "{report:?}");
+    assert!(report.failed.is_empty(), "{report:?}");
+}
