@@ -11,13 +11,15 @@
 #   E2E_EBPF_SKIP="chaining"  not run on eBPF: Debian's bandwidth plugin creates
 #     an `ingress` qdisc on the host veth and fails ("file exists") where the
 #     eBPF dataplane's clsact qdisc is; portmap on eBPF is in test-services.sh
+#   k8s-mode is e2e/k8s/test-k8s-mode-cluster.sh (a real Kubernetes control
+#   plane; it runs scripts/setup-k8s.sh, cached after the first build)
 set -uo pipefail
 cd "$(dirname "$0")" || exit 1
 # shellcheck source=e2e/lib.sh
 source ./lib.sh
 
 MODE=${1:-sarena}
-read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof latency}"
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof k8s-mode latency}"
 KERNEL_PASS=()
 EBPF_SKIP=()
 if [ "$MODE" = sarena ]; then
@@ -55,6 +57,7 @@ run() {
       [ "$MODE" = ref ] || modes=(ref "$MODE")
       cmd=(bash ./latency.sh -n "${E2E_LATENCY_PODS:-50}" "${modes[@]}")
       ;;
+    k8s-mode) cmd=(bash ./k8s/test-k8s-mode-cluster.sh "$MODE") ;;
     services | antispoof)
       case "$MODE" in
         sarena) cmd=(bash "./test-$t.sh" all) ;;

@@ -90,6 +90,8 @@
 //!   [`node::WithDataplane`] and the daemon's [`node::NodeConfig`].
 //! - [`dataplane`]: the [`dataplane::Dataplane`] trait: how pod traffic is
 //!   forwarded, and the per-endpoint eBPF counters.
+//! - [`cluster`]: Kubernetes mode's logic without a Kubernetes client: pools from the
+//!   Node's podCIDRs, routes to the other nodes (native or VXLAN), the control loop.
 //! - [`mac`]: [`mac::MacAddr`], the type of every MAC address.
 //!
 //! Links and both dataplanes talk to the kernel through shared crate-internal
@@ -100,6 +102,7 @@
 
 pub mod api;
 mod blocking;
+pub mod cluster;
 pub mod cni;
 pub mod dataplane;
 pub mod delqueue;

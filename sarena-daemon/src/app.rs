@@ -1,6 +1,7 @@
 //! Start-up and the daemon's life: load the config, open the node state, replay
 //! the plugin's deletion queue, bind the listeners, expire leases in the
-//! background, serve until SIGTERM/SIGINT.
+//! background, serve until SIGTERM/SIGINT. Kubernetes mode (`--kubernetes` or
+//! `[kubernetes] enabled`) starts up its own way: see [`crate::kubernetes`].
 
 use std::future::Future;
 use std::io;
@@ -15,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use crate::cli::Cli;
 use crate::dataplane::{self, DataplaneStartError};
+use crate::kubernetes::{self, KubernetesError};
 use crate::metrics::{self, Metrics, MetricsError};
 use crate::operated::Operated;
 use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, UnixSocket};
@@ -64,6 +66,9 @@ pub enum StartError {
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signal(#[source] io::Error),
+    /// Kubernetes mode failed.
+    #[error("Kubernetes mode: {0}")]
+    Kubernetes(#[from] KubernetesError),
 }
 
 /// The config from `--config` ([`NodeConfig::load`]), or the embedded default.
@@ -107,14 +112,11 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     if let Some(addr) = cli.listen_tcp {
         server::check_tcp_addr(addr, cli.allow_remote_tcp)?;
     }
-    if let Some(addr) = cli.metrics.listen {
-        metrics::check_addr(addr, cli.metrics.allow_remote)?;
-    }
-    let observed = cli
-        .metrics
-        .listen
-        .map(|_| Arc::new(Metrics::new(cli.metrics.endpoint_limit)));
+    let observed = metrics_for(cli)?;
     let config = load_config(cli)?;
+    if cli.kubernetes || config.kubernetes.enabled {
+        return Ok(kubernetes::run(cli, config, observed, shutdown).await?);
+    }
     let lease_seconds = config.lease_seconds;
     let state_dir = cli.state_dir.clone();
     let node_config = config.clone();
@@ -155,17 +157,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         Some(addr) => Some(server::bind_tcp(addr, cli.allow_remote_tcp).await?),
         None => None,
     };
-    let metrics_task = match (cli.metrics.listen, &observed) {
-        (Some(addr), Some(m)) => {
-            let listener = metrics::bind(addr, cli.metrics.allow_remote).await?;
-            tracing::info!(addr = ?listener.local_addr().ok(), "serving metrics at /metrics");
-            crate::routes::set_observer(m.clone());
-            let serving =
-                metrics::serve(listener, m.clone(), daemon.clone(), std::future::pending());
-            Some(tokio::spawn(serving))
-        }
-        _ => None,
-    };
+    let metrics_task = serve_metrics(cli, observed.as_ref(), &daemon).await?;
     let expiry =
         lease_check_interval(lease_seconds).map(|every| spawn_lease_expiry(node.clone(), every));
     tracing::info!(
@@ -183,8 +175,35 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     Ok(())
 }
 
+/// The metrics the daemon keeps when `--metrics-listen` asks for them (the
+/// address checked first).
+pub(crate) fn metrics_for(cli: &Cli) -> Result<Option<Arc<Metrics>>, MetricsError> {
+    let Some(addr) = cli.metrics.listen else {
+        return Ok(None);
+    };
+    metrics::check_addr(addr, cli.metrics.allow_remote)?;
+    Ok(Some(Arc::new(Metrics::new(cli.metrics.endpoint_limit))))
+}
+
+/// Serves `observed` at `--metrics-listen` in the background (reading
+/// `daemon`'s state at each scrape) and observes every API request.
+pub(crate) async fn serve_metrics(
+    cli: &Cli,
+    observed: Option<&Arc<Metrics>>,
+    daemon: &Arc<dyn sarena_core::api::Daemon>,
+) -> Result<Option<JoinHandle<()>>, MetricsError> {
+    let (Some(addr), Some(m)) = (cli.metrics.listen, observed) else {
+        return Ok(None);
+    };
+    let listener = metrics::bind(addr, cli.metrics.allow_remote).await?;
+    tracing::info!(addr = ?listener.local_addr().ok(), "serving metrics at /metrics");
+    crate::routes::set_observer(m.clone());
+    let serving = metrics::serve(listener, m.clone(), daemon.clone(), std::future::pending());
+    Ok(Some(tokio::spawn(serving)))
+}
+
 /// Calls [`Node::expire_leases`] every `every`, off the async workers.
-fn spawn_lease_expiry(node: Node, every: Duration) -> JoinHandle<()> {
+pub(crate) fn spawn_lease_expiry(node: Node, every: Duration) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -227,6 +246,9 @@ mod tests {
             log_level: "info".into(),
             print_default_config: false,
             metrics: Default::default(),
+            kubernetes: false,
+            kubeconfig: None,
+            node_name: None,
         };
         assert_eq!(load_config(&cli(None)).unwrap(), NodeConfig::default());
         let missing = dir.path().join("missing.toml");

@@ -54,6 +54,21 @@ pub struct Cli {
     #[arg(long)]
     pub print_default_config: bool,
 
+    /// Kubernetes mode (also `[kubernetes] enabled = true`): pools from this
+    /// node's spec.podCIDRs, routes to the other nodes' podCIDRs, the Node's
+    /// NetworkUnavailable condition. In-cluster credentials unless --kubeconfig.
+    #[arg(long)]
+    pub kubernetes: bool,
+
+    /// Kubeconfig file for Kubernetes mode outside a pod (overrides
+    /// `[kubernetes] kubeconfig`).
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// This node's name in Kubernetes mode [default: the hostname].
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node_name: Option<String>,
+
     /// The Prometheus metrics listener.
     #[command(flatten)]
     pub metrics: MetricsArgs,
@@ -114,6 +129,8 @@ mod tests {
         assert!(!cli.allow_remote_tcp);
         assert_eq!(cli.log_level, "info");
         assert_eq!(cli.metrics, MetricsArgs::default());
+        assert!(!cli.kubernetes);
+        assert_eq!(cli.kubeconfig, None);
         assert_eq!(
             cli.delete_queue_dir(),
             PathBuf::from("/var/lib/sarena/delete-queue")
@@ -164,6 +181,21 @@ mod tests {
             parse(&["--allow-remote-metrics"]).is_err(),
             "needs --metrics-listen"
         );
+    }
+
+    #[test]
+    fn kubernetes_options() {
+        let cli = parse(&[
+            "--kubernetes",
+            "--kubeconfig",
+            "/etc/k.conf",
+            "--node-name",
+            "node7",
+        ])
+        .unwrap();
+        assert!(cli.kubernetes);
+        assert_eq!(cli.kubeconfig, Some(PathBuf::from("/etc/k.conf")));
+        assert_eq!(cli.node_name.as_deref(), Some("node7"));
     }
 
     #[test]

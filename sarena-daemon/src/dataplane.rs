@@ -66,6 +66,40 @@ fn backend(
     }
 }
 
+/// What a dataplane is started on: the backend (none for
+/// [`DataplaneMode::None`]) and the links that remove veths. Built once per
+/// process; Kubernetes mode starts each session of the node state on the
+/// same parts.
+#[derive(Clone)]
+pub struct DataplaneParts {
+    backend: Option<Arc<dyn Dataplane>>,
+    links: Option<Arc<RtnetlinkLinks>>,
+}
+
+impl std::fmt::Debug for DataplaneParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataplaneParts")
+            .field("mode", &self.backend.as_ref().map(|d| d.mode()))
+            .finish_non_exhaustive()
+    }
+}
+
+impl DataplaneParts {
+    /// The parts for `mode`, with eBPF pins under `pin_dir`.
+    pub fn new(mode: DataplaneMode, pin_dir: &Path) -> Result<Self, DataplaneStartError> {
+        let Some(backend) = backend(mode, pin_dir)? else {
+            return Ok(DataplaneParts {
+                backend: None,
+                links: None,
+            });
+        };
+        Ok(DataplaneParts {
+            backend: Some(backend),
+            links: Some(Arc::new(veth_remover()?)),
+        })
+    }
+}
+
 /// Starts the configured dataplane (node set-up, then reconciliation with the
 /// registry) and returns what the API should serve: the node itself, or the
 /// node wrapped so that endpoint changes drive the dataplane; and what the
@@ -75,7 +109,21 @@ pub async fn start(
     node: Node,
     pin_dir: &Path,
 ) -> Result<(Arc<dyn Daemon>, Option<ReconcileReport>), DataplaneStartError> {
-    let Some(dataplane) = backend(config.dataplane, pin_dir)? else {
+    start_on(
+        &DataplaneParts::new(config.dataplane, pin_dir)?,
+        config,
+        node,
+    )
+    .await
+}
+
+/// [`start`] on parts built earlier.
+pub async fn start_on(
+    parts: &DataplaneParts,
+    config: &NodeConfig,
+    node: Node,
+) -> Result<(Arc<dyn Daemon>, Option<ReconcileReport>), DataplaneStartError> {
+    let (Some(dataplane), Some(links)) = (&parts.backend, &parts.links) else {
         tracing::warn!("dataplane \"none\": pod traffic is not forwarded by Sarena");
         return Ok((Arc::new(node), None));
     };
@@ -92,8 +140,8 @@ pub async fn start(
         removed = report.removed.len(),
         "dataplane ready"
     );
-    let links = veth_remover()?;
-    let daemon = WithDataplane::new(Arc::new(node), dataplane).with_veth_removal(Arc::new(links));
+    let links: Arc<RtnetlinkLinks> = Arc::clone(links);
+    let daemon = WithDataplane::new(Arc::new(node), Arc::clone(dataplane)).with_veth_removal(links);
     Ok((Arc::new(daemon), Some(report)))
 }
 

@@ -10,6 +10,7 @@ pub mod app;
 pub mod cli;
 pub mod dataplane;
 pub mod ebpf_object;
+pub mod kubernetes;
 pub mod metrics;
 pub mod operated;
 pub mod routes;

@@ -19,9 +19,13 @@ use crate::metrics::Metrics;
 pub struct Operated {
     inner: Arc<dyn Daemon>,
     queue: Option<DeleteQueue>,
-    kubernetes: Mutex<Option<KubernetesStatus>>,
+    kubernetes: KubernetesCell,
     metrics: Option<Arc<Metrics>>,
 }
+
+/// The Kubernetes part of the status, shared between [`Operated`] and
+/// whoever learns it (Kubernetes mode sets the podCIDRs when a session opens).
+pub type KubernetesCell = Arc<Mutex<Option<KubernetesStatus>>>;
 
 impl std::fmt::Debug for Operated {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -38,7 +42,7 @@ impl Operated {
         Operated {
             inner,
             queue: None,
-            kubernetes: Mutex::new(None),
+            kubernetes: KubernetesCell::default(),
             metrics: None,
         }
     }
@@ -52,6 +56,13 @@ impl Operated {
     /// Counts operations into `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
+        self
+    }
+
+    /// Reads the Kubernetes part of the status from `cell` (shared with
+    /// Kubernetes mode, which fills it).
+    pub fn with_kubernetes(mut self, cell: KubernetesCell) -> Self {
+        self.kubernetes = cell;
         self
     }
 

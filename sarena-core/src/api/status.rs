@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use strum::IntoEnumIterator;
 
 use super::types::{Endpoint, Health, IpamState};
-use crate::dataplane::ebpf::{DropReason, EndpointCounters};
+use sarena_common::{DropReason, EndpointCounters};
 
 /// `GET /daemon/status`: the node at a glance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,6 +7,7 @@ use ipnet::{IpNet, Ipv4Net};
 use serde::{Deserialize, Serialize};
 
 use crate::api::DaemonConfig;
+use crate::cluster::KubernetesConfig;
 use crate::dataplane::{DataplaneMode, NodeNetwork};
 use crate::ipam::{Allocator, IpamConfig, PoolConfig, PoolConfigError};
 
@@ -48,6 +49,21 @@ namespaces = []
 # cidrs = ["10.201.0.0/24", "fd00:201::/64"]
 # reserved = ["10.201.0.240/28", "fd00:201::100-fd00:201::1ff"]
 # namespaces = ["team-a", "team-a-staging"]
+
+# Kubernetes mode (also `sarena-daemon --kubernetes`): the default pool's CIDRs
+# become this node's spec.podCIDRs (a configured gateway is kept when it lies in
+# them), and the other nodes' podCIDRs are routed. Per-namespace pools still apply.
+[kubernetes]
+enabled = false
+# A kubeconfig file (also --kubeconfig); default: the in-cluster credentials.
+# kubeconfig = "/etc/sarena/kubeconfig"
+# "native": a route per peer podCIDR via the peer's InternalIP (one L2 segment);
+# "vxlan": a kernel VXLAN overlay (any IP underlay; pods' MTU is mtu - 50).
+routing = "native"
+vxlan_vni = 1
+vxlan_port = 8472
+# The VXLAN underlay device; default: the one holding this node's InternalIP.
+# underlay = "eth0"
 "#;
 
 /// Errors in the configuration; each names the offending field.
@@ -139,6 +155,9 @@ pub struct NodeConfig {
     /// Address pools (default: the `10.200.0.0/16` default pool).
     #[serde(default)]
     pub ipam: IpamConfig,
+    /// The `[kubernetes]` table (Kubernetes mode; off by default).
+    #[serde(default)]
+    pub kubernetes: KubernetesConfig,
 }
 
 fn default_mtu() -> u32 {
@@ -172,6 +191,7 @@ impl Default for NodeConfig {
             masquerade: false,
             lease_seconds: default_lease_seconds(),
             ipam: IpamConfig::default(),
+            kubernetes: KubernetesConfig::default(),
         }
     }
 }
@@ -211,7 +231,7 @@ impl NodeConfig {
             ));
         }
         Allocator::new(&self.ipam)?;
-        Ok(())
+        self.kubernetes.validate()
     }
 
     /// What `GET /daemon/config` serves.

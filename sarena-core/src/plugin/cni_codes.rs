@@ -95,6 +95,10 @@ fn daemon_code(step: Step, source: &DaemonError, details: String) -> CniError {
     if source.is_transient() {
         let msg = if source.is_unreachable() {
             format!("cannot reach the Sarena daemon to {step}; try again later")
+        } else if source.kind() == Some(ApiErrorKind::Unavailable) {
+            // The daemon said why (e.g. its Node has no podCIDR yet): say it too.
+            let reason = source.to_body().message;
+            format!("the Sarena daemon cannot {step} now: {reason}; try again later")
         } else {
             format!("the Sarena daemon did not complete the request to {step}; try again later")
         };

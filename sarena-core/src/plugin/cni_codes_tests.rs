@@ -75,6 +75,22 @@ fn unavailable_and_transport_are_transient() {
 }
 
 #[test]
+fn an_unavailable_daemon_s_reason_is_in_the_message() {
+    let e = DaemonError::api(
+        ApiErrorKind::Unavailable,
+        "node n1 has no spec.podCIDRs yet",
+    );
+    let e = PluginError::daemon(Step::DaemonConfig, &att(), e).to_cni();
+    assert_eq!(e.code, ErrorCode::TryAgainLater);
+    assert!(
+        e.msg
+            .contains("cannot get the daemon config now: node n1 has no spec.podCIDRs yet"),
+        "{}",
+        e.msg
+    );
+}
+
+#[test]
 fn invalid_endpoint_is_invalid_config_naming_the_field() {
     let e = DaemonError::InvalidEndpoint {
         endpoint: "ftp://x".into(),

@@ -1,0 +1,319 @@
+#!/usr/bin/env bash
+# Kubernetes mode against a real kube-apiserver + etcd + controller-manager
+# (e2e/k8s, Kubernetes 1.20.2 built by scripts/setup-k8s.sh): netns nodes on
+# one underlay bridge, each running its own `sarena-daemon --kubernetes` (own
+# state dir, socket and bpffs pin dir, eBPF dataplane) with a service
+# account's RBAC-limited kubeconfig; Node objects through the API, podCIDRs
+# from the controller-manager; pods networked by the real plugin inside each
+# node's netns. In native and in vxlan routing:
+#   daemons ready, NetworkUnavailable=False (SarenaIsUp), peer routes in place;
+#   pods on two nodes: ping and TCP (1 MiB) both ways, through the eBPF programs;
+#   the pod UID in the endpoint registry; the pods' MTU lowered in vxlan;
+#   a cross-node ClusterIP Service: kube-proxy's iptables rules on node1 DNAT
+#   a pod on node1 to a backend pod on node2;
+#   the daemon SIGKILLed and restarted under a 10/s ping: at most one lost,
+#   routes untouched;
+# in vxlan: node2's Node re-created with another podCIDR under a live pod:
+#   refused (error log, a Warning Event, STATUS 50), deletions still served,
+#   the new podCIDR adopted once the pod is gone;
+# and once (native): a node without a podCIDR answers STATUS 50 and refuses
+# ADD with the reason; it joins once the controller-manager gives it one and
+# is reachable without restarting the others; deleted, its routes go on
+# every node.
+# Usage (root): e2e/k8s/test-k8s-mode-cluster.sh [sarena]
+#   SARENA_BIN_DIR=DIR  sarena-daemon and sarena-cni (default: target/release, else
+#                       target/debug, else cargo build --release; e2e/run-all.sh sets it)
+#   SARENA_K8S_KEEP=1   keep the cluster directory
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=e2e/k8s/lib.sh
+. "$HERE/lib.sh"
+# shellcheck source=e2e/k8s/k8s-mode-lib.sh
+. "$HERE/k8s-mode-lib.sh"
+
+[ "$(id -u)" = 0 ] || fail "needs root"
+if [ "${1:-sarena}" != sarena ]; then
+  log "mode ${1}: Kubernetes mode is Sarena's own; nothing to compare"
+  exit 0
+fi
+
+PHASES=() PHASE_T=$SECONDS PHASE_NAME=""
+phase() {
+  if [ -n "$PHASE_NAME" ]; then PHASES+=("$(printf '%-58s %4ss' "$PHASE_NAME" $((SECONDS - PHASE_T)))"); fi
+  PHASE_NAME=$1 PHASE_T=$SECONDS
+  [ -z "$1" ] || log "== $1"
+}
+
+phase "build, setup-k8s.sh (cached)"
+if [ -z "${SARENA_BIN_DIR:-}" ]; then
+  for d in "$REPO/target/release" "$REPO/target/debug"; do
+    if [ -x "$d/sarena-daemon" ] && [ -x "$d/sarena-cni" ]; then SARENA_BIN_DIR=$d && break; fi
+  done
+fi
+if [ -z "${SARENA_BIN_DIR:-}" ]; then
+  (cd "$REPO" && cargo build --release -p sarena-cni -p sarena-daemon) >&2
+  SARENA_BIN_DIR=$REPO/target/release
+fi
+export SARENA_BIN_DIR
+bash "$REPO/scripts/setup-k8s.sh" >/dev/null
+for b in sarena-daemon sarena-cni; do [ -x "$SARENA_BIN_DIR/$b" ] || fail "$SARENA_BIN_DIR/$b missing"; done
+
+RID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+DIR=$(mktemp -d /tmp/sarena-k8s-mode.XXXXXX)
+finish() {
+  local rc=$?
+  set +e
+  trap - EXIT
+  if [ "$rc" != 0 ]; then
+    log "failed; log tails:"
+    for f in "$DIR"/logs/*sarena*.log "$DIR"/logs/cp.kube-controller-manager.log "$DIR"/nodes/*/sarena-*/cni.log; do
+      [ -s "$f" ] && { echo "---- $f"; tail -n 25 "$f"; } >&2
+    done
+  fi
+  sm_cleanup
+  k8s_down "$DIR" >/dev/null 2>&1
+  if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $DIR"; else rm -rf --one-file-system "$DIR"; fi
+  phase ""
+  log "phase times:"
+  printf '  %s\n' "${PHASES[@]}" >&2
+  if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc)"; fi
+  exit "$rc"
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+phase "control plane up"
+k8s_up "$DIR"
+
+phase "RBAC: the daemon's service account (nodes, nodes/status, events)"
+k apply -f - >/dev/null <<'EOF'
+{"apiVersion": "v1", "kind": "List", "items": [
+ {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sarena", "namespace": "kube-system"}},
+ {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "sarena"},
+  "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]},
+ {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "sarena"},
+  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "sarena"},
+  "subjects": [{"kind": "ServiceAccount", "name": "sarena", "namespace": "kube-system"}]}]}
+EOF
+SARENA_KUBECONFIG=$DIR/sarena.kubeconfig
+for _ in $(seq 40); do # the controller-manager writes the token secret
+  k8s_sa_kubeconfig "$DIR" kube-system sarena "$SARENA_KUBECONFIG" 2>/dev/null && break
+  sleep 0.25
+done
+[ -s "$SARENA_KUBECONFIG" ] || fail "no kubeconfig for kube-system/sarena"
+
+phase "two netns nodes registered, podCIDRs from the controller-manager"
+declare -A CIDR IP
+for n in node1 node2; do
+  k8s_netns_node "$DIR" "$n"
+  CIDR[$n]=$(k8s_register_node "$DIR" "$n")
+  IP[$n]=$(k8s_node_ip "$DIR" "$n")
+  [[ ${CIDR[$n]} == 10.244.*.0/24 ]] || fail "$n podCIDR '${CIDR[$n]}'"
+done
+
+# expect_route NODE TO ROUTING: NODE routes TO's podCIDR as ROUTING says.
+expect_route() {
+  local want
+  case $3 in
+    native) want="${CIDR[$2]} via ${IP[$2]} dev eth0" ;;
+    vxlan) want="${CIDR[$2]} via ${CIDR[$2]%/*} dev sarena.vxlan onlink" ;;
+  esac
+  sm_peer_routes "$1" | grep -qxF "$want"
+}
+
+# no_route NODE CIDR: NODE has no Sarena route to CIDR.
+no_route() { ! sm_peer_routes "$1" | grep -q "^$2 "; }
+
+# Predicates for wait_until (which expands its arguments once).
+marked_up() { [ "$(sm_condition "$1")" = "False SarenaIsUp" ]; }
+has_pod_cidr() { [ -n "$(k get node "$1" -o 'jsonpath={.spec.podCIDR}')" ]; }
+health_says() { sm_api "$1" "$2" daemon/health | grep -qF "$3"; }
+answers() { [ "$(in_pod "$1" curl -s --max-time 2 "$2")" = "$3" ]; } # POD URL BODY
+has_event() { # NODE REASON
+  [ -n "$(k get events -n default -o name --field-selector "involvedObject.name=$1,reason=$2")" ]
+}
+
+# cni_error OUTPUT: "CODE MSG" of a CNI error answer.
+cni_error() { jq -r '"\(.code) \(.msg)"' <<<"$1"; }
+
+# kube-proxy (iptables mode) on node1 for the cross-node Service.
+start_kube_proxy() {
+  cat >"$DIR/nodes/node1/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $DIR/kubeconfig}
+hostnameOverride: node1
+bindAddress: ${IP[node1]}
+clusterCIDR: 10.244.0.0/16
+mode: iptables
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+oomScoreAdj: 0
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+  k8s_start "$DIR" node1 service-proxy "$SARENA_K8S_BIN/kube-proxy" --config="$DIR/nodes/node1/kube-proxy.yaml" >/dev/null
+  wait_until 30 k8s_exec "$DIR" node1 curl -sf http://127.0.0.1:10256/healthz || fail "kube-proxy on node1 not healthy"
+  k apply -f - >/dev/null <<'EOF'
+{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+ "spec": {"ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}}
+EOF
+}
+
+for ROUTING in native vxlan; do
+  a=a-$ROUTING b=b-$ROUTING
+  phase "$ROUTING: daemons ready, NetworkUnavailable=False, peer routes"
+  for n in node1 node2; do sm_daemon "$n" "$ROUTING"; done
+  for n in node1 node2; do
+    wait_until 60 sm_ready "$n" "$ROUTING" || fail "$n's daemon not ready: $(sm_api "$n" "$ROUTING" daemon/health)"
+  done
+  for n in node1 node2; do
+    wait_until 20 marked_up "$n" ||
+      fail "$n: NetworkUnavailable is '$(sm_condition "$n")'"
+  done
+  wait_until 10 expect_route node1 node2 "$ROUTING" || fail "node1 routes: $(sm_peer_routes node1)"
+  wait_until 10 expect_route node2 node1 "$ROUTING" || fail "node2 routes: $(sm_peer_routes node2)"
+  if [ "$ROUTING" = vxlan ]; then
+    k8s_exec "$DIR" node1 ip link show sarena.vxlan | grep -q "mtu 1450" || fail "sarena.vxlan's MTU is not 1450"
+  fi
+
+  phase "$ROUTING: pods on node1 and node2 by the plugin"
+  sm_pod node1 "$ROUTING" "$a"
+  sm_pod node2 "$ROUTING" "$b"
+  [[ ${POD_IP[$a]} == "${CIDR[node1]%.0/24}".* ]] || fail "$a got ${POD_IP[$a]}, not from ${CIDR[node1]}"
+  [[ ${POD_IP[$b]} == "${CIDR[node2]%.0/24}".* ]] || fail "$b got ${POD_IP[$b]}, not from ${CIDR[node2]}"
+  EP=$(sm_api node1 "$ROUTING" endpoints | jq -c --arg n "$a" '.[] | select(.pod.name == $n)')
+  [ "$(jq -r .pod.uid <<<"$EP")" = "uid-$a-$RID" ] || fail "the registry has no pod UID for $a: $EP"
+  HOST_IF=$(jq -r .host_ifname <<<"$EP")
+  k8s_exec "$DIR" node1 tc filter show dev "$HOST_IF" ingress | grep -q from_container ||
+    fail "no eBPF program on $a's host veth $HOST_IF"
+  want_mtu=1500
+  [ "$ROUTING" = native ] || want_mtu=1450
+  in_pod "$a" ip link show eth0 | grep -q "mtu $want_mtu " || fail "$a's eth0 MTU is not $want_mtu"
+
+  phase "$ROUTING: pod <-> pod across nodes: ping and TCP, both ways"
+  sm_ping "$a" "$b" || fail "$a -> $b ping"
+  sm_ping "$b" "$a" || fail "$b -> $a ping"
+  sm_serve "$a"
+  sm_serve "$b"
+  sm_tcp "$a" "$b"
+  sm_tcp "$b" "$a"
+
+  phase "$ROUTING: ClusterIP (kube-proxy on node1) -> backend pod on node2"
+  [ "$ROUTING" = native ] && start_kube_proxy
+  k apply -f - >/dev/null <<EOF
+{"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "web", "namespace": "default"},
+ "subsets": [{"addresses": [{"ip": "${POD_IP[$b]}"}], "ports": [{"port": 8080, "protocol": "TCP"}]}]}
+EOF
+  SVC=$(k get service web -o 'jsonpath={.spec.clusterIP}')
+  wait_until 30 answers "$a" "http://$SVC/index.html" "$b" ||
+    fail "$a -> $SVC:80 did not reach $b on node2"
+  k8s_exec "$DIR" node1 iptables-save -t nat | grep -q "KUBE-SEP.*-j DNAT.*--to-destination ${POD_IP[$b]}:8080" ||
+    fail "no kube-proxy DNAT to ${POD_IP[$b]}:8080 on node1"
+
+  if [ "$ROUTING" = native ]; then
+    phase "no podCIDR: STATUS 50 and ADD refused with the reason"
+    k8s_stop "$DIR" cp kube-controller-manager
+    k8s_netns_node "$DIR" node3
+    IP[node3]=$(k8s_node_ip "$DIR" node3)
+    sm_daemon node3 native
+    wait_until 20 sm_api node3 native daemon/health || fail "node3's daemon does not answer"
+    out=$(sm_cni node3 native STATUS x) && fail "STATUS succeeded without a Node object"
+    [[ $(cni_error "$out") == "50 "*"Node object node3 does not exist"* ]] || fail "STATUS without a Node: $out"
+    k apply -f - >/dev/null <<EOF
+{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node3"},
+ "status": {"addresses": [{"type": "InternalIP", "address": "${IP[node3]}"}]}}
+EOF
+    wait_until 20 health_says node3 native "has no spec.podCIDRs" ||
+      fail "node3's health: $(sm_api node3 native daemon/health)"
+    out=$(sm_cni node3 native STATUS x) && fail "STATUS succeeded without a podCIDR"
+    [[ $(cni_error "$out") == "50 "*"node node3 has no spec.podCIDRs"* ]] || fail "STATUS without a podCIDR: $out"
+    ip netns add "$(sm_podns c-early)" && sm_podns c-early >>"$DIR/pod-netns"
+    out=$(sm_cni node3 native ADD c-early) && fail "ADD succeeded without a podCIDR: $out"
+    [[ $(cni_error "$out") == "11 "*"no spec.podCIDRs"* ]] || fail "ADD without a podCIDR: $out"
+    log "ADD refused: $(cni_error "$out")"
+
+    phase "third node joins: reachable without restarting the others"
+    pids="$(cat "$DIR/run/node1.sarena.pid") $(cat "$DIR/run/node2.sarena.pid")"
+    k8s_restart "$DIR" cp kube-controller-manager >/dev/null
+    wait_until 90 has_pod_cidr node3 || fail "node3 got no podCIDR"
+    CIDR[node3]=$(k get node node3 -o 'jsonpath={.spec.podCIDR}')
+    wait_until 30 sm_ready node3 native || fail "node3 not ready: $(sm_api node3 native daemon/health)"
+    for n in node1 node2; do
+      wait_until 10 expect_route "$n" node3 native || fail "$n has no route to node3: $(sm_peer_routes "$n")"
+    done
+    wait_until 10 expect_route node3 node1 native || fail "node3 routes: $(sm_peer_routes node3)"
+    wait_until 20 marked_up node3 || fail "node3: NetworkUnavailable '$(sm_condition node3)'"
+    sm_pod node3 native c-native
+    sm_ping "$a" c-native || fail "$a -> c-native ping"
+    sm_ping c-native "$b" || fail "c-native -> $b ping"
+    sm_tcp c-native "$a"
+    [ "$pids" = "$(cat "$DIR/run/node1.sarena.pid") $(cat "$DIR/run/node2.sarena.pid")" ] ||
+      fail "the daemons of node1 and node2 were restarted"
+
+    phase "node deleted: its routes gone on every node"
+    sm_pod_del c-native
+    k8s_stop "$DIR" node3 sarena
+    k delete node node3 >/dev/null
+    for n in node1 node2; do
+      wait_until 20 no_route "$n" "${CIDR[node3]}" || fail "$n still routes ${CIDR[node3]}: $(sm_peer_routes "$n")"
+    done
+    k8s_node_down "$DIR" node3
+  fi
+
+  phase "$ROUTING: node1's daemon SIGKILLed and restarted under a 10/s ping"
+  routes_before=$(sm_peer_routes node1)
+  log_lines=$(wc -l <"$DIR/logs/node1.sarena.log")
+  in_pod "$a" ping -i 0.1 -w 9 "${POD_IP[$b]}" >"$DIR/ping-$ROUTING.out" 2>&1 &
+  pinger=$!
+  sleep 1
+  k8s_restart "$DIR" node1 sarena KILL >/dev/null
+  wait_until 30 sm_ready node1 "$ROUTING" || fail "node1 not ready after the restart"
+  wait "$pinger" || true
+  read -r sent got < <(sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\1 \2/p' "$DIR/ping-$ROUTING.out")
+  [ "${sent:-0}" -ge 50 ] || fail "ping sent ${sent:-none}: $(tail -3 "$DIR/ping-$ROUTING.out")"
+  log "$ROUTING: restart under ping: $got of $sent answered"
+  [ $((sent - got)) -le 1 ] || fail "$((sent - got)) of $sent pings lost across the restart"
+  [ "$(sm_peer_routes node1)" = "$routes_before" ] || fail "routes changed across the restart"
+  if tail -n +"$((log_lines + 1))" "$DIR/logs/node1.sarena.log" | grep "peer routing: "; then
+    fail "the restarted daemon changed peer routing (above)"
+  fi
+  sm_tcp "$a" "$b"
+  [ "$(sm_condition node1)" = "False SarenaIsUp" ] || fail "node1: NetworkUnavailable '$(sm_condition node1)'"
+
+  if [ "$ROUTING" = vxlan ]; then
+    phase "podCIDR changed under a live pod: refused (Event, STATUS 50), adopted once it is gone"
+    k delete node node2 >/dev/null
+    wait_until 20 health_says node2 vxlan "does not exist" || fail "node2: $(sm_api node2 vxlan daemon/health)"
+    moved=10.244.200.0/24
+    k apply -f - >/dev/null <<EOF
+{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node2"},
+ "spec": {"podCIDR": "$moved", "podCIDRs": ["$moved"]},
+ "status": {"addresses": [{"type": "InternalIP", "address": "${IP[node2]}"}]}}
+EOF
+    wait_until 20 health_says node2 vxlan "refusing to re-address" || fail "node2: $(sm_api node2 vxlan daemon/health)"
+    out=$(sm_cni node2 vxlan STATUS x) && fail "STATUS succeeded after a refused podCIDR change"
+    [[ $(cni_error "$out") == "50 "*"from [${CIDR[node2]}] to [$moved]"* ]] || fail "STATUS: $out"
+    wait_until 20 has_event node2 PodCIDRChangeRefused || fail "no PodCIDRChangeRefused Event on node2"
+    grep -q "ERROR.*refusing to re-address" "$DIR/logs/node2.sarena.log" || fail "no error logged for the refusal"
+    sm_pod_del "$b" # deletions are still served
+    wait_until 20 sm_ready node2 vxlan || fail "node2 did not adopt $moved: $(sm_api node2 vxlan daemon/health)"
+    old_cidr=${CIDR[node2]} CIDR[node2]=$moved
+    wait_until 10 expect_route node1 node2 vxlan || fail "node1 routes: $(sm_peer_routes node1)"
+    no_route node1 "$old_cidr" || fail "node1 still routes node2's old $old_cidr"
+    wait_until 20 marked_up node2 || fail "the new node2: NetworkUnavailable '$(sm_condition node2)'"
+    b=b2-$ROUTING
+    sm_pod node2 vxlan "$b"
+    [[ ${POD_IP[$b]} == 10.244.200.* ]] || fail "$b got ${POD_IP[$b]}, not from $moved"
+    sm_ping "$a" "$b" || fail "$a -> $b ping after the podCIDR change"
+  fi
+
+  phase "$ROUTING: DEL, daemons stopped"
+  sm_pod_del "$a"
+  sm_pod_del "$b"
+  [ "$(sm_api node1 "$ROUTING" endpoints | jq length)" = 0 ] || fail "node1 still has endpoints"
+  for n in node1 node2; do k8s_stop "$DIR" "$n" sarena; done
+done
+phase "down"

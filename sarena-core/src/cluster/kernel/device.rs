@@ -1,0 +1,258 @@
+//! The VXLAN device and the underlay it sends through.
+
+use std::net::IpAddr;
+
+use futures_util::TryStreamExt;
+use ipnet::IpNet;
+use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags};
+use rtnetlink::packet_route::link::{
+    InfoData, InfoKind, InfoVxlan, LinkAttribute, LinkInfo, LinkMessage,
+};
+use rtnetlink::{Handle, LinkUnspec, LinkVxlan};
+
+use crate::cluster::error::ClusterError;
+use crate::cluster::traits::Underlay;
+use crate::cluster::vxlan::VxlanDevice;
+use crate::netlink::{self, NetlinkError, errno, link_by_name};
+
+fn mtu_of(link: &LinkMessage) -> u32 {
+    link.attributes
+        .iter()
+        .find_map(|a| match a {
+            LinkAttribute::Mtu(mtu) => Some(*mtu),
+            _ => None,
+        })
+        .unwrap_or(1500)
+}
+
+/// The device `name`, else the one holding `local`.
+pub(super) async fn underlay(
+    handle: &Handle,
+    local: IpAddr,
+    name: Option<String>,
+) -> Result<Underlay, ClusterError> {
+    if let Some(name) = name {
+        let link = link_by_name(handle, &name)
+            .await?
+            .ok_or(ClusterError::NoDevice {
+                name,
+                reason: "it is the configured VXLAN underlay",
+            })?;
+        return Ok(Underlay {
+            index: link.header.index,
+            mtu: mtu_of(&link),
+        });
+    }
+    let addresses: Vec<_> = handle
+        .address()
+        .get()
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|e| NetlinkError::new("addr dump", local, e))?;
+    let index = addresses
+        .iter()
+        .find(|a| {
+            a.attributes.iter().any(|attr| {
+                matches!(attr, AddressAttribute::Address(ip) | AddressAttribute::Local(ip) if *ip == local)
+            })
+        })
+        .map(|a| a.header.index)
+        .ok_or(ClusterError::NoUnderlay { address: local })?;
+    let mut links = handle.link().get().match_index(index).execute();
+    let link = links
+        .try_next()
+        .await
+        .map_err(|e| NetlinkError::new("link get", index, e))?
+        .ok_or(ClusterError::NoUnderlay { address: local })?;
+    Ok(Underlay {
+        index,
+        mtu: mtu_of(&link),
+    })
+}
+
+/// What identifies a VXLAN device's tunnel: VNI, port, local address, underlay.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Tunnel {
+    vni: Option<u32>,
+    port: Option<u16>,
+    local: Option<IpAddr>,
+    underlay: Option<u32>,
+}
+
+/// The tunnel of an existing link; `None` when it is no VXLAN device.
+fn vxlan_params(link: &LinkMessage) -> Option<Tunnel> {
+    let infos = link.attributes.iter().find_map(|a| match a {
+        LinkAttribute::LinkInfo(infos) => Some(infos),
+        _ => None,
+    })?;
+    if !infos
+        .iter()
+        .any(|i| matches!(i, LinkInfo::Kind(InfoKind::Vxlan)))
+    {
+        return None;
+    }
+    let mut tunnel = Tunnel::default();
+    for info in infos {
+        if let LinkInfo::Data(InfoData::Vxlan(attrs)) = info {
+            for attr in attrs {
+                match attr {
+                    InfoVxlan::Id(id) => tunnel.vni = Some(*id),
+                    InfoVxlan::Port(p) => tunnel.port = Some(*p),
+                    InfoVxlan::Local(v4) => tunnel.local = Some(IpAddr::V4(*v4)),
+                    InfoVxlan::Local6(v6) => tunnel.local = Some(IpAddr::V6(*v6)),
+                    InfoVxlan::Link(index) => tunnel.underlay = Some(*index),
+                    _ => {}
+                }
+            }
+        }
+    }
+    Some(tunnel)
+}
+
+/// Creates the device, or fixes an existing one: recreated when its VNI,
+/// port, local address or underlay differ (or it is no VXLAN device); MTU,
+/// MAC and up state set; addresses made exactly the device's.
+pub(super) async fn ensure(handle: &Handle, device: &VxlanDevice) -> Result<u32, ClusterError> {
+    let name = device.name.as_str();
+    let existing = link_by_name(handle, name).await?;
+    let reusable = existing.as_ref().filter(|link| {
+        vxlan_params(link)
+            == Some(Tunnel {
+                vni: Some(device.vni),
+                port: Some(device.port),
+                local: Some(device.local),
+                underlay: Some(device.underlay),
+            })
+    });
+    let index = match (reusable, &existing) {
+        (Some(link), _) => link.header.index,
+        (None, existing) => {
+            if let Some(old) = existing {
+                tracing::info!(
+                    device = name,
+                    "recreating the VXLAN device with new parameters"
+                );
+                netlink::delete_link(handle, old.header.index, name).await?;
+            }
+            create(handle, device).await?
+        }
+    };
+    // Only what differs: setting even the same MAC flushes the device's
+    // neighbour entries (NETDEV_CHANGEADDR), and with them the next hops.
+    let current = link_by_name(handle, name).await?;
+    let mut set = LinkUnspec::new_with_index(index);
+    let mut changes = 0;
+    if current.as_ref().map(mtu_of) != Some(device.mtu) {
+        set = set.mtu(device.mtu);
+        changes += 1;
+    }
+    if current.as_ref().and_then(netlink::link_mac) != Some(device.mac) {
+        set = set.address(device.mac.octets().to_vec());
+        changes += 1;
+    }
+    if !current.as_ref().is_some_and(netlink::link_is_up) {
+        set = set.up();
+        changes += 1;
+    }
+    if changes > 0 {
+        handle
+            .link()
+            .set(set.build())
+            .execute()
+            .await
+            .map_err(|e| NetlinkError::new("link set", name, e))?;
+    }
+    sync_addresses(handle, index, device).await?;
+    Ok(index)
+}
+
+async fn create(handle: &Handle, device: &VxlanDevice) -> Result<u32, ClusterError> {
+    let name = device.name.as_str();
+    let mut builder = LinkVxlan::new(name, device.vni)
+        .port(device.port)
+        .dev(device.underlay)
+        .learning(false);
+    builder = match device.local {
+        IpAddr::V4(v4) => builder.local(v4),
+        IpAddr::V6(v6) => builder.local6(v6),
+    };
+    let message = builder
+        .mtu(device.mtu)
+        .address(device.mac.octets().to_vec())
+        .up()
+        .build();
+    match handle.link().add(message).execute().await {
+        Ok(()) => {}
+        Err(e) if errno(&e) == Some(libc::EEXIST) => {}
+        Err(e) => return Err(NetlinkError::new("link add", name, e).into()),
+    }
+    netlink::link_index(handle, name)
+        .await?
+        .ok_or(ClusterError::NoDevice {
+            name: name.to_owned(),
+            reason: "it vanished right after it was created",
+        })
+}
+
+/// Adds the device's VTEP addresses (no DAD: the overlay has no duplicate)
+/// and removes any other global address from it.
+async fn sync_addresses(
+    handle: &Handle,
+    index: u32,
+    device: &VxlanDevice,
+) -> Result<(), ClusterError> {
+    let present: Vec<_> = handle
+        .address()
+        .get()
+        .set_link_index_filter(index)
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|e| NetlinkError::new("addr dump", &device.name, e))?;
+    let mut have = Vec::new();
+    for message in present.into_iter().filter(|a| a.header.index == index) {
+        let Some(ip) = message.attributes.iter().find_map(|a| match a {
+            AddressAttribute::Address(ip) => Some(*ip),
+            _ => None,
+        }) else {
+            continue;
+        };
+        let Ok(net) = IpNet::new(ip, message.header.prefix_len) else {
+            continue;
+        };
+        if device.addresses.contains(&net) {
+            have.push(net);
+        } else if !matches!(ip, IpAddr::V6(v6) if v6.is_unicast_link_local()) {
+            handle
+                .address()
+                .del(message)
+                .execute()
+                .await
+                .map_err(|e| NetlinkError::new("addr del", net, e))?;
+        }
+    }
+    for net in device.addresses.iter().filter(|n| !have.contains(n)) {
+        let mut request = handle.address().add(index, net.addr(), net.prefix_len());
+        request
+            .message_mut()
+            .attributes
+            .push(AddressAttribute::Flags(AddressFlags::Nodad));
+        match request.execute().await {
+            Ok(()) => {}
+            Err(e) if errno(&e) == Some(libc::EEXIST) => {}
+            Err(e) => return Err(NetlinkError::new("addr add", net, e).into()),
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the device `name` if it is a VXLAN device.
+pub(super) async fn remove(handle: &Handle, name: &str) -> Result<bool, ClusterError> {
+    match link_by_name(handle, name).await? {
+        Some(link) if vxlan_params(&link).is_some() => {
+            Ok(netlink::delete_link(handle, link.header.index, name).await?)
+        }
+        _ => Ok(false),
+    }
+}

@@ -1,0 +1,58 @@
+//! Kubernetes mode, without Kubernetes: the logic that turns the cluster's
+//! Node objects (as a [`ClusterView`], built by the `sarena-k8s` crate, so
+//! nothing here links a Kubernetes client and the plugin stays small) into
+//! this node's pools, routes to the other nodes, and the Node's
+//! `NetworkUnavailable` condition.
+//!
+//! - `types.rs`: [`ClusterNode`], [`ClusterView`], [`RoutingMode`];
+//! - `config.rs`: the `[kubernetes]` table ([`KubernetesConfig`]);
+//! - `pools.rs`: a session's parameters and node configuration
+//!   ([`SessionParams`], [`session_config`]);
+//! - `podcidr.rs`: the podCIDR decision ([`decide`]);
+//! - `routes.rs`, `vxlan.rs`: the routes, FDB and neighbour entries a view
+//!   asks for, in native and `vxlan` routing (pure);
+//! - `sync.rs`: [`PeerSync`], which applies them through the kernel-table
+//!   traits of `traits.rs`, implemented over rtnetlink in `kernel/`;
+//! - `switch.rs`: [`Switch`], the daemon the API serves (waiting, closed
+//!   for ADD, open);
+//! - `supervisor.rs`: [`Supervisor`], the control loop over all of it;
+//! - `session_file.rs`: the persisted [`SessionParams`].
+//!
+//! Peer routes are tagged [`SARENA_PEER_ROUTE_PROTOCOL`] (91), apart from the
+//! kernel dataplane's pod routes (90), so each reconciler only ever touches
+//! its own routes.
+
+mod config;
+mod error;
+pub mod kernel;
+mod podcidr;
+mod pools;
+mod routes;
+mod session_file;
+mod supervisor;
+mod switch;
+mod sync;
+mod traits;
+mod types;
+mod vxlan;
+
+pub use config::{DEFAULT_VXLAN_PORT, DEFAULT_VXLAN_VNI, KubernetesConfig, VXLAN_DEVICE};
+pub use error::ClusterError;
+pub use podcidr::{PodCidrDecision, Refusal, decide};
+pub use pools::{
+    SessionParams, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, pod_mtu, session_config, sorted,
+};
+pub use routes::{PeerRoute, SARENA_PEER_ROUTE_PROTOCOL, native_routes};
+pub use session_file::SessionFile;
+pub use supervisor::{
+    REFUSED_EVENT_REASON, RESYNC_EVERY, RETRY_AFTER, Supervisor, SupervisorParts,
+};
+pub use switch::{NotServing, Switch};
+pub use sync::{PeerSync, SyncReport};
+pub use traits::{ClusterApi, NodeState, Overlay, PeerRouting, RouteTable, Underlay};
+#[cfg(any(test, feature = "mocks"))]
+pub use traits::{MockClusterApi, MockNodeState, MockOverlay, MockPeerRouting, MockRouteTable};
+pub use types::{ClusterNode, ClusterView, RoutingMode};
+pub use vxlan::{
+    FdbEntry, NeighbourEntry, OverlayState, VxlanDevice, overlay_state, vtep_address, vtep_mac,
+};

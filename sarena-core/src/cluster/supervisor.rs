@@ -1,0 +1,298 @@
+//! [`Supervisor`]: Kubernetes mode's control loop. On every change of the
+//! [`ClusterView`] (and on a timer, to repair and to retry) it
+//!
+//! 1. decides about this node's podCIDRs ([`decide`]) and carries it out:
+//!    waits, keeps serving, (re)opens the node state with pools from the
+//!    podCIDRs, or refuses a change under live endpoints (error log, a
+//!    Warning Event on the Node, ADD closed);
+//! 2. syncs the routes to the peers ([`PeerRouting`]);
+//! 3. once ADD is served and the routes are in place, marks the Node
+//!    `NetworkUnavailable=False` (again for a re-created Node).
+//!
+//! At start-up ([`Supervisor::resume`]) it reopens the session of the last
+//! run, ADD closed until the API server confirms the podCIDRs: pods can be
+//! deleted, and the dataplane is reconciled, before the API server answers.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::error::ClusterError;
+use super::podcidr::{PodCidrDecision, Refusal, decide};
+use super::pools::SessionParams;
+use super::switch::Switch;
+use super::traits::{ClusterApi, NodeState, PeerRouting};
+use super::types::{ClusterView, RoutingMode};
+use crate::api::Daemon;
+
+/// How often the supervisor re-syncs when all is well (repairs routes
+/// removed by hand; the API server is watched, not polled).
+pub const RESYNC_EVERY: Duration = Duration::from_secs(30);
+
+/// How soon it tries again after a failure.
+pub const RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// The reason of a refused podCIDR change, in Events.
+pub const REFUSED_EVENT_REASON: &str = "PodCIDRChangeRefused";
+
+/// What the supervisor works with.
+pub struct SupervisorParts {
+    /// This node's name.
+    pub node_name: String,
+    /// The routing mode.
+    pub routing: RoutingMode,
+    /// The configured MTU.
+    pub mtu: u32,
+    /// The node state.
+    pub state: Arc<dyn NodeState>,
+    /// Peer routing.
+    pub peers: Arc<dyn PeerRouting>,
+    /// The API server.
+    pub api: Arc<dyn ClusterApi>,
+}
+
+impl std::fmt::Debug for SupervisorParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SupervisorParts")
+            .field("node_name", &self.node_name)
+            .field("routing", &self.routing)
+            .field("mtu", &self.mtu)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The control loop. See the [module docs](self).
+pub struct Supervisor {
+    parts: SupervisorParts,
+    switch: Arc<Switch>,
+    session: Option<(SessionParams, Arc<dyn Daemon>)>,
+    /// The uid of the Node marked `NetworkUnavailable=False` in this session.
+    marked: Option<String>,
+    /// The offer already refused (logged and recorded once).
+    refused: Option<SessionParams>,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor")
+            .field("node", &self.parts.node_name)
+            .field("switch", &self.switch)
+            .field("session", &self.session.as_ref().map(|(p, _)| p))
+            .field("marked", &self.marked)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Supervisor {
+    /// A supervisor whose [`Switch`] waits for the Node.
+    pub fn new(parts: SupervisorParts) -> Self {
+        let reason = format!(
+            "waiting for the Node {} from the API server",
+            parts.node_name
+        );
+        Supervisor {
+            parts,
+            switch: Arc::new(Switch::waiting(reason)),
+            session: None,
+            marked: None,
+            refused: None,
+        }
+    }
+
+    /// What the API serves.
+    pub fn switch(&self) -> Arc<Switch> {
+        Arc::clone(&self.switch)
+    }
+
+    /// Reopens the session of the last run, if there was one, with ADD
+    /// closed until the Node confirms it.
+    pub async fn resume(&mut self) -> Result<(), ClusterError> {
+        let Some(params) = self.parts.state.stored()? else {
+            return Ok(());
+        };
+        let daemon = self.parts.state.open(&params).await?;
+        tracing::info!(pod_cidrs = ?params.pod_cidrs, mtu = params.mtu, "reopened the last run's session");
+        self.switch.close(
+            Arc::clone(&daemon),
+            format!(
+                "waiting for the Node {} from the API server (the last run's podCIDRs {:?} are open for deletions)",
+                self.parts.node_name, params.pod_cidrs
+            ),
+        );
+        self.session = Some((params, daemon));
+        Ok(())
+    }
+
+    /// One round for `view`; whether everything converged (else the caller
+    /// retries soon).
+    pub async fn on_view(&mut self, view: &ClusterView) -> bool {
+        let mut converged = self.pod_cidrs(view).await;
+        let routes_in_place = match self.parts.peers.sync(view).await {
+            Ok(report) => {
+                for what in &report.changed {
+                    tracing::info!(node = %self.parts.node_name, "peer routing: {what}");
+                }
+                for what in &report.removed {
+                    tracing::info!(node = %self.parts.node_name, "peer routing: removed {what}");
+                }
+                for what in &report.skipped {
+                    tracing::debug!("peer routing: skipped: {what}");
+                }
+                for what in &report.failed {
+                    tracing::warn!("peer routing: failed: {what}");
+                    converged = false;
+                }
+                !report.deferred
+            }
+            Err(e) => {
+                tracing::warn!("peer routing: {e}");
+                converged = false;
+                false
+            }
+        };
+        if routes_in_place
+            && self.switch.is_open()
+            && let Some(local) = &view.local
+            && self.marked.as_deref() != Some(local.uid.as_str())
+        {
+            match self.parts.api.mark_network_available(&local.name).await {
+                Ok(()) => {
+                    tracing::info!(node = %local.name, "NetworkUnavailable=False (SarenaIsUp)");
+                    self.marked = Some(local.uid.clone());
+                }
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    converged = false;
+                }
+            }
+        }
+        converged
+    }
+
+    /// Step 1 of [`Supervisor::on_view`].
+    async fn pod_cidrs(&mut self, view: &ClusterView) -> bool {
+        let endpoints = match &self.session {
+            Some((_, daemon)) => match daemon.endpoints().await {
+                Ok(endpoints) => endpoints,
+                Err(e) => {
+                    tracing::warn!("cannot list the endpoints for the podCIDR decision: {e}");
+                    return false;
+                }
+            },
+            None => Vec::new(),
+        };
+        let current = self.session.as_ref().map(|(p, _)| p);
+        match decide(
+            view,
+            current,
+            &endpoints,
+            self.parts.routing,
+            self.parts.mtu,
+        ) {
+            PodCidrDecision::Wait(reason) => {
+                match &self.session {
+                    Some((_, daemon)) => self.switch.close(Arc::clone(daemon), reason),
+                    None => self.switch.wait(reason),
+                }
+                true
+            }
+            PodCidrDecision::Keep => {
+                if let Some((_, daemon)) = &self.session
+                    && !self.switch.is_open()
+                {
+                    tracing::info!(node = %self.parts.node_name, "podCIDRs confirmed; serving ADD");
+                    self.switch.open(Arc::clone(daemon));
+                }
+                self.refused = None;
+                true
+            }
+            PodCidrDecision::Adopt(params) => self.adopt(params).await,
+            PodCidrDecision::Refuse(refusal) => {
+                self.refuse(view, refusal).await;
+                // Not converged: look again soon, the pods may be gone by then.
+                false
+            }
+        }
+    }
+
+    async fn adopt(&mut self, params: SessionParams) -> bool {
+        if let Some((old, _)) = self.session.take() {
+            tracing::info!(from = ?old, to = ?params, "switching the node state to new podCIDRs");
+            self.switch.wait(format!(
+                "switching node {} to podCIDRs {:?}",
+                self.parts.node_name, params.pod_cidrs
+            ));
+            self.parts.state.close().await;
+        }
+        match self.parts.state.open(&params).await {
+            Ok(daemon) => {
+                tracing::info!(pod_cidrs = ?params.pod_cidrs, mtu = params.mtu, "serving the Node's podCIDRs");
+                self.switch.open(Arc::clone(&daemon));
+                self.session = Some((params, daemon));
+                self.marked = None;
+                self.refused = None;
+                true
+            }
+            Err(e) => {
+                tracing::error!("{e}");
+                self.switch.wait(e.to_string());
+                false
+            }
+        }
+    }
+
+    async fn refuse(&mut self, view: &ClusterView, refusal: Refusal) {
+        let message = refusal.message(&self.parts.node_name);
+        if self.refused.as_ref() != Some(&refusal.offered) {
+            tracing::error!("{message}");
+            if let Some(local) = &view.local
+                && let Err(e) = self
+                    .parts
+                    .api
+                    .warn(local, REFUSED_EVENT_REASON, &message)
+                    .await
+            {
+                tracing::warn!("cannot record the refusal as an Event: {e}");
+            }
+            self.refused = Some(refusal.offered.clone());
+        }
+        if let Some((_, daemon)) = &self.session {
+            self.switch.close(Arc::clone(daemon), message);
+        }
+    }
+
+    /// Runs until `shutdown`: a round per view change, else every
+    /// [`RESYNC_EVERY`] ([`RETRY_AFTER`] after a failure). `views` holds
+    /// `None` until the watcher's first complete list. Fails when the
+    /// watcher goes away.
+    pub async fn run(
+        mut self,
+        mut views: watch::Receiver<Option<ClusterView>>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ClusterError> {
+        let mut shutdown = std::pin::pin!(shutdown);
+        let outcome = loop {
+            let view = views.borrow_and_update().clone();
+            let converged = match &view {
+                Some(view) => self.on_view(view).await,
+                None => true,
+            };
+            let pause = if converged { RESYNC_EVERY } else { RETRY_AFTER };
+            tokio::select! {
+                () = &mut shutdown => break Ok(()),
+                changed = views.changed() => if changed.is_err() {
+                    break Err(ClusterError::WatchEnded);
+                },
+                () = tokio::time::sleep(pause) => {}
+            }
+        };
+        self.parts.state.close().await;
+        outcome
+    }
+}
+
+#[cfg(test)]
+#[path = "supervisor_tests.rs"]
+mod tests;

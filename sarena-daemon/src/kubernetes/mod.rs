@@ -1,0 +1,213 @@
+//! Kubernetes mode's start-up: the API is bound first and serves a daemon
+//! that is not ready ("waiting for the Node …"); the last run's session is
+//! reopened (ADD closed) so pods can be deleted and the dataplane is
+//! reconciled before the API server answers; then the Node objects are
+//! watched and the supervisor (`sarena_core::cluster::Supervisor`) opens the
+//! node state with pools from this node's podCIDRs, keeps the routes to the
+//! other nodes in sync and marks the Node `NetworkUnavailable=False`.
+
+mod state;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sarena_core::api::{Daemon, KubernetesStatus};
+use sarena_core::cluster::kernel::RtnetlinkPeers;
+use sarena_core::cluster::{ClusterError, PeerSync, Supervisor, SupervisorParts};
+use sarena_core::node::NodeConfig;
+use sarena_core::plugin::DeleteQueue;
+use sarena_k8s::{K8sError, KubeClusterApi};
+use tokio::sync::watch;
+
+use crate::app::serve_metrics;
+use crate::cli::Cli;
+use crate::dataplane::{DataplaneParts, DataplaneStartError};
+use crate::metrics::{Metrics, MetricsError};
+use crate::operated::{KubernetesCell, Operated};
+use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, UnixSocket};
+pub use state::DaemonNodeState;
+
+/// Why Kubernetes mode could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum KubernetesError {
+    /// No node name: none given and the hostname could not be read.
+    #[error("no node name: pass --node-name or set NODE_NAME ({source})")]
+    NodeName {
+        /// Why the hostname could not be read.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No client of the API server.
+    #[error(transparent)]
+    Client(#[from] K8sError),
+    /// The cluster side failed (netlink socket, the watcher gone).
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// A listener could not be set up.
+    #[error(transparent)]
+    Server(#[from] ServerError),
+    /// The dataplane could not be prepared.
+    #[error(transparent)]
+    Dataplane(#[from] DataplaneStartError),
+    /// The metrics listener could not be set up.
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
+}
+
+/// `--node-name` (or `NODE_NAME`), else the hostname.
+pub fn node_name(cli: &Cli) -> Result<String, KubernetesError> {
+    if let Some(name) = cli.node_name.as_deref().filter(|n| !n.is_empty()) {
+        return Ok(name.to_owned());
+    }
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map_err(|source| KubernetesError::NodeName { source })?;
+    let hostname = hostname.trim();
+    if hostname.is_empty() {
+        return Err(KubernetesError::NodeName {
+            source: std::io::Error::other("the hostname is empty"),
+        });
+    }
+    Ok(hostname.to_lowercase())
+}
+
+/// The kubeconfig: `--kubeconfig`, else `[kubernetes] kubeconfig`, else none
+/// (in-cluster credentials).
+pub fn kubeconfig(cli: &Cli, config: &NodeConfig) -> Option<PathBuf> {
+    cli.kubeconfig
+        .clone()
+        .or_else(|| config.kubernetes.kubeconfig.clone())
+}
+
+/// Runs Kubernetes mode until `shutdown` resolves, counting into `metrics`
+/// when the daemon keeps them.
+pub async fn run(
+    cli: &Cli,
+    config: NodeConfig,
+    metrics: Option<Arc<Metrics>>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), KubernetesError> {
+    let name = node_name(cli)?;
+    let status: KubernetesCell = Arc::new(std::sync::Mutex::new(Some(KubernetesStatus {
+        node_name: name.clone(),
+        pod_cidrs: Vec::new(),
+    })));
+    let client = sarena_k8s::connect(kubeconfig(cli, &config).as_deref()).await?;
+    let kernel = Arc::new(RtnetlinkPeers::new()?);
+    let dataplane = DataplaneParts::new(config.dataplane, &cli.bpf_pin_dir)?;
+    let queue = DeleteQueue::new(cli.delete_queue_dir());
+    let state = DaemonNodeState::new(
+        cli.state_dir.clone(),
+        queue.clone(),
+        config.clone(),
+        dataplane,
+    )
+    .with_observers(status.clone(), metrics.clone());
+    let mut supervisor = Supervisor::new(SupervisorParts {
+        node_name: name.clone(),
+        routing: config.kubernetes.routing,
+        mtu: config.mtu,
+        state: Arc::new(state),
+        peers: Arc::new(PeerSync::new(
+            config.kubernetes.clone(),
+            config.mtu,
+            kernel.clone(),
+            kernel,
+        )),
+        api: Arc::new(KubeClusterApi::new(client.clone())),
+    });
+
+    // The API first, not ready: STATUS says why from the first moment.
+    let unix = UnixSocket::bind(&cli.socket)?;
+    let tcp = match cli.listen_tcp {
+        Some(addr) => Some(server::bind_tcp(addr, cli.allow_remote_tcp).await?),
+        None => None,
+    };
+    let (stop, stopped) = watch::channel(false);
+    let mut operated = Operated::new(supervisor.switch())
+        .with_delete_queue(queue)
+        .with_kubernetes(status);
+    if let Some(m) = &metrics {
+        operated = operated.with_metrics(m.clone());
+    }
+    let served: Arc<dyn Daemon> = Arc::new(operated);
+    let metrics_task = serve_metrics(cli, metrics.as_ref(), &served).await?;
+    let mut on_stop = stopped.clone();
+    let server = tokio::spawn(server::serve(
+        served,
+        unix,
+        tcp,
+        async move {
+            let _ = on_stop.wait_for(|stop| *stop).await;
+        },
+        DEFAULT_SHUTDOWN_GRACE,
+    ));
+    tracing::info!(
+        node = %name,
+        socket = %cli.socket.display(),
+        routing = config.kubernetes.routing.as_str(),
+        state_dir = %cli.state_dir.display(),
+        "Kubernetes mode: serving the API (not ready until the Node has podCIDRs)"
+    );
+
+    if let Err(e) = supervisor.resume().await {
+        tracing::warn!("cannot reopen the last run's session: {e}");
+    }
+    let (views, watcher) = sarena_k8s::watch_nodes(client, name);
+    let mut on_stop = stopped;
+    let run = supervisor.run(views, async move {
+        let _ = on_stop.wait_for(|stop| *stop).await;
+    });
+    let mut run = std::pin::pin!(run);
+    let outcome = tokio::select! {
+        outcome = &mut run => outcome,
+        () = shutdown => {
+            let _ = stop.send(true);
+            run.await
+        }
+    };
+    let _ = stop.send(true);
+    watcher.abort();
+    if let Some(task) = metrics_task {
+        task.abort();
+    }
+    if let Err(e) = server.await {
+        tracing::warn!("the API server task failed: {e}");
+    }
+    tracing::info!("stopped");
+    Ok(outcome?)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("sarena-daemon").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn the_node_name_is_the_flag_else_the_lower_case_hostname() {
+        assert_eq!(node_name(&cli(&["--node-name", "node7"])).unwrap(), "node7");
+        let mut without = cli(&[]);
+        without.node_name = None;
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+        assert_eq!(node_name(&without).unwrap(), hostname.trim().to_lowercase());
+        without.node_name = Some(String::new());
+        assert_eq!(node_name(&without).unwrap(), hostname.trim().to_lowercase());
+    }
+
+    #[test]
+    fn the_kubeconfig_flag_overrides_the_config_file() {
+        let mut config = NodeConfig::default();
+        assert_eq!(kubeconfig(&cli(&[]), &config), None);
+        config.kubernetes.kubeconfig = Some("/etc/file".into());
+        assert_eq!(kubeconfig(&cli(&[]), &config), Some("/etc/file".into()));
+        assert_eq!(
+            kubeconfig(&cli(&["--kubeconfig", "/etc/flag"]), &config),
+            Some("/etc/flag".into())
+        );
+    }
+}

@@ -1,0 +1,27 @@
+//! Sarena's Kubernetes client: the side of Kubernetes mode that talks to
+//! the API server (kube-rs), kept out of `sarena-core` so the plugin binary
+//! never links it.
+//!
+//! - `client.rs`: [`connect`], a client from a kubeconfig or the in-cluster
+//!   service account;
+//! - `view.rs`: Node objects → [`sarena_core::cluster::ClusterView`];
+//! - `watch.rs`: [`watch_nodes`], a reflector over the Node objects that
+//!   publishes a view on every change (a watch, never polling);
+//! - `status.rs`: [`KubeClusterApi`], the `NetworkUnavailable` condition
+//!   and Warning Events on the Node.
+//!
+//! RBAC it needs: `get`, `list`, `watch` on `nodes`; `patch` on
+//! `nodes/status`; `create` on `events` (core group).
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+mod client;
+mod error;
+mod status;
+mod view;
+mod watch;
+
+pub use client::connect;
+pub use error::K8sError;
+pub use status::{CONDITION_REASON, KubeClusterApi, event_for, network_available_patch};
+pub use view::{cluster_node, cluster_view};
+pub use watch::watch_nodes;

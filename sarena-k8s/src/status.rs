@@ -1,0 +1,179 @@
+//! [`KubeClusterApi`]: what Sarena tells the API server — the Node's
+//! `NetworkUnavailable` condition and Warning Events on the Node.
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use sarena_core::cluster::{ClusterApi, ClusterError, ClusterNode};
+
+/// The condition's reason.
+pub const CONDITION_REASON: &str = "SarenaIsUp";
+
+/// The namespace of Node events (where kubelet puts its own).
+const EVENT_NAMESPACE: &str = "default";
+
+/// The component named in Events.
+const COMPONENT: &str = "sarena-daemon";
+
+/// The strategic-merge patch of `nodes/status` that sets
+/// `NetworkUnavailable=False` (conditions merge by `type`, so the others
+/// stay as they are).
+pub fn network_available_patch(now: Timestamp) -> serde_json::Value {
+    let now = Time(now);
+    serde_json::json!({
+        "status": {
+            "conditions": [{
+                "type": "NetworkUnavailable",
+                "status": "False",
+                "reason": CONDITION_REASON,
+                "message": "Sarena is running on this node: pod gateway and routes to the other nodes in place",
+                "lastTransitionTime": now,
+                "lastHeartbeatTime": now,
+            }]
+        }
+    })
+}
+
+/// A Warning Event about `node`.
+pub fn event_for(node: &ClusterNode, reason: &str, message: &str, now: Timestamp) -> Event {
+    let now = Time(now);
+    Event {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{}.sarena-", node.name)),
+            namespace: Some(EVENT_NAMESPACE.to_owned()),
+            ..ObjectMeta::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.name.clone()),
+            uid: Some(node.uid.clone()).filter(|u| !u.is_empty()),
+            ..ObjectReference::default()
+        },
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+        type_: Some("Warning".into()),
+        source: Some(EventSource {
+            component: Some(COMPONENT.into()),
+            host: Some(node.name.clone()),
+        }),
+        reporting_component: Some(COMPONENT.into()),
+        reporting_instance: Some(node.name.clone()),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        ..Event::default()
+    }
+}
+
+/// [`ClusterApi`] over a kube client.
+#[derive(Clone)]
+pub struct KubeClusterApi {
+    client: Client,
+}
+
+impl std::fmt::Debug for KubeClusterApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KubeClusterApi").finish_non_exhaustive()
+    }
+}
+
+impl KubeClusterApi {
+    /// Talks through `client`.
+    pub fn new(client: Client) -> Self {
+        KubeClusterApi { client }
+    }
+}
+
+fn api_error(call: &'static str, object: &str) -> impl FnOnce(kube::Error) -> ClusterError + use<> {
+    let object = object.to_owned();
+    move |source| ClusterError::Api {
+        call,
+        object,
+        source: Box::new(source),
+    }
+}
+
+#[async_trait]
+impl ClusterApi for KubeClusterApi {
+    async fn mark_network_available(&self, node: &str) -> Result<(), ClusterError> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        nodes
+            .patch_status(
+                node,
+                &PatchParams::default(),
+                &Patch::Strategic(network_available_patch(Timestamp::now())),
+            )
+            .await
+            .map_err(api_error("patch nodes/status", node))?;
+        Ok(())
+    }
+
+    async fn warn(
+        &self,
+        node: &ClusterNode,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ClusterError> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), EVENT_NAMESPACE);
+        events
+            .create(
+                &PostParams::default(),
+                &event_for(node, reason, message, Timestamp::now()),
+            )
+            .await
+            .map_err(api_error("create events", &node.name))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at() -> Timestamp {
+        "2026-05-01T12:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn the_patch_sets_only_network_unavailable_false_with_sarenas_reason() {
+        let patch = network_available_patch(at());
+        assert_eq!(
+            patch,
+            serde_json::json!({"status": {"conditions": [{
+                "type": "NetworkUnavailable",
+                "status": "False",
+                "reason": "SarenaIsUp",
+                "message": "Sarena is running on this node: pod gateway and routes to the other nodes in place",
+                "lastTransitionTime": "2026-05-01T12:00:00Z",
+                "lastHeartbeatTime": "2026-05-01T12:00:00Z",
+            }]}})
+        );
+    }
+
+    #[test]
+    fn the_event_is_a_warning_on_the_node_in_the_default_namespace() {
+        let node = ClusterNode {
+            name: "node1".into(),
+            uid: "u-1".into(),
+            internal_ips: vec![],
+            pod_cidrs: vec![],
+        };
+        let event = event_for(&node, "PodCIDRChangeRefused", "refusing", at());
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(json["metadata"]["generateName"], "node1.sarena-");
+        assert_eq!(json["metadata"]["namespace"], "default");
+        assert_eq!(
+            json["involvedObject"],
+            serde_json::json!({"apiVersion": "v1", "kind": "Node", "name": "node1", "uid": "u-1"})
+        );
+        assert_eq!(json["type"], "Warning");
+        assert_eq!(json["reason"], "PodCIDRChangeRefused");
+        assert_eq!(json["message"], "refusing");
+        assert_eq!(json["source"]["component"], "sarena-daemon");
+        assert_eq!(json["lastTimestamp"], "2026-05-01T12:00:00Z");
+    }
+}
