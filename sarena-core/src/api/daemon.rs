@@ -38,6 +38,20 @@ pub trait Daemon: Send + Sync {
             veth_removal: false,
         })
     }
+    /// `DELETE /endpoints/{container_id}/{ifname}?allocation=keep`: removes the
+    /// endpoint but keeps its allocation (under a lease again, as before it
+    /// was registered), so that a repeated ADD of the same attachment gets
+    /// the same address; returns the endpoint removed. The default, for
+    /// backends that cannot keep an allocation apart from its endpoint, reads
+    /// the endpoint and deletes it, address and all.
+    async fn unregister_endpoint(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<Endpoint>, DaemonError> {
+        let endpoint = self.endpoint(owner.clone()).await?;
+        self.delete_endpoint(owner).await?;
+        Ok(endpoint)
+    }
     /// `GET /endpoints/{container_id}/{ifname}`.
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError>;
     /// `GET /endpoints`.

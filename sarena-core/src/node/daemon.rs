@@ -76,6 +76,14 @@ impl Daemon for Node {
         self.blocking(move |n| n.delete_endpoint(&owner)).await
     }
 
+    async fn unregister_endpoint(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<Endpoint>, DaemonError> {
+        self.blocking(move |n| n.unregister_endpoint(&owner, n.now()))
+            .await
+    }
+
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {
         Ok(self.inner.endpoint(&owner)?)
     }

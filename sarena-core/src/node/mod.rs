@@ -31,6 +31,8 @@ mod ops;
 mod recovery;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unregister_tests;
 mod with_dataplane;
 
 use std::collections::{BTreeMap, HashMap};

@@ -249,6 +249,37 @@ impl Inner {
         Ok(true)
     }
 
+    /// `DELETE /endpoints/...?allocation=keep` at time `now`: removes the endpoint
+    /// but keeps its allocation, under a lease from `now` as before it was
+    /// registered, in one transaction; returns the endpoint removed.
+    pub(super) fn unregister_endpoint(
+        &self,
+        owner: &Attachment,
+        now: u64,
+    ) -> Result<Option<Endpoint>, NodeError> {
+        let mut guard = self.lock()?;
+        let st = &mut *guard;
+        let Some(endpoint) = st.endpoints.get(owner).cloned() else {
+            return Ok(None);
+        };
+        let Some(entry) = st.allocations.get(owner) else {
+            // An endpoint without an allocation (kept at start-up): nothing to
+            // keep, so it goes like a deletion.
+            self.store.remove_owners(std::slice::from_ref(owner))?;
+            st.forget(owner);
+            return Ok(Some(endpoint));
+        };
+        let entry = AllocationEntry {
+            lease_expires_at: renewed_lease(self.config.lease_seconds, now),
+            ..entry.clone()
+        };
+        self.store.unregister_endpoint(&entry)?;
+        st.endpoints.remove(owner);
+        st.allocations.insert(owner.clone(), entry);
+        tracing::debug!(?owner, "endpoint unregistered; allocation kept");
+        Ok(Some(endpoint))
+    }
+
     /// The endpoint of `owner`.
     pub(super) fn endpoint(&self, owner: &Attachment) -> Result<Option<Endpoint>, NodeError> {
         Ok(self.lock()?.endpoints.get(owner).cloned())

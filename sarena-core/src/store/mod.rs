@@ -306,6 +306,25 @@ impl RedbStore {
         })
     }
 
+    /// Removes the endpoint of `entry`'s owner and rewrites its allocation
+    /// (under a lease again) atomically: the endpoint goes, the address stays.
+    pub fn unregister_endpoint(&self, entry: &AllocationEntry) -> Result<(), StoreError> {
+        let alloc_bytes = encode("allocation", entry)?;
+        self.write("unregister endpoint", |txn| {
+            let mut endpoints = txn.open_table(ENDPOINTS).map_err(redb_err("open table"))?;
+            endpoints
+                .remove(key(&entry.owner))
+                .map_err(redb_err("write"))?;
+            let mut allocations = txn
+                .open_table(ALLOCATIONS)
+                .map_err(redb_err("open table"))?;
+            allocations
+                .insert(key(&entry.owner), alloc_bytes.as_slice())
+                .map_err(redb_err("write"))?;
+            Ok(())
+        })
+    }
+
     /// Removes, for each owner, its endpoint, its allocation and the address rows it
     /// holds, all in one durable transaction.
     pub fn remove_owners(&self, owners: &[Attachment]) -> Result<(), StoreError> {
