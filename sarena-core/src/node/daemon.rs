@@ -17,7 +17,7 @@ use crate::api::{
 
 impl Node {
     /// Runs a blocking operation off the async workers when possible.
-    async fn blocking<T, F>(&self, f: F) -> Result<T, DaemonError>
+    pub(super) async fn blocking<T, F>(&self, f: F) -> Result<T, DaemonError>
     where
         T: Send + 'static,
         F: FnOnce(&Inner) -> Result<T, NodeError> + Send + 'static,

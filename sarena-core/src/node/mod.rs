@@ -7,7 +7,9 @@
 //! - `ops.rs`: the operations behind the trait (synchronous, explicit `now`);
 //! - `daemon.rs`: `impl Daemon for Node` over them;
 //! - `recovery.rs`: rebuilding the state from the store at [`Node::open`];
-//! - `with_dataplane.rs`: [`WithDataplane`];
+//! - `veth_ledger.rs`: [`VethLedger`], the veth removals the daemon owes;
+//! - `with_dataplane.rs`: [`WithDataplane`]; `start_up.rs`: its start-up
+//!   repair (stale endpoints, owed removals, unowned links, reconcile);
 //! - `config.rs`, `error.rs`: [`NodeConfig`], [`NodeError`].
 //!
 //! ```
@@ -33,6 +35,7 @@ mod recovery;
 mod tests;
 #[cfg(test)]
 mod unregister_tests;
+mod veth_ledger;
 mod with_dataplane;
 
 use std::collections::{BTreeMap, HashMap};
@@ -45,7 +48,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use config::{ConfigError, DEFAULT_CONFIG_TOML, NodeConfig};
 pub use error::NodeError;
 pub use recovery::OpenReport;
-pub use with_dataplane::{AttachError, WithDataplane};
+#[cfg(any(test, feature = "mocks"))]
+pub use veth_ledger::MockVethLedger;
+pub use veth_ledger::{OwedRemoval, VethLedger};
+pub use with_dataplane::{AttachError, StartUpError, StartUpReport, WithDataplane};
 
 use crate::api::{Attachment, Endpoint};
 use crate::ipam::Allocator;

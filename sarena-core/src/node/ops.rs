@@ -16,7 +16,7 @@ use crate::api::{
     IpamState, RouteSpec,
 };
 use crate::ipam::IpamError;
-use crate::store::AllocationEntry;
+use crate::store::{AllocationEntry, OwedRemoval};
 
 fn check_owner(owner: &Attachment) -> Result<(), NodeError> {
     let bad = |field, reason: &str| {
@@ -247,6 +247,32 @@ impl Inner {
         st.forget(owner);
         tracing::debug!(?owner, "endpoint deleted");
         Ok(true)
+    }
+
+    /// [`Inner::delete_endpoint`], recording in the same transaction that the
+    /// endpoint's veth pair is to be removed; returns whether anything existed
+    /// and the endpoint that did.
+    pub(super) fn delete_endpoint_owing(
+        &self,
+        owner: &Attachment,
+    ) -> Result<(bool, Option<Endpoint>), NodeError> {
+        let mut st = self.lock()?;
+        let endpoint = st.endpoints.get(owner).cloned();
+        if endpoint.is_none() && !st.allocations.contains_key(owner) {
+            return Ok((false, None));
+        }
+        let owed: Vec<OwedRemoval> = endpoint
+            .iter()
+            .map(|e| OwedRemoval {
+                host_ifname: e.host_ifname.clone(),
+                host_ifindex: e.host_ifindex,
+            })
+            .collect();
+        self.store
+            .remove_owners_owing(std::slice::from_ref(owner), &owed)?;
+        st.forget(owner);
+        tracing::debug!(?owner, "endpoint deleted; veth removal owed");
+        Ok((true, endpoint))
     }
 
     /// `DELETE /endpoints/...?allocation=keep` at time `now`: removes the endpoint

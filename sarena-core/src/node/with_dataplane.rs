@@ -1,11 +1,17 @@
 //! [`WithDataplane`]: the node composed with its dataplane. A [`Daemon`] that
 //! wraps the endpoint registry (the [`Node`](super::Node)), keeps a
 //! [`Dataplane`] in step with it, and can take on removing deleted endpoints'
-//! veth pairs.
+//! veth pairs, durably (see [`VethLedger`]). Its start-up repair is in
+//! `start_up.rs`.
+
+mod start_up;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+pub use start_up::{StartUpError, StartUpReport};
 
 use crate::api::ApiErrorKind;
 use crate::api::{
@@ -13,7 +19,9 @@ use crate::api::{
     EndpointCreate, GcReport, GcRequest, Health, IpamState,
 };
 use crate::dataplane::{Dataplane, DataplaneError};
-use crate::links::Links;
+use crate::links::{LinkError, Links};
+
+use super::veth_ledger::{OwedRemoval, VethLedger};
 
 /// The dataplane could not attach an endpoint being registered (answered as
 /// `internal`; the registration is not committed).
@@ -38,7 +46,55 @@ pub struct AttachError {
 pub struct WithDataplane {
     registry: Arc<dyn Daemon>,
     dataplane: Arc<dyn Dataplane>,
-    veths: Option<Arc<dyn Links>>,
+    veths: Option<VethRemoval>,
+}
+
+/// What removing deleted endpoints' veths takes: the links, the ledger of
+/// owed removals, and the channel to the task that settles them.
+#[derive(Clone)]
+struct VethRemoval {
+    links: Arc<dyn Links>,
+    ledger: Arc<dyn VethLedger>,
+    done: mpsc::UnboundedSender<OwedRemoval>,
+}
+
+impl VethRemoval {
+    /// Removes the link of `owed` (only if name, index and mark still
+    /// match) and hands the record to the settling task; a failure leaves it
+    /// owed for the next start.
+    async fn remove(&self, owed: OwedRemoval) {
+        let (ifindex, ifname) = (owed.host_ifindex, &owed.host_ifname);
+        match self.links.remove_host_link_index(ifindex, ifname).await {
+            Ok(existed) => tracing::debug!(%ifname, ifindex, existed, "veth removed"),
+            Err(error @ LinkError::NotOurs { .. }) => {
+                tracing::warn!(%ifname, ifindex, %error, "veth left alone")
+            }
+            Err(error) => {
+                tracing::warn!(%ifname, ifindex, %error, "could not remove veth; owed until the next start");
+                return;
+            }
+        }
+        // The settling task lives as long as any sender: it cannot be gone.
+        let _ = self.done.send(owed);
+    }
+}
+
+/// Settles removed veths' records, a batch per commit.
+async fn settle(ledger: Arc<dyn VethLedger>, mut done: mpsc::UnboundedReceiver<OwedRemoval>) {
+    const BATCH: usize = 256;
+    while let Some(first) = done.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match done.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        let count = batch.len();
+        if let Err(error) = ledger.settle_removals(batch).await {
+            tracing::warn!(%error, count, "cannot settle veth removals; redone at the next start");
+        }
+    }
 }
 
 impl std::fmt::Debug for WithDataplane {
@@ -61,12 +117,20 @@ impl WithDataplane {
 
     /// Also takes on removing a deleted endpoint's veth pair, with `links`,
     /// when asked to ([`Daemon::delete_endpoint_and_veth`]): the endpoint is
-    /// removed and detached before the answer, the link after it, in the
-    /// background. If the daemon dies in between, the veth goes when the
-    /// pod's netns does (runtimes delete it after DEL), and an ADD of the
-    /// same attachment removes it as a stale link.
-    pub fn with_veth_removal(mut self, links: Arc<dyn Links>) -> Self {
-        self.veths = Some(links);
+    /// deleted and its veth's removal recorded in `ledger` in one commit, and
+    /// the endpoint detached, before the answer; the link goes after it, in
+    /// the background, and its record is settled then. A removal a killed
+    /// daemon still owes is done by [`WithDataplane::start_up`]. `ledger`
+    /// must keep the registry's own state (the daemon passes its `Node` as
+    /// both). Call inside a tokio runtime (the settling task is spawned).
+    pub fn with_veth_removal(mut self, links: Arc<dyn Links>, ledger: Arc<dyn VethLedger>) -> Self {
+        let (done, settled) = mpsc::unbounded_channel();
+        tokio::spawn(settle(ledger.clone(), settled));
+        self.veths = Some(VethRemoval {
+            links,
+            ledger,
+            done,
+        });
         self
     }
 
@@ -136,20 +200,26 @@ impl Daemon for WithDataplane {
     }
 
     async fn delete_endpoint_and_veth(&self, owner: Attachment) -> Result<Deleted, DaemonError> {
-        let (deleted, existing) = self.remove(owner).await?;
-        let (Some(endpoint), Some(links)) = (existing, self.veths.clone()) else {
+        let Some(veths) = self.veths.clone() else {
+            let (deleted, _) = self.remove(owner).await?;
             return Ok(Deleted {
                 deleted,
                 veth_removal: false,
             });
         };
-        tokio::spawn(async move {
-            let (ifindex, ifname) = (endpoint.host_ifindex, endpoint.host_ifname);
-            match links.remove_host_link_index(ifindex, &ifname).await {
-                Ok(existed) => tracing::debug!(%ifname, ifindex, existed, "veth removed"),
-                Err(error) => tracing::warn!(%ifname, ifindex, %error, "could not remove veth"),
-            }
-        });
+        let (deleted, existing) = veths.ledger.delete_owing_removal(owner).await?;
+        let Some(endpoint) = existing else {
+            return Ok(Deleted {
+                deleted,
+                veth_removal: false,
+            });
+        };
+        self.detach_logged(&endpoint).await;
+        let owed = OwedRemoval {
+            host_ifname: endpoint.host_ifname,
+            host_ifindex: endpoint.host_ifindex,
+        };
+        tokio::spawn(async move { veths.remove(owed).await });
         Ok(Deleted {
             deleted,
             veth_removal: true,

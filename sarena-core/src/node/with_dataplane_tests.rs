@@ -1,6 +1,7 @@
 use super::*;
 use crate::api::{ApiErrorKind, MockDaemon};
 use crate::dataplane::{DataplaneError, DataplaneMode, MockDataplane};
+use crate::node::MockVethLedger;
 use mockall::Sequence;
 
 fn create() -> EndpointCreate {
@@ -142,30 +143,71 @@ async fn delete_of_unknown_endpoint_detaches_nothing() {
     );
 }
 
-#[tokio::test]
-async fn delete_with_veth_removes_the_detached_endpoints_link_by_index() {
-    let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+fn owed() -> OwedRemoval {
     let ep = endpoint();
-    let (index, name) = (ep.host_ifindex, ep.host_ifname.clone());
-    registry
-        .expect_endpoint()
-        .returning(move |_| Ok(Some(endpoint())));
-    registry.expect_delete_endpoint().returning(|_| Ok(true));
-    dataplane.expect_detach().times(1).returning(|_| Ok(()));
+    OwedRemoval {
+        host_ifname: ep.host_ifname,
+        host_ifindex: ep.host_ifindex,
+    }
+}
+
+/// A oneshot that a mock's action fires (once), for the background task.
+fn signal() -> (
+    impl Fn() + Send + Sync + 'static,
+    tokio::sync::oneshot::Receiver<()>,
+) {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let tx = std::sync::Mutex::new(Some(tx));
+    let fire = move || {
+        if let Some(tx) = tx.lock().unwrap().take() {
+            let _ = tx.send(());
+        }
+    };
+    (fire, rx)
+}
+
+async fn fired(rx: tokio::sync::oneshot::Receiver<()>) {
+    tokio::time::timeout(std::time::Duration::from_secs(5), rx)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn delete_with_veth_records_the_removal_then_removes_by_index_then_settles() {
+    let mut seq = Sequence::new();
+    let (registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let mut ledger = MockVethLedger::new();
     let mut links = crate::links::MockLinks::new();
+    ledger
+        .expect_delete_owing_removal()
+        .withf(|o| *o == create().owner)
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok((true, Some(endpoint()))));
+    dataplane
+        .expect_detach()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(()));
+    let (index, name) = (owed().host_ifindex, owed().host_ifname);
     links
         .expect_remove_host_link_index()
         .withf(move |i, n| *i == index && n == name)
         .times(1)
-        .returning(move |_, _| {
-            if let Some(tx) = tx.lock().unwrap().take() {
-                let _ = tx.send(());
-            }
-            Ok(true)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Ok(true));
+    let (settled, rx) = signal();
+    ledger
+        .expect_settle_removals()
+        .withf(|done| *done == vec![owed()])
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(move |_| {
+            settled();
+            Ok(())
         });
-    let wrapped = wrap(registry, dataplane).with_veth_removal(Arc::new(links));
+    let wrapped = wrap(registry, dataplane).with_veth_removal(Arc::new(links), Arc::new(ledger));
     let answer = wrapped
         .delete_endpoint_and_veth(create().owner)
         .await
@@ -177,22 +219,74 @@ async fn delete_with_veth_removes_the_detached_endpoints_link_by_index() {
             veth_removal: true
         }
     );
-    tokio::time::timeout(std::time::Duration::from_secs(5), rx)
+    fired(rx).await;
+}
+
+#[tokio::test]
+async fn a_removal_that_fails_stays_owed_and_a_foreign_link_is_settled() {
+    let (registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    dataplane.expect_detach().returning(|_| Ok(()));
+    let mut ledger = MockVethLedger::new();
+    ledger
+        .expect_delete_owing_removal()
+        .returning(|_| Ok((true, Some(endpoint()))));
+    let mut links = crate::links::MockLinks::new();
+    let (failed, failed_rx) = signal();
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    links
+        .expect_remove_host_link_index()
+        .times(2)
+        .returning(move |_, n| {
+            if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                failed();
+                Err(LinkError::Netlink(crate::NetlinkError::from_errno(
+                    "link del",
+                    n,
+                    libc::EBUSY,
+                )))
+            } else {
+                Err(LinkError::NotOurs {
+                    ifname: n.to_string(),
+                    group: 0,
+                })
+            }
+        });
+    let (settled, settled_rx) = signal();
+    // Only the second (foreign) one is settled.
+    ledger
+        .expect_settle_removals()
+        .withf(|done| *done == vec![owed()])
+        .times(1)
+        .returning(move |_| {
+            settled();
+            Ok(())
+        });
+    let wrapped = wrap(registry, dataplane).with_veth_removal(Arc::new(links), Arc::new(ledger));
+    wrapped
+        .delete_endpoint_and_veth(create().owner)
         .await
-        .unwrap()
         .unwrap();
+    fired(failed_rx).await;
+    wrapped
+        .delete_endpoint_and_veth(create().owner)
+        .await
+        .unwrap();
+    fired(settled_rx).await;
 }
 
 #[tokio::test]
 async fn delete_with_veth_of_an_unknown_endpoint_leaves_the_links_to_the_caller() {
-    let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
-    registry.expect_endpoint().returning(|_| Ok(None));
-    registry.expect_delete_endpoint().returning(|_| Ok(false));
+    let (registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let mut ledger = MockVethLedger::new();
+    ledger
+        .expect_delete_owing_removal()
+        .returning(|_| Ok((false, None)));
+    ledger.expect_settle_removals().never();
     dataplane.expect_detach().never();
     let mut links = crate::links::MockLinks::new();
     links.expect_remove_host_link_index().never();
     let answer = wrap(registry, dataplane)
-        .with_veth_removal(Arc::new(links))
+        .with_veth_removal(Arc::new(links), Arc::new(ledger))
         .delete_endpoint_and_veth(create().owner)
         .await
         .unwrap();
