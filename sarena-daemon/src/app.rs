@@ -55,6 +55,9 @@ pub enum StartError {
     /// The dataplane could not start.
     #[error(transparent)]
     Dataplane(#[from] DataplaneStartError),
+    /// The state or pin directory is another daemon's.
+    #[error(transparent)]
+    Lock(#[from] crate::locks::LockError),
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signal(#[source] io::Error),
@@ -102,6 +105,11 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         server::check_tcp_addr(addr, cli.allow_remote_tcp)?;
     }
     let config = load_config(cli)?;
+    let _locks = crate::locks::lock_dirs(
+        &cli.state_dir,
+        (config.dataplane == sarena_core::dataplane::DataplaneMode::Ebpf)
+            .then_some(cli.bpf_pin_dir.as_path()),
+    )?;
     let lease_seconds = config.lease_seconds;
     let state_dir = cli.state_dir.clone();
     let node_config = config.clone();

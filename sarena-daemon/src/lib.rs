@@ -7,5 +7,6 @@ pub mod app;
 pub mod cli;
 pub mod dataplane;
 pub mod ebpf_object;
+pub mod locks;
 pub mod routes;
 pub mod server;
