@@ -56,8 +56,8 @@ impl EbpfNode {
         node
     }
 
-    /// Starts the daemon (again) on the same state, socket and pins; waits
-    /// until it answers.
+    /// Starts the daemon (again) on the same state, socket and pins, with the
+    /// plugin's deletion queue (replayed at start-up); waits until it answers.
     pub async fn spawn(&self) -> Running {
         self.site
             .start(&[
@@ -65,10 +65,18 @@ impl EbpfNode {
                 self.config.to_str().unwrap(),
                 "--bpf-pin-dir",
                 self.pin_dir.0.to_str().unwrap(),
+                "--delete-queue",
+                self.cni.queue_dir().to_str().unwrap(),
                 "--log-level",
                 "info",
             ])
             .await
+    }
+
+    /// The pins as the daemon left them: the maps re-opened (nothing is
+    /// attached by this).
+    pub fn pins(&self, object: &[u8]) -> sarena_core::dataplane::ebpf::AyaDataplane {
+        sarena_core::dataplane::ebpf::AyaDataplane::open(object, &self.pin_dir.0).unwrap()
     }
 
     /// Starts the daemon if it is not running.

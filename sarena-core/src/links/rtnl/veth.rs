@@ -48,29 +48,33 @@ pub(crate) async fn create(
         Ok(()) => {}
         Err(e) if errno(&e) == Some(libc::EEXIST) => {
             // Either name may be taken: the host one by a stale link of an
-            // earlier ADD (removed here), the pod one by whatever the caller
-            // did not remove first (an error).
-            match delete_marked_link(host, &spec.host_ifname, None, LINK_GROUP).await? {
-                MarkedDeletion::Removed => {}
-                MarkedDeletion::Absent => {
+            // earlier ADD (removed here, or by the daemon meanwhile), the pod
+            // one by whatever the caller did not remove first (an error).
+            let removed =
+                match delete_marked_link(host, &spec.host_ifname, None, LINK_GROUP).await? {
+                    MarkedDeletion::Removed => true,
+                    MarkedDeletion::Absent => false,
+                    MarkedDeletion::Foreign { group } => {
+                        return Err(LinkError::NotOurs {
+                            ifname: spec.host_ifname.clone(),
+                            group,
+                        });
+                    }
+                };
+            if removed {
+                tracing::warn!(host_ifname = %spec.host_ifname, "removed a stale host link; retrying");
+            }
+            match host.link().add(message()).execute().await {
+                Ok(()) => {}
+                // The host name is free, so the pod name is taken.
+                Err(e) if errno(&e) == Some(libc::EEXIST) && !removed => {
                     return Err(LinkError::PodIfnameTaken {
                         ifname: spec.pod_ifname.clone(),
                         source: NetlinkError::new("link add", &spec.pod_ifname, e),
                     });
                 }
-                MarkedDeletion::Foreign { group } => {
-                    return Err(LinkError::NotOurs {
-                        ifname: spec.host_ifname.clone(),
-                        group,
-                    });
-                }
+                Err(e) => return Err(NetlinkError::new("link add", &spec.host_ifname, e).into()),
             }
-            tracing::warn!(host_ifname = %spec.host_ifname, "removed a stale host link; retrying");
-            host.link()
-                .add(message())
-                .execute()
-                .await
-                .map_err(|e| NetlinkError::new("link add", &spec.host_ifname, e))?;
         }
         Err(e) => return Err(NetlinkError::new("link add", &spec.host_ifname, e).into()),
     }
