@@ -22,8 +22,8 @@
 //! deletion queue and cancellation.
 
 use crate::api::{
-    AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, Endpoint,
-    EndpointCreate,
+    AllocateRequest, Allocation, ApiErrorKind, Attachment, Daemon, DaemonConfig, DaemonError,
+    Endpoint, EndpointCreate,
 };
 use crate::cni::CniResult;
 use crate::cni::result::{Interface, IpConfig, Route};
@@ -193,6 +193,10 @@ async fn configure_pod(
 
 /// Step 8: registers the endpoint (the daemon attaches the host end). Once it is, or
 /// may be, registered, undoing the allocation deletes the endpoint.
+///
+/// A conflict means an endpoint of an earlier ADD is still registered though
+/// step 2 found no link of it (an ADD killed while it rolled back): it is
+/// unregistered, keeping the allocation, and the registration retried once.
 async fn register_endpoint(
     daemon: &dyn Daemon,
     req: &AddRequest,
@@ -200,9 +204,22 @@ async fn register_endpoint(
     allocation: &Allocation,
     rollback: &mut Rollback<'_>,
 ) -> Result<(), PluginError> {
-    let registered = daemon
-        .create_endpoint(endpoint_create(req, pair, allocation))
-        .await;
+    let body = endpoint_create(req, pair, allocation);
+    let mut registered = daemon.create_endpoint(body.clone()).await;
+    if registered
+        .as_ref()
+        .is_err_and(|e| e.kind() == Some(ApiErrorKind::Conflict))
+    {
+        match daemon.unregister_endpoint(req.attachment.clone()).await {
+            Ok(Some(old)) => {
+                tracing::warn!(attachment = %AttachmentDisplay(&req.attachment),
+                    old_ifindex = old.host_ifindex, "replaced an endpoint whose link was gone");
+                registered = daemon.create_endpoint(body).await;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot replace the registered endpoint"),
+        }
+    }
     if may_have_taken_effect(&registered) {
         rollback.endpoint_may_exist();
     }

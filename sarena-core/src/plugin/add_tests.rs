@@ -488,3 +488,88 @@ async fn transport_failure_at_registration_deletes_the_maybe_created_endpoint() 
     let e = add(&d, &l, None, &add_req()).await.unwrap_err();
     assert_eq!(e.to_cni().code, ErrorCode::TryAgainLater);
 }
+
+/// Mocks for an ADD that gets as far as registration (no stale link).
+fn up_to_registration(seq: &mut Sequence) -> (MockDaemon, MockLinks) {
+    let mut d = MockDaemon::new();
+    let mut l = MockLinks::new();
+    l.expect_remove_pod_link()
+        .times(1)
+        .in_sequence(seq)
+        .returning(|_, _| Ok(false));
+    d.expect_config()
+        .times(1)
+        .in_sequence(seq)
+        .returning(|| Ok(config()));
+    d.expect_allocate()
+        .times(1)
+        .in_sequence(seq)
+        .returning(|_| Ok(allocation()));
+    l.expect_create_veth()
+        .times(1)
+        .in_sequence(seq)
+        .returning(|_| Ok(pair()));
+    l.expect_configure_pod()
+        .times(1)
+        .in_sequence(seq)
+        .returning(|_, _, _| Ok(()));
+    (d, l)
+}
+
+fn conflict() -> DaemonError {
+    DaemonError::api(ApiErrorKind::Conflict, "an endpoint already exists")
+}
+
+#[tokio::test]
+async fn an_endpoint_left_without_its_link_is_replaced_at_registration() {
+    let mut seq = Sequence::new();
+    let (mut d, l) = up_to_registration(&mut seq);
+    d.expect_create_endpoint()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Err(conflict()));
+    d.expect_unregister_endpoint()
+        .withf(|a| a == &att())
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| {
+            Ok(Some(Endpoint {
+                host_ifindex: 41,
+                ..endpoint()
+            }))
+        });
+    d.expect_create_endpoint()
+        .withf(|r| r.host_ifindex == 42)
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|r| Ok(endpoint_from(&r)));
+    d.expect_release().never();
+    d.expect_delete_endpoint().never();
+    add(&d, &l, None, &add_req()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_conflict_without_an_endpoint_to_replace_stands_and_rolls_back() {
+    let mut seq = Sequence::new();
+    let (mut d, mut l) = up_to_registration(&mut seq);
+    d.expect_create_endpoint()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Err(conflict()));
+    d.expect_unregister_endpoint()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(None));
+    l.expect_remove_host_link()
+        .withf(|n| n == host())
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(true));
+    d.expect_release()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(true));
+    let e = add(&d, &l, None, &add_req()).await.unwrap_err();
+    assert_eq!(e.step(), Some(Step::RegisterEndpoint));
+    assert_eq!(e.to_cni().code, ErrorCode::Daemon);
+}

@@ -11,7 +11,8 @@
 //! killed succeeds, every ADD and CHECK with the daemon up throughout
 //! succeeds, a repeated ADD keeps its address. Afterwards (the pods whose
 //! fate is unknown DELed, as a runtime does, the daemon restarted so it
-//! replays the queue, a GC with the true set of live attachments): no
+//! replays the queue; checked once before and once after a GC with the true
+//! set of live attachments, so GC has nothing left to clean): no
 //! address owned twice, none held by a gone pod, no orphan link (host or
 //! pod side), map entry, filter, pin or owed removal, an empty deletion
 //! queue, and every live pod reaches another.
