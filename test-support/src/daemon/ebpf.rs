@@ -108,6 +108,12 @@ impl EbpfNode {
         &self.config
     }
 
+    /// Whether the gateway device is this node's (it did not exist before):
+    /// only then may a test remove it.
+    pub fn owns_gateway_device(&self) -> bool {
+        !self.had_gateway_device
+    }
+
     /// The daemon's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.site.log()).unwrap_or_default()
