@@ -309,9 +309,10 @@ pub fn request(step: &Step, state: &Snapshot) -> Option<Request<Full<Bytes>>> {
         Step::Gc(b) => (
             Method::POST,
             "/v1/gc".to_string(),
-            body(b, |g| {
-                json!({"valid": g.valid.iter().map(owner_json).collect::<Vec<_>>()})
-            }),
+            body(
+                b,
+                |g| json!({"valid": g.valid.iter().map(owner_json).collect::<Vec<_>>()}),
+            ),
         ),
         Step::Raw { method, path, body } => {
             let method = match method {

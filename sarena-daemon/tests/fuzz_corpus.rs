@@ -43,5 +43,9 @@ async fn the_daemon_api_fuzz_corpus_replays_cleanly() {
         .await;
         replayed += 1;
     }
-    assert!(replayed * 2 >= files.len(), "{replayed} of {} decoded", files.len());
+    assert!(
+        replayed * 2 >= files.len(),
+        "{replayed} of {} decoded",
+        files.len()
+    );
 }

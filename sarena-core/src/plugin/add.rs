@@ -299,3 +299,7 @@ fn cni_result(
 #[cfg(test)]
 #[path = "add_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "add_repeat_tests.rs"]
+mod repeat_tests;
