@@ -165,7 +165,10 @@ write_conflist() {
 # dir holding sarena-cni plus copies of the reference plugins for chaining.
 # SARENA_BIN_DIR (default target/release, else target/debug) holds
 # sarena-cni and sarena-daemon; SARENA_DAEMON_CONFIG may name a TOML template
-# in which @SUBNET@ and @GATEWAY@ are replaced.
+# in which @SUBNET@ and @GATEWAY@ are replaced; SARENA_DATAPLANE picks the
+# dataplane of the default config (ebpf, the default, or kernel). With
+# NODE_NS set (see node_setup) the daemon runs in that netns, its pins on the
+# node's private bpffs.
 sarena_start() {
   local bin=${SARENA_BIN_DIR:-}
   if [ -z "$bin" ]; then
@@ -193,7 +196,7 @@ sarena_start() {
     sed -e "s|@SUBNET@|$POD_SUBNET|g" -e "s|@GATEWAY@|$POD_GATEWAY|g" "$SARENA_DAEMON_CONFIG" >"$cfg"
   else
     cat >"$cfg" <<EOF
-dataplane = "${SARENA_DATAPLANE:-kernel}"
+dataplane = "${SARENA_DATAPLANE:-ebpf}"
 masquerade = false
 [[ipam.pools]]
 name = "e2e"
@@ -207,20 +210,38 @@ EOF
   # outlives the daemon (by design: pod traffic survives restarts). This
   # run's pool is unique, so its gateway address is ours to remove at exit,
   # and so is the device if this run's daemon created it and nothing else
-  # uses it by then.
-  SARENA_LINKS_BEFORE=$(ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//')
-  defer "sarena_node_cleanup"
-  local extra=()
+  # uses it by then. (In a node netns all of that goes with the netns.)
+  if [ -z "${NODE_NS:-}" ]; then
+    SARENA_LINKS_BEFORE=$(ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//')
+    SARENA_NFT_BEFORE=$(nft list tables 2>/dev/null || true)
+    defer "sarena_node_cleanup"
+  fi
+  SARENA_DAEMON=("$bin/sarena-daemon" --socket "$SARENA_SOCKET" --state-dir "$SARENA_STATE" --config "$cfg")
+  SARENA_PIN_DIR=
   if "$bin/sarena-daemon" --help 2>/dev/null | grep -q -- --bpf-pin-dir; then
     # eBPF pins outlive the daemon: a private pin dir, removed at exit.
-    local pins="/sys/fs/bpf/sarena-e2e-$RUN_ID"
-    extra+=(--bpf-pin-dir "$pins")
-    defer "rm -rf '$pins'"
+    if [ -n "${NODE_NS:-}" ]; then
+      SARENA_PIN_DIR="$NODE_BPFFS/sarena"
+    else
+      SARENA_PIN_DIR="/sys/fs/bpf/sarena-e2e-$RUN_ID"
+      defer "rm -rf '$SARENA_PIN_DIR'"
+    fi
+    SARENA_DAEMON+=(--bpf-pin-dir "$SARENA_PIN_DIR")
   fi
-  "$bin/sarena-daemon" --socket "$SARENA_SOCKET" --state-dir "$SARENA_STATE" \
-    --config "$cfg" "${extra[@]}" >"$WORK/sarena-daemon.log" 2>&1 &
+  sarena_daemon_up
+}
+
+# sarena_daemon_up: starts SARENA_DAEMON (in NODE_NS if set) and waits for
+# its health endpoint; the daemon is stopped at exit.
+sarena_daemon_up() {
+  # A simple command (not a function) in the background: $! is the daemon.
+  if [ -n "${NODE_NS:-}" ]; then
+    ip netns exec "$NODE_NS" "${SARENA_DAEMON[@]}" >>"$WORK/sarena-daemon.log" 2>&1 &
+  else
+    "${SARENA_DAEMON[@]}" >>"$WORK/sarena-daemon.log" 2>&1 &
+  fi
   SARENA_PID=$!
-  defer "kill $SARENA_PID; wait $SARENA_PID"
+  defer "sarena_daemon_stop $SARENA_PID"
   local i
   for ((i = 0; i < 100; i++)); do
     if [ -S "$SARENA_SOCKET" ] && sarena_get /daemon/health >/dev/null 2>&1; then
@@ -231,6 +252,85 @@ EOF
     sleep 0.1
   done
   fail "sarena-daemon did not answer on $SARENA_SOCKET within 10s"
+}
+
+# sarena_daemon_stop PID: SIGTERM and wait (a no-op for a daemon already gone).
+sarena_daemon_stop() {
+  kill "$1" 2>/dev/null || return 0
+  wait "$1" 2>/dev/null || true
+}
+
+# sarena_restart: stops the daemon (SIGTERM) and starts it again with the
+# same arguments: pins, filters and the registry must carry pod traffic on.
+sarena_restart() {
+  sarena_daemon_stop "$SARENA_PID"
+  rm -f "$SARENA_SOCKET"
+  sarena_daemon_up
+}
+
+# node_exec CMD...: CMD in the node netns (NODE_NS) when there is one, else here.
+node_exec() {
+  if [ -n "${NODE_NS:-}" ]; then
+    ip netns exec "$NODE_NS" "$@"
+  else
+    "$@"
+  fi
+}
+
+# node_setup: a throwaway "node": netns NODE_NS (its own netfilter rules,
+# routes and daemon; nothing lands in the host netns), a private bpffs
+# NODE_BPFFS for the daemon's pins, and an "outside" netns OUT_NS behind the
+# node's uplink (NODE_IP on the node, OUT_IP outside, a /24 of 198.18/15),
+# the node's default route pointing there. Call before mode_setup.
+node_setup() {
+  NODE_NS="sn-$RUN_ID"
+  OUT_NS="so-$RUN_ID"
+  new_netns "$NODE_NS"
+  new_netns "$OUT_NS"
+  NODE_BPFFS="$WORK/bpffs"
+  mkdir -p "$NODE_BPFFS"
+  mount -t bpf bpf "$NODE_BPFFS" || fail "cannot mount a bpffs on $NODE_BPFFS"
+  defer "umount -l '$NODE_BPFFS'"
+  local net="198.$((18 + RANDOM % 2)).$((RANDOM % 256))"
+  NODE_IP="$net.1"
+  OUT_IP="$net.2"
+  ip -n "$NODE_NS" link add uplink type veth peer name uplink netns "$OUT_NS"
+  ip -n "$NODE_NS" addr add "$NODE_IP/24" dev uplink
+  ip -n "$OUT_NS" addr add "$OUT_IP/24" dev uplink
+  ip -n "$NODE_NS" link set uplink up
+  ip -n "$OUT_NS" link set uplink up
+  ip -n "$NODE_NS" route add default via "$OUT_IP"
+  log "node netns $NODE_NS ($NODE_IP), outside netns $OUT_NS ($OUT_IP)"
+}
+
+# ebpf_counter IFNAME FIELD: FIELD of the eBPF counters of the node's host
+# veth IFNAME, summed over CPUs (bpftool on the pinned counters map; layout
+# of sarena_common::EndpointCounters). FIELD: from_pod_packets,
+# to_pod_packets, redirected_packets, arp_replies, host_stack_flow_packets,
+# host_flows_recorded, drops (all reasons) or drop:N (reason N).
+ebpf_counter() {
+  local ifname=$1 field=$2 ifindex idx key json
+  ifindex=$(node_exec cat "/sys/class/net/$ifname/ifindex") || fail "no host veth $ifname"
+  case "$field" in
+    from_pod_packets) idx='[0]' ;;
+    to_pod_packets) idx='[2]' ;;
+    redirected_packets) idx='[4]' ;;
+    arp_replies) idx='[5]' ;;
+    host_stack_flow_packets) idx='[6]' ;;
+    host_flows_recorded) idx='[7]' ;;
+    drops) idx="[$(seq -s, 12 27)]" ;;
+    drop:*) idx="[$((12 + ${field#drop:}))]" ;;
+    *) fail "ebpf_counter: unknown field $field" ;;
+  esac
+  key=$(printf '%08x' "$ifindex" | sed -E 's/(..)(..)(..)(..)/\4 \3 \2 \1/')
+  # shellcheck disable=SC2086
+  json=$(bpftool -j map lookup pinned "$SARENA_PIN_DIR/maps/SARENA_COUNTERS" key hex $key) ||
+    fail "bpftool: no counters for $ifname (ifindex $ifindex)"
+  jq --argjson idx "$idx" '
+    def hex: ltrimstr("0x") | ascii_downcase | explode
+      | map(if . >= 97 then . - 87 else . - 48 end) | reduce .[] as $d (0; . * 16 + $d);
+    def u64($i): .[($i * 8):($i * 8 + 8)] | map(hex) | reverse | reduce .[] as $b (0; . * 256 + $b);
+    [.values[].value as $v | $idx[] | . as $i | $v | u64($i)] | add' <<<"$json"
 }
 
 # remove_host_address IP: deletes IP/32 from whichever host link carries it.
@@ -245,9 +345,15 @@ remove_host_address() {
 # sarena_node_cleanup: after the daemon stopped, removes this run's gateway
 # address, and the link that carried it if the daemon created that link
 # during this run and it carries no other IPv4 address (a veth pair: its
-# peer goes with it).
+# peer goes with it); likewise the anti-spoofing tables (inet and arp
+# "sarena") when this run created them and no pod is guarded in them.
 sarena_node_cleanup() {
-  local dev
+  local dev family
+  for family in inet arp; do
+    grep -qx "table $family sarena" <<<"${SARENA_NFT_BEFORE:-}" && continue
+    nft list set "$family" sarena guarded 2>/dev/null | grep -q 'elements' && continue
+    nft delete table "$family" sarena 2>/dev/null
+  done
   dev=$(ip -o -4 addr show | awk -v a="$POD_GATEWAY/32" '$4 == a {print $2}' | head -n1)
   dev=${dev%%@*}
   remove_host_address "$POD_GATEWAY"
@@ -338,11 +444,12 @@ build_driver() {
   rm -rf "$gp"
 }
 
-# drv COMMAND CONFLIST CONTAINER_ID NETNS [driver flags...]: prints the JSON.
+# drv COMMAND CONFLIST CONTAINER_ID NETNS [driver flags...]: prints the JSON
+# (the plugins run in NODE_NS when it is set).
 drv() {
   local cmd=$1 conf=$2 id=$3 netns=$4
   shift 4
-  "$DRIVER" -conflist "$conf" -plugin-dir "$PLUGIN_DIR" -cache-dir "$WORK/cni-cache" \
+  node_exec "$DRIVER" -conflist "$conf" -plugin-dir "$PLUGIN_DIR" -cache-dir "$WORK/cni-cache" \
     -id "$id" -netns "$netns" -ifname eth0 "$@" "$cmd"
 }
 

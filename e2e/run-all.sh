@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # Runs every end-to-end test for one mode, then the latency table (for sarena
 # and custom modes beside the reference ptp+host-local, measured in the same
-# run). Exits non-zero if any failed; the last line is "N passed, N failed".
+# run). Sarena runs on its default eBPF dataplane; then the tests of
+# E2E_KERNEL_PASS run again on the kernel dataplane. The node-netns tests
+# (services, antispoof) run ref, Sarena eBPF and Sarena kernel themselves.
+# Exits non-zero if any failed; the last line is "N passed, N failed".
 # Usage: e2e/run-all.sh [sarena|ref|custom]   (default sarena; as root; scripts/setup-e2e.sh first)
 #   E2E_ONLY="libcni chaining"  run a subset; E2E_LATENCY_PODS=50  pods per mode
+#   E2E_KERNEL_PASS="libcni chaining"  the kernel-dataplane pass ("" for none)
+#   E2E_EBPF_SKIP="chaining"  not run on eBPF: Debian's bandwidth plugin creates
+#     an `ingress` qdisc on the host veth and fails ("file exists") where the
+#     eBPF dataplane's clsact qdisc is; portmap on eBPF is in test-services.sh
 set -uo pipefail
 cd "$(dirname "$0")" || exit 1
 # shellcheck source=e2e/lib.sh
 source ./lib.sh
 
 MODE=${1:-sarena}
-read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd latency}"
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof latency}"
+KERNEL_PASS=()
+EBPF_SKIP=()
+if [ "$MODE" = sarena ]; then
+  read -r -a KERNEL_PASS <<<"${E2E_KERNEL_PASS-libcni chaining}"
+  read -r -a EBPF_SKIP <<<"${E2E_EBPF_SKIP-chaining}"
+fi
 
 # Sarena: build the real binaries (incremental; a no-op when up to date)
 # unless SARENA_BIN_DIR points at prebuilt ones.
@@ -32,21 +45,44 @@ E2E_TEST=run-all build_driver "$E2E_DRIVER"
 passed=0
 failed=0
 failures=()
-for t in "${TESTS[@]}"; do
-  echo "=============== $t ($MODE)"
-  if [ "$t" = latency ]; then
-    modes=("$MODE")
-    [ "$MODE" = ref ] || modes=(ref "$MODE")
-    cmd=(bash ./latency.sh -n "${E2E_LATENCY_PODS:-50}" "${modes[@]}")
-  else
-    cmd=(bash "./test-$t.sh" "$MODE")
-  fi
+# run NAME DATAPLANE: one test (DATAPLANE: the Sarena dataplane, for the label).
+run() {
+  local t=$1 cmd
+  echo "=============== $t ($MODE${2:+, $2})"
+  case "$t" in
+    latency)
+      local modes=("$MODE")
+      [ "$MODE" = ref ] || modes=(ref "$MODE")
+      cmd=(bash ./latency.sh -n "${E2E_LATENCY_PODS:-50}" "${modes[@]}")
+      ;;
+    services | antispoof)
+      case "$MODE" in
+        sarena) cmd=(bash "./test-$t.sh" all) ;;
+        ref) cmd=(bash "./test-$t.sh" ref) ;;
+        *)
+          echo "skipped: test-$t.sh runs its own node (ref, sarena eBPF and kernel), not custom plugins"
+          return 0
+          ;;
+      esac
+      ;;
+    *) cmd=(bash "./test-$t.sh" "$MODE") ;;
+  esac
   if "${cmd[@]}"; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
-    failures+=("$t")
+    failures+=("$t${2:+ ($2)}")
   fi
+}
+for t in "${TESTS[@]}"; do
+  if [ "${#EBPF_SKIP[@]}" -gt 0 ] && [[ " ${EBPF_SKIP[*]} " == *" $t "* ]]; then
+    echo "=============== $t (sarena, ebpf): skipped (E2E_EBPF_SKIP), see run-all.sh"
+    continue
+  fi
+  run "$t" "$([ "$MODE" = sarena ] && [ "$t" != services ] && [ "$t" != antispoof ] && echo ebpf)"
+done
+for t in "${KERNEL_PASS[@]}"; do
+  SARENA_DATAPLANE=kernel run "$t" kernel
 done
 echo "==============="
 [ "$failed" = 0 ] || echo "failed: ${failures[*]}"

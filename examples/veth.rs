@@ -1,10 +1,10 @@
 //! The links backend on its own: a veth pair whose peer is born inside a pod
-//! netns, with an address and a default route (needs root).
+//! netns under its final name (one RTM_NEWLINK: no temporary name, no move,
+//! no rename), with an address and a default route (needs root).
 //!
 //! Shell equivalent:
 //! ```text
-//! ip link add lxc… type veth peer name tmp netns demo
-//! ip -n demo link set tmp name eth0
+//! ip link add lxc… type veth peer name eth0 netns demo
 //! ip -n demo addr add 10.99.0.2/24 dev eth0 && ip -n demo link set eth0 up
 //! ip -n demo route add 10.99.0.1/32 dev eth0 && ip -n demo route add default via 10.99.0.1
 //! ```

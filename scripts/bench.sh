@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The benchmark command (issue 6): CNI ADD/CHECK/STATUS/DEL latency against the
 # reference ptp/bridge + host-local plugins, churn, scale, the dataplane
-# against a raw veth pair, and the criterion benches; renders
-# docs/benchmarks.md and docs/benchmarks-*.svg from the results.
+# against a raw veth pair (pod <-> pod direct, and pod -> ClusterIP -> pod
+# through kube-proxy iptables-mode rules for Sarena eBPF, Sarena kernel and
+# ptp, issue 11; the eBPF programs' own ns per run, issue 16), and the
+# criterion benches; renders docs/benchmarks.md and docs/benchmarks-*.svg
+# from the results. Needs iptables (the Service rules) besides iperf3.
 #
 # Usage (as root): bash scripts/bench.sh [--pods N] [--quick]
 #   --pods N   pods per contender in the latency part (default 200)
@@ -51,10 +54,11 @@ start=$(date +%s)
 
 log "set-up (Debian packages, eBPF toolchain, reference plugins, iperf3)"
 bash scripts/setup.sh
-# GNU time measures the plugins' peak RSS.
+# GNU time measures the plugins' peak RSS; iptables installs the Service
+# paths' kube-proxy rules.
 # shellcheck source=scripts/apt.sh
 . scripts/apt.sh
-ensure_packages time
+ensure_packages time iptables
 
 # The eBPF mode is a contender: without the eBPF object there is no run.
 export SARENA_EBPF_REQUIRED=1

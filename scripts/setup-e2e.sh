@@ -22,7 +22,8 @@ E2E_PACKAGES=(
   podman runc # podman 4.3 with its CNI backend
   containerd # containerd 1.6 (ctr run --cni)
   busybox-static # container rootfs
-  iproute2 iptables iputils-ping iperf3 jq curl
+  iproute2 iptables nftables iputils-ping iputils-arping iperf3 jq curl
+  socat bpftool # the Services and anti-spoofing tests: servers/clients, eBPF counters
 )
 ensure_packages "${E2E_PACKAGES[@]}"
 

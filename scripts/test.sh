@@ -36,6 +36,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo doc (rustdoc warnings are errors: broken links, missing docs)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 echo "== eBPF programs: rustfmt and clippy (nightly, bpf target)"
 (
   cd sarena-ebpf/sarena-ebpf-programs

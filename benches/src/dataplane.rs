@@ -3,7 +3,11 @@
 //! Sarena eBPF mode, Sarena kernel mode and reference ptp + host-local (two
 //! pods each, made by the real plugin on a throwaway [`NodeNetns`]), and a raw
 //! veth pair between two netns; interleaved rounds, medians, ratios to the raw
-//! veth pair, and the machine's CPU cost from `/proc/stat`.
+//! veth pair, and the machine's CPU cost from `/proc/stat`. The Service
+//! paths (issue 11) do the same pod → ClusterIP → pod through kube-proxy's
+//! iptables-mode rules on their own nodes ([`service`]), checked by the
+//! rules' and the eBPF programs' counters ([`service_check`]); the eBPF
+//! paths also report their programs' own cost per run ([`prog_stats`]).
 //!
 //! [`NodeNetns`]: crate::node::NodeNetns
 
@@ -12,18 +16,25 @@ mod ebpf_check;
 mod iperf;
 mod netns;
 mod paths;
+pub mod prog_stats;
 mod raw_veth;
 mod results;
 mod rounds;
 mod rr;
+pub mod service;
+pub mod service_check;
+#[cfg(test)]
+mod service_tests;
 #[cfg(test)]
 mod tests;
 
 pub use cpu::{CpuUsage, Pinning, Settle};
 pub use ebpf_check::EbpfCheck;
 pub use iperf::{IperfReport, IperfRun};
+pub use prog_stats::{ProgramRuns, RunDelta};
 pub use results::{DataplaneResults, PathKind, PathResult, PathSample, PathSummary};
 pub use rr::RrRun;
+pub use service_check::{ServiceCheck, ServiceResults};
 
 use std::time::Duration;
 
@@ -61,7 +72,8 @@ pub const QUIET_PERCENT: f64 = 20.0;
 
 impl DataplaneOptions {
     /// The published run: 5 rounds of 5 s iperf3 and 3 s request/response
-    /// per path (about 3.5 minutes for the four paths), client and server
+    /// per path (about 7 minutes for the seven paths, with the eBPF paths'
+    /// extra request/response run for their programs' cost), client and server
     /// pinned to one CPU, the highest this process may use: there the
     /// throughput and the request/response rate are the inverse of the whole
     /// path's cost (sender, forwarding, receiver), which is what the paths
@@ -153,6 +165,26 @@ impl DataplaneResults {
             _ => {}
         }
         problems.extend(self.check_errors.iter().cloned());
+        problems.extend(self.service_problems());
+        problems
+    }
+
+    /// Failed Service checks, and measured Service paths without one.
+    fn service_problems(&self) -> Vec<String> {
+        let checks = self.services.as_ref().map_or(&[][..], |s| &s.checks[..]);
+        let mut problems: Vec<String> = checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| format!("Service check: {}", c.describe()))
+            .collect();
+        if self.check_errors.is_empty() {
+            for p in &self.paths {
+                let checked = checks.iter().any(|c| c.path == p.path);
+                if p.path.is_service() && !p.samples.is_empty() && !checked {
+                    problems.push(format!("Service check of {}: not made", p.path.label()));
+                }
+            }
+        }
         problems
     }
 }
@@ -193,10 +225,12 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
             .map_or("?".into(), |b| format!("{b:.0}"))
     );
     let load_before = load_average();
+    let stats_sysctl = prog_stats::sysctl_enabled();
+    let (programs, mut check_errors) = rounds::ebpf_programs(&prepared);
+    let services_before = service_check::snapshots(&prepared);
     let ebpf = prepared.iter().position(|p| p.kind == PathKind::SarenaEbpf);
     let counters_before = ebpf.and_then(|i| rounds::ebpf_counters(&prepared[i]));
-    let measured = rounds::measure(&prepared, opts);
-    let mut check_errors = Vec::new();
+    let measured = rounds::measure(&prepared, opts, &programs);
     let ebpf_check = match (ebpf, counters_before) {
         (Some(i), Some(before)) => {
             let after = rounds::ebpf_counters(&prepared[i]);
@@ -215,6 +249,10 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
         }
         _ => None,
     };
+    let (services, service_errors) =
+        service_check::finish(&prepared, services_before, &measured.samples, stats_sysctl);
+    check_errors.extend(service_errors);
+    check_errors.extend(measured.stats_failed.iter().flatten().cloned());
     let load_after = load_average();
 
     let mut paths: Vec<PathResult> = prepared
@@ -246,5 +284,6 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
         ebpf_check,
         check_errors,
         skipped,
+        services: Some(services),
     })
 }

@@ -77,6 +77,12 @@ pub enum BenchError {
         #[source]
         source: aya::maps::MapError,
     },
+    /// The eBPF run-time statistics could not be switched on.
+    #[error("BPF_ENABLE_STATS: {source}: {}", .source.io_error)]
+    BpfStats {
+        #[source]
+        source: aya::sys::SyscallError,
+    },
     /// Output the harness reads was not what it expected.
     #[error("{what}: {detail}")]
     Parse { what: &'static str, detail: String },

@@ -196,6 +196,16 @@ impl NodeNetns {
         self.contender
     }
 
+    /// The node netns (`/run/netns/...`).
+    pub fn netns_path(&self) -> &Path {
+        self.netns.path()
+    }
+
+    /// The node's pod subnet (CIDR).
+    pub fn subnet(&self) -> &str {
+        &self.subnet
+    }
+
     /// The node's private work dir (logs, state).
     pub fn work_dir(&self) -> &Path {
         self.work.path()

@@ -7,6 +7,7 @@ mod dataplane;
 pub mod machine;
 pub mod plots;
 mod sections;
+mod services;
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use crate::dataplane::DataplaneResults;
 pub use criterion::CriterionEstimate;
 pub use dataplane::TARGET_RATIO;
 pub use machine::Machine;
+pub use services::SERVICE_TARGET;
 
 /// The latency plot's file name (next to the page).
 pub const LATENCY_SVG: &str = "benchmarks-latency.svg";

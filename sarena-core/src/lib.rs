@@ -4,24 +4,98 @@
 //! `sarena-daemon` are thin adapters and a Rust container runtime can embed the
 //! same logic with a handful of calls.
 //!
+//! ## The traits, and which implementation to pick
+//!
+//! | trait | what it does | implementations |
+//! | --- | --- | --- |
+//! | [`api::Daemon`] | IPAM and the endpoint registry: allocate, register, delete, GC, status | [`node::Node`] in process (durable in redb); [`api::HttpDaemon`] over the daemon's socket; [`node::WithDataplane`] = a registry that also drives a [`dataplane::Dataplane`]; `MockDaemon` (feature `mocks`) |
+//! | [`links::Links`] | netns handling, veth pairs, pod addresses and routes | [`links::RtnetlinkLinks`] (netlink); `MockLinks` |
+//! | [`dataplane::Dataplane`] | forwarding of pod traffic on the node | [`dataplane::ebpf::AyaDataplane`] (TC programs; give it [`dataplane::KernelDataplane`] as its host stack for traffic to the host and beyond); [`dataplane::KernelDataplane`] (routes only); `MockDataplane` |
+//!
+//! Which to pick:
+//! - a runtime on a node that runs `sarena-daemon`: [`plugin::Plugin::connect`]
+//!   (an [`api::HttpDaemon`] on the default socket, [`links::RtnetlinkLinks`],
+//!   the deletion queue) and call [`plugin::Plugin::add`] / `del` / `check`;
+//! - a runtime with no daemon process: open a [`node::Node`] on a state
+//!   directory, wrap it with [`node::WithDataplane`] around an
+//!   [`dataplane::ebpf::AyaDataplane`], and hand it to [`plugin::Plugin::new`]
+//!   (`examples/embed_inprocess.rs`);
+//! - a different address policy: wrap [`node::Node`] in your own
+//!   [`api::Daemon`] that rewrites [`api::AllocateRequest`]s
+//!   (`examples/custom_ipam.rs`);
+//! - tests of your own code: the `mocks` feature's `MockDaemon`, `MockLinks`
+//!   and `MockDataplane`.
+//!
+//! ## How ADD flows through them
+//!
+//! [`plugin::Plugin::add`] is the seed's eight steps, each one call on one trait,
+//! with every undo on one rollback stack (a failure undoes what was done, in
+//! reverse):
+//!
+//! - **1** validate the request; refuse while a deletion of the attachment is
+//!   queued ([`delqueue::DeleteQueue`]);
+//! - **2** remove a stale link of the same name in the pod netns
+//!   ([`links::Links::remove_pod_link`]), and then its stale endpoint
+//!   ([`api::Daemon::delete_endpoint`]);
+//! - **3–4** connect to the daemon and read its config: MTU and dataplane
+//!   mode ([`api::Daemon::config`]);
+//! - **5** allocate the addresses ([`api::Daemon::allocate`]);
+//! - **6** create the veth pair, the peer born in the pod netns under its
+//!   final name ([`links::Links::create_veth`]);
+//! - **7** put addresses and routes on the pod interface
+//!   ([`links::Links::configure_pod`]);
+//! - **8** register the endpoint ([`api::Daemon::create_endpoint`]); behind
+//!   [`node::WithDataplane`] this attaches it to the dataplane
+//!   ([`dataplane::Dataplane::attach`]) before the registry commits it.
+//!
+//! DEL is [`api::Daemon::delete_endpoint_and_veth`] (the daemon detaches and
+//! removes the veth), or, when the daemon is unreachable, an entry in the
+//! [`delqueue::DeleteQueue`] replayed later.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use sarena_core::api::{AllocateRequest, Attachment, Daemon};
+//! use sarena_core::node::{Node, NodeConfig};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The in-process Daemon: IPAM and the registry, no daemon process.
+//! let dir = tempfile::tempdir()?;
+//! let daemon: Arc<dyn Daemon> = Arc::new(Node::open(dir.path(), NodeConfig::default())?);
+//! let owner = Attachment { container_id: "c1".into(), ifname: "eth0".into() };
+//! let allocation = daemon
+//!     .allocate(AllocateRequest { owner, pod: Default::default(), requested: vec![], pool: None })
+//!     .await?;
+//! assert_eq!(allocation.addresses[0].pool, "default");
+//! let status = daemon.status().await?;
+//! assert_eq!((status.allocations, status.leases), (1, 1));
+//! # Ok(()) }
+//! ```
+//!
+//! ## The modules
+//!
 //! - [`cni`]: the CNI 1.1.0 protocol — network config, environment, `CNI_ARGS`,
 //!   versions, typed results and their conversion to older versions, errors.
 //! - [`plugin`]: the ADD / DEL / CHECK / STATUS / GC sequences, written against
 //!   the [`api::Daemon`] and [`links::Links`] traits.
 //! - [`delqueue`]: [`delqueue::DeleteQueue`], the durable queue of deletions DEL
 //!   could not hand to the daemon, replayed by later plugin runs and the daemon.
-//! - [`api`]: the daemon's REST API types, the [`api::Daemon`] trait and its HTTP client.
+//! - [`api`]: the daemon's REST API types (operator answers included:
+//!   [`api::DaemonStatus`], [`api::EndpointStats`]), the [`api::Daemon`] trait
+//!   and its HTTP client.
 //! - [`links`]: the [`links::Links`] trait: netns handling and veth provisioning.
 //! - [`ipam`]: address pools and the free-interval allocator (never scans a range).
 //! - [`store`]: [`store::RedbStore`], the crash-safe redb store of allocations and endpoints.
-//! - [`node`]: [`node::Node`], the in-process [`api::Daemon`] (IPAM + endpoint registry) and
-//!   the daemon's [`node::NodeConfig`].
-//! - [`dataplane`]: the [`dataplane::Dataplane`] trait: how pod traffic is forwarded.
+//! - [`node`]: [`node::Node`], the in-process [`api::Daemon`] (IPAM + endpoint registry),
+//!   [`node::WithDataplane`] and the daemon's [`node::NodeConfig`].
+//! - [`dataplane`]: the [`dataplane::Dataplane`] trait: how pod traffic is
+//!   forwarded, and the per-endpoint eBPF counters.
 //! - [`mac`]: [`mac::MacAddr`], the type of every MAC address.
 //!
 //! Links and both dataplanes talk to the kernel through shared crate-internal
 //! modules (netlink handles and lookups, sysctl); their errors,
 //! [`NetlinkError`] and [`SysctlError`], are re-exported here.
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod api;

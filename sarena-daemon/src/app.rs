@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sarena_core::node::{ConfigError, Node, NodeConfig, NodeError};
@@ -14,6 +15,8 @@ use tokio::task::JoinHandle;
 
 use crate::cli::Cli;
 use crate::dataplane::{self, DataplaneStartError};
+use crate::metrics::{self, Metrics, MetricsError};
+use crate::operated::Operated;
 use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, UnixSocket};
 
 /// Why the daemon could not start.
@@ -58,6 +61,9 @@ pub enum StartError {
     /// The state or pin directory is another daemon's.
     #[error(transparent)]
     Lock(#[from] crate::locks::LockError),
+    /// The metrics listener could not be set up.
+    #[error(transparent)]
+    Metrics(#[from] MetricsError),
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signal(#[source] io::Error),
@@ -104,6 +110,13 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     if let Some(addr) = cli.listen_tcp {
         server::check_tcp_addr(addr, cli.allow_remote_tcp)?;
     }
+    if let Some(addr) = cli.metrics.listen {
+        metrics::check_addr(addr, cli.metrics.allow_remote)?;
+    }
+    let observed = cli
+        .metrics
+        .listen
+        .map(|_| Arc::new(Metrics::new(cli.metrics.endpoint_limit)));
     let config = load_config(cli)?;
     let _locks = crate::locks::lock_dirs(
         &cli.state_dir,
@@ -123,6 +136,9 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
 
     let queue = DeleteQueue::new(cli.delete_queue_dir());
     let report = queue.replay(&node).await?;
+    if let Some(m) = &observed {
+        m.replay(&report);
+    }
     if !report.done.is_empty() || report.remaining > 0 {
         tracing::info!(
             dir = %queue.dir().display(),
@@ -132,12 +148,31 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         );
     }
 
-    let daemon = dataplane::start(&config, node.clone(), &cli.bpf_pin_dir).await?;
+    let (daemon, reconciled) = dataplane::start(&config, node.clone(), &cli.bpf_pin_dir).await?;
+    let mut operated = Operated::new(daemon).with_delete_queue(queue.clone());
+    if let Some(m) = &observed {
+        if let Some(report) = &reconciled {
+            m.reconcile(report);
+        }
+        operated = operated.with_metrics(m.clone());
+    }
+    let daemon: Arc<dyn sarena_core::api::Daemon> = Arc::new(operated);
 
     let unix = UnixSocket::bind(&cli.socket)?;
     let tcp = match cli.listen_tcp {
         Some(addr) => Some(server::bind_tcp(addr, cli.allow_remote_tcp).await?),
         None => None,
+    };
+    let metrics_task = match (cli.metrics.listen, &observed) {
+        (Some(addr), Some(m)) => {
+            let listener = metrics::bind(addr, cli.metrics.allow_remote).await?;
+            tracing::info!(addr = ?listener.local_addr().ok(), "serving metrics at /metrics");
+            crate::routes::set_observer(m.clone());
+            let serving =
+                metrics::serve(listener, m.clone(), daemon.clone(), std::future::pending());
+            Some(tokio::spawn(serving))
+        }
+        _ => None,
     };
     let expiry =
         lease_check_interval(lease_seconds).map(|every| spawn_lease_expiry(node.clone(), every));
@@ -149,7 +184,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         "serving the API"
     );
     server::serve(daemon, unix, tcp, shutdown, DEFAULT_SHUTDOWN_GRACE).await;
-    if let Some(task) = expiry {
+    for task in [expiry, metrics_task].into_iter().flatten() {
         task.abort();
     }
     tracing::info!("stopped");
@@ -199,6 +234,7 @@ mod tests {
             bpf_pin_dir: "/sys/fs/bpf/sarena-unused".into(),
             log_level: "info".into(),
             print_default_config: false,
+            metrics: Default::default(),
         };
         assert_eq!(load_config(&cli(None)).unwrap(), NodeConfig::default());
         let missing = dir.path().join("missing.toml");

@@ -53,6 +53,38 @@ pub struct Cli {
     /// Print the embedded default configuration and exit.
     #[arg(long)]
     pub print_default_config: bool,
+
+    /// The Prometheus metrics listener.
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+}
+
+/// `--metrics-listen` and its companions (off by default).
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct MetricsArgs {
+    /// Serve Prometheus metrics on this TCP address (IP:PORT) at /metrics;
+    /// loopback only unless --allow-remote-metrics is given. Off by default.
+    #[arg(long = "metrics-listen", value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+
+    /// Allow --metrics-listen on a non-loopback address (the metrics name pods).
+    #[arg(long = "allow-remote-metrics", requires = "listen")]
+    pub allow_remote: bool,
+
+    /// Per-endpoint series are exported for at most this many endpoints (the
+    /// rest are counted in sarena_metrics_endpoints_omitted).
+    #[arg(long = "metrics-endpoint-limit", value_name = "N", default_value_t = crate::metrics::DEFAULT_ENDPOINT_LIMIT)]
+    pub endpoint_limit: usize,
+}
+
+impl Default for MetricsArgs {
+    fn default() -> Self {
+        MetricsArgs {
+            listen: None,
+            allow_remote: false,
+            endpoint_limit: crate::metrics::DEFAULT_ENDPOINT_LIMIT,
+        }
+    }
 }
 
 impl Cli {
@@ -81,6 +113,7 @@ mod tests {
         assert_eq!(cli.listen_tcp, None);
         assert!(!cli.allow_remote_tcp);
         assert_eq!(cli.log_level, "info");
+        assert_eq!(cli.metrics, MetricsArgs::default());
         assert_eq!(
             cli.delete_queue_dir(),
             PathBuf::from("/var/lib/sarena/delete-queue")
@@ -111,6 +144,25 @@ mod tests {
         assert_eq!(
             parse(&["--state-dir", "/x"]).unwrap().delete_queue_dir(),
             PathBuf::from("/x/delete-queue")
+        );
+    }
+
+    #[test]
+    fn metrics_options() {
+        let cli = parse(&[
+            "--metrics-listen",
+            "127.0.0.1:9464",
+            "--allow-remote-metrics",
+            "--metrics-endpoint-limit",
+            "10",
+        ])
+        .unwrap();
+        assert_eq!(cli.metrics.listen, Some("127.0.0.1:9464".parse().unwrap()));
+        assert!(cli.metrics.allow_remote);
+        assert_eq!(cli.metrics.endpoint_limit, 10);
+        assert!(
+            parse(&["--allow-remote-metrics"]).is_err(),
+            "needs --metrics-listen"
         );
     }
 

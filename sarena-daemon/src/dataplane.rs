@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use sarena_core::api::{Daemon, DaemonError};
 use sarena_core::dataplane::ebpf::AyaDataplane;
-use sarena_core::dataplane::{Dataplane, DataplaneError, DataplaneMode, KernelDataplane};
+use sarena_core::dataplane::{
+    Dataplane, DataplaneError, DataplaneMode, KernelDataplane, ReconcileReport,
+};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_core::node::{ConfigError, Node, NodeConfig, StartUpError, WithDataplane};
 
@@ -59,7 +61,8 @@ fn backend(
                             .into(),
                 }
             })?;
-            let host_stack = Arc::new(KernelDataplane::new()?);
+            // The programs check source addresses themselves.
+            let host_stack = Arc::new(KernelDataplane::new()?.without_antispoof());
             Ok(Some(Arc::new(
                 AyaDataplane::open(object, pin_dir)?.with_host_stack(host_stack),
             )))
@@ -71,15 +74,16 @@ fn backend(
 /// stale endpoints, owed veth removals, unowned links, reconciliation with
 /// the registry, see [`WithDataplane::start_up`]) and returns what the API
 /// should serve: the node itself, or the node wrapped so that endpoint
-/// changes drive the dataplane.
+/// changes drive the dataplane; and what the reconciliation changed (`None`
+/// without a dataplane).
 pub async fn start(
     config: &NodeConfig,
     node: Node,
     pin_dir: &Path,
-) -> Result<Arc<dyn Daemon>, DataplaneStartError> {
+) -> Result<(Arc<dyn Daemon>, Option<ReconcileReport>), DataplaneStartError> {
     let Some(dataplane) = backend(config.dataplane, pin_dir)? else {
         tracing::warn!("dataplane \"none\": pod traffic is not forwarded by Sarena");
-        return Ok(Arc::new(node));
+        return Ok((Arc::new(node), None));
     };
     dataplane.setup(&config.node_network()?).await?;
     let mode = dataplane.mode();
@@ -95,7 +99,7 @@ pub async fn start(
         removed = report.dataplane.removed.len(),
         "dataplane ready"
     );
-    Ok(Arc::new(daemon))
+    Ok((Arc::new(daemon), Some(report.dataplane)))
 }
 
 /// Links whose netlink socket is driven by a runtime on a thread of its own.

@@ -1,8 +1,13 @@
 //! Routing and handlers: one HTTP request in, one JSON response out, over any
 //! [`Daemon`] backend. Nothing here panics on input: every failure becomes a
 //! JSON [`ApiErrorBody`] with the status of its [`ApiErrorKind`].
+//!
+//! Every answered request is reported to the [`RequestObserver`] installed
+//! with [`set_observer`] (the metrics, when `--metrics-listen` is on), by
+//! route template, so the observer never sees container ids.
 
-use std::time::Instant;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Body, Bytes};
@@ -31,6 +36,50 @@ enum Route {
     /// `?allocation=keep`: the endpoint goes, its allocation stays.
     UnregisterEndpoint(Attachment),
     Gc,
+    Status,
+    EndpointStats,
+    EndpointStatsOf(Attachment),
+}
+
+impl Route {
+    /// The route's template (`:name` for a path segment): bounded, free of
+    /// container ids, and without braces, which some scrapers mis-parse.
+    fn template(&self) -> &'static str {
+        match self {
+            Route::Config => "/v1/daemon/config",
+            Route::Health => "/v1/daemon/health",
+            Route::Status => "/v1/daemon/status",
+            Route::Allocate => "/v1/ipam/allocate",
+            Route::Release(_) => "/v1/ipam/allocations/:container_id/:ifname",
+            Route::Ipam => "/v1/ipam",
+            Route::CreateEndpoint => "/v1/endpoint/create",
+            Route::Endpoints => "/v1/endpoints",
+            Route::GetEndpoint(_) | Route::DeleteEndpoint(..) | Route::UnregisterEndpoint(_) => {
+                "/v1/endpoints/:container_id/:ifname"
+            }
+            Route::Gc => "/v1/gc",
+            Route::EndpointStats => "/v1/stats/endpoints",
+            Route::EndpointStatsOf(_) => "/v1/stats/endpoints/:container_id/:ifname",
+        }
+    }
+}
+
+/// The template reported for requests that match no route.
+pub const UNMATCHED_ROUTE: &str = "unmatched";
+
+/// Sees every answered request: its method, route template (or
+/// [`UNMATCHED_ROUTE`]), status and how long the answer took.
+pub trait RequestObserver: Send + Sync {
+    /// One answered request.
+    fn observe(&self, method: &Method, route: &'static str, status: StatusCode, elapsed: Duration);
+}
+
+static OBSERVER: OnceLock<Arc<dyn RequestObserver>> = OnceLock::new();
+
+/// Installs the process's request observer (once; later calls are ignored
+/// and return `false`).
+pub fn set_observer(observer: Arc<dyn RequestObserver>) -> bool {
+    OBSERVER.set(observer).is_ok()
 }
 
 /// An error answer, before it is serialized.
@@ -69,14 +118,37 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    handle_observed(daemon, OBSERVER.get().map(|o| &**o), req).await
+}
+
+/// [`handle`] reporting to `observer` instead of the installed one.
+pub async fn handle_observed<B>(
+    daemon: &dyn Daemon,
+    observer: Option<&dyn RequestObserver>,
+    req: Request<B>,
+) -> Response<Full<Bytes>>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let started = Instant::now();
     let (parts, body) = req.into_parts();
-    let resp = match dispatch(daemon, &parts, body).await {
+    let routed = route(&parts.method, parts.uri.path(), parts.uri.query());
+    let template = routed.as_ref().map_or(UNMATCHED_ROUTE, Route::template);
+    let answer = match routed {
+        Ok(route) => dispatch(daemon, route, &parts, body).await,
+        Err(err) => Err(err),
+    };
+    let resp = match answer {
         Ok(resp) => resp,
         Err(err) => error_response(&err),
     };
     let status = resp.status();
-    let elapsed_us = started.elapsed().as_micros();
+    let elapsed = started.elapsed();
+    if let Some(observer) = observer {
+        observer.observe(&parts.method, template, status, elapsed);
+    }
+    let elapsed_us = elapsed.as_micros();
     if status.is_server_error() {
         tracing::warn!(method = %parts.method, path = %parts.uri.path(), %status, elapsed_us, "request failed");
     } else {
@@ -87,6 +159,7 @@ where
 
 async fn dispatch<B>(
     daemon: &dyn Daemon,
+    route: Route,
     parts: &Parts,
     body: B,
 ) -> Result<Response<Full<Bytes>>, ApiError>
@@ -94,7 +167,7 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    match route(&parts.method, parts.uri.path(), parts.uri.query())? {
+    match route {
         Route::Config => json(StatusCode::OK, &daemon.config().await?),
         Route::Health => json(StatusCode::OK, &daemon.health().await?),
         Route::Allocate => {
@@ -117,13 +190,7 @@ where
         Route::Endpoints => json(StatusCode::OK, &daemon.endpoints().await?),
         Route::GetEndpoint(owner) => match daemon.endpoint(owner.clone()).await? {
             Some(ep) => json(StatusCode::OK, &ep),
-            None => Err(ApiError::new(
-                ApiErrorKind::NotFound,
-                format!(
-                    "no endpoint for container {} ifname {}",
-                    owner.container_id, owner.ifname
-                ),
-            )),
+            None => Err(no_endpoint(&owner)),
         },
         Route::DeleteEndpoint(owner, false) => json(
             StatusCode::OK,
@@ -149,7 +216,23 @@ where
             }
             json(StatusCode::OK, &daemon.gc(req).await?)
         }
+        Route::Status => json(StatusCode::OK, &daemon.status().await?),
+        Route::EndpointStats => json(StatusCode::OK, &daemon.endpoint_stats().await?),
+        Route::EndpointStatsOf(owner) => match daemon.endpoint_stats_of(owner.clone()).await? {
+            Some(stats) => json(StatusCode::OK, &stats),
+            None => Err(no_endpoint(&owner)),
+        },
     }
+}
+
+fn no_endpoint(owner: &Attachment) -> ApiError {
+    ApiError::new(
+        ApiErrorKind::NotFound,
+        format!(
+            "no endpoint for container {} ifname {}",
+            owner.container_id, owner.ifname
+        ),
+    )
 }
 
 /// Maps method and path to a [`Route`]: 404 for unknown paths, 405 for a known
@@ -174,6 +257,11 @@ fn route(method: &Method, path: &str, query: Option<&str>) -> Result<Route, ApiE
     match segments.as_slice() {
         ["daemon", "config"] if get => Ok(Route::Config),
         ["daemon", "health"] if get => Ok(Route::Health),
+        ["daemon", "status"] if get => Ok(Route::Status),
+        ["stats", "endpoints"] if get => Ok(Route::EndpointStats),
+        ["stats", "endpoints", cid, ifname] if get => {
+            Ok(Route::EndpointStatsOf(owner_from_segments(cid, ifname)?))
+        }
         ["ipam"] if get => Ok(Route::Ipam),
         ["endpoints"] if get => Ok(Route::Endpoints),
         ["ipam", "allocate"] if post => Ok(Route::Allocate),
@@ -206,9 +294,13 @@ fn route(method: &Method, path: &str, query: Option<&str>) -> Result<Route, ApiE
                 remove_veth,
             ))
         }
-        ["daemon", "config"] | ["daemon", "health"] | ["ipam"] | ["endpoints"] => {
-            Err(not_allowed("GET"))
-        }
+        ["daemon", "config"]
+        | ["daemon", "health"]
+        | ["daemon", "status"]
+        | ["ipam"]
+        | ["endpoints"]
+        | ["stats", "endpoints"]
+        | ["stats", "endpoints", _, _] => Err(not_allowed("GET")),
         ["ipam", "allocate"] | ["endpoint", "create"] | ["gc"] => Err(not_allowed("POST")),
         ["ipam", "allocations", _, _] => Err(not_allowed("DELETE")),
         ["endpoints", _, _] => Err(not_allowed("GET, DELETE")),
@@ -347,5 +439,7 @@ fn response(
     resp
 }
 
+#[cfg(test)]
+mod operator_tests;
 #[cfg(test)]
 mod tests;

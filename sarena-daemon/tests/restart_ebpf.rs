@@ -13,7 +13,8 @@
 //! unless included (`--include-ignored`, as scripts/test.sh does as root);
 //! included without them, they fail.
 //!
-//! The plugin is the `sarena-cni` binary next to the daemon's
+//! The node and pod fixture lives in `ebpf_node/` (shared with
+//! `operator_ebpf.rs`). The plugin is the `sarena-cni` binary next to the daemon's
 //! (`target/<profile>/`); `cargo test --workspace` builds it (sarena-cni has
 //! integration tests of its own). When it is missing, the test builds it.
 //!
@@ -24,201 +25,15 @@
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use sarena_core::api::{Daemon, Endpoint};
-use sarena_core::dataplane::ebpf::AyaDataplane;
-use sarena_test_support::daemon::{Running, Site};
-use sarena_test_support::{
-    PinDir, TestNetns, output_with_stdin, ping_summary, require, require_root, run, succeeds,
-    tc_program_ids, workspace_binary,
-};
+use sarena_test_support::{ping_summary, run, succeeds, tc_program_ids};
 
-/// A pool no other test or the demo uses.
-const POOL: &str = "10.246.0.0/16";
-const GATEWAY: &str = "10.246.0.1";
-const GATEWAY_DEVICE: &str = "sarena_host";
+mod ebpf_node;
 
-fn config() -> String {
-    format!(
-        "dataplane = \"ebpf\"\nmasquerade = false\n\
-         [[ipam.pools]]\nname = \"restart\"\ncidrs = [\"{POOL}\"]\ngateways = [\"{GATEWAY}\"]\n"
-    )
-}
-
-/// The tests share the node-global gateway device: one at a time.
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Fails the test unless it can run: root and a daemon built with the eBPF
-/// object.
-fn preconditions(test: &str) {
-    require_root(test);
-    require(
-        test,
-        sarena_daemon::ebpf_object::ebpf_object().is_some(),
-        "the daemon was built without the eBPF object (run scripts/setup-ebpf.sh)",
-    );
-}
-
-/// One pod: its netns (the container id is the netns name) and address.
-struct Pod {
-    netns: TestNetns,
-    ip: Ipv4Addr,
-}
-
-impl Pod {
-    fn id(&self) -> &str {
-        &self.netns.name
-    }
-
-    /// `ping` from this pod; (transmitted, received).
-    fn ping(&self, to: &str, count: u32, interval: &str) -> (u32, u32) {
-        let out = Command::new("ip")
-            .args(["netns", "exec", self.id(), "ping", "-n", "-q", "-W", "1"])
-            .args(["-i", interval, "-c", &count.to_string(), to])
-            .output()
-            .unwrap();
-        ping_summary(&out)
-    }
-
-    fn pings(&self, to: &Pod, count: u32) -> bool {
-        let (sent, received) = self.ping(&to.ip.to_string(), count, "0.2");
-        sent == count && received == count
-    }
-}
-
-/// One daemon in ebpf mode on unique state, socket and pins, and the node
-/// state it creates; everything is removed on drop.
-struct Node {
-    site: Site,
-    config: PathBuf,
-    pin_dir: PinDir,
-    had_gateway_device: bool,
-    daemon: Option<Running>,
-}
-
-impl Node {
-    async fn start() -> Node {
-        let had_gateway_device = succeeds(&["ip", "link", "show", GATEWAY_DEVICE]);
-        let site = Site::new();
-        let config = site.config(&config());
-        let pin_dir = PinDir::new();
-        let mut node = Node {
-            site,
-            config,
-            pin_dir,
-            had_gateway_device,
-            daemon: None,
-        };
-        node.daemon = Some(node.spawn().await);
-        node
-    }
-
-    async fn spawn(&self) -> Running {
-        self.site
-            .start(&[
-                "--config",
-                self.config.to_str().unwrap(),
-                "--bpf-pin-dir",
-                self.pin_dir.0.to_str().unwrap(),
-                "--log-level",
-                "info",
-            ])
-            .await
-    }
-
-    /// The pins as the daemon left them (maps re-opened, nothing attached).
-    fn pins(&self) -> AyaDataplane {
-        let object = sarena_daemon::ebpf_object::ebpf_object().unwrap();
-        AyaDataplane::open(object, &self.pin_dir.0).unwrap()
-    }
-
-    /// Runs the plugin exactly as a runtime does; (success, stdout, stderr).
-    fn cni(&self, command: &str, netns: &TestNetns) -> (bool, String, String) {
-        let dir = self.site.dir.path();
-        let conf = serde_json::json!({
-            "cniVersion": "1.1.0",
-            "name": "sarena",
-            "type": "sarena-cni",
-            "daemon-endpoint": self.site.socket(),
-            "log-file": dir.join("sarena-cni.log"),
-            "delete-queue-dir": dir.join("delete-queue"),
-        });
-        let plugin = workspace_binary("sarena-cni");
-        let out = output_with_stdin(
-            Command::new(&plugin)
-                .env_clear()
-                .env("PATH", std::env::var("PATH").unwrap_or_default())
-                .env("CNI_COMMAND", command)
-                .env("CNI_CONTAINERID", &netns.name)
-                .env("CNI_NETNS", netns.path())
-                .env("CNI_IFNAME", "eth0")
-                .env("CNI_PATH", plugin.parent().unwrap())
-                .env(
-                    "CNI_ARGS",
-                    format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={}", netns.name),
-                ),
-            conf.to_string().as_bytes(),
-        );
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    /// A new netns networked by `sarena-cni ADD`.
-    fn add_pod(&self) -> Pod {
-        let netns = TestNetns::new();
-        let (ok, out, err) = self.cni("ADD", &netns);
-        assert!(ok, "ADD failed: {out} {err}");
-        let result: serde_json::Value = serde_json::from_str(&out).unwrap();
-        let address = result["ips"][0]["address"].as_str().unwrap();
-        let ip: Ipv4Addr = address.split('/').next().unwrap().parse().unwrap();
-        assert!(
-            POOL.parse::<ipnet::Ipv4Net>().unwrap().contains(&ip),
-            "{ip} not from {POOL}"
-        );
-        Pod { netns, ip }
-    }
-
-    fn del_pod(&self, pod: &Pod) {
-        let (ok, out, err) = self.cni("DEL", &pod.netns);
-        assert!(ok, "DEL failed: {out} {err}");
-    }
-
-    fn daemon(&mut self) -> Running {
-        self.daemon.take().unwrap()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.site.log()).unwrap_or_default()
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        // The pins go with `pin_dir`, after the daemon is gone.
-        drop(self.daemon.take());
-        if self.had_gateway_device {
-            succeeds(&[
-                "ip",
-                "addr",
-                "del",
-                &format!("{GATEWAY}/32"),
-                "dev",
-                GATEWAY_DEVICE,
-            ]);
-        } else {
-            succeeds(&["ip", "link", "del", GATEWAY_DEVICE]);
-        }
-        if std::thread::panicking() {
-            eprintln!("--- daemon log ---\n{}", self.log());
-        }
-    }
-}
+use ebpf_node::{GATEWAY, Node, Pod, SERIAL, preconditions};
 
 fn v4(endpoint: &Endpoint) -> Vec<Ipv4Addr> {
     endpoint

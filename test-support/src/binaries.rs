@@ -11,6 +11,12 @@ use std::sync::Mutex;
 /// always find it (cargo builds it for them); for another package's tests it
 /// is built with `cargo build -p <name>` when missing.
 pub fn workspace_binary(name: &str) -> PathBuf {
+    package_binary(name, name)
+}
+
+/// [`workspace_binary`] for a binary `name` of the workspace package
+/// `package` (e.g. `sarena` of `sarena-cli`).
+pub fn package_binary(package: &str, name: &str) -> PathBuf {
     static BUILD: Mutex<()> = Mutex::new(());
     let exe = std::env::current_exe().unwrap();
     let profile_dir = exe
@@ -24,7 +30,7 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["build", "-p", name, "--target-dir"])
+    cmd.args(["build", "-p", package, "--bin", name, "--target-dir"])
         .arg(profile_dir.parent().unwrap())
         .current_dir(env!("CARGO_MANIFEST_DIR"));
     match profile_dir.file_name().and_then(|n| n.to_str()) {
@@ -37,7 +43,7 @@ pub fn workspace_binary(name: &str) -> PathBuf {
     let status = cmd.status().unwrap();
     assert!(
         status.success() && binary.is_file(),
-        "cargo build -p {name} did not leave {}",
+        "cargo build -p {package} did not leave {}",
         binary.display()
     );
     binary

@@ -33,7 +33,7 @@ mod require;
 mod tc;
 mod traffic;
 
-pub use binaries::workspace_binary;
+pub use binaries::{package_binary, workspace_binary};
 pub use bpffs::{PinDir, ensure_bpffs};
 pub use command::{output_with_stdin, run, succeeds};
 pub use host_stack::HostStack;

@@ -15,8 +15,9 @@ use super::netns;
 use super::paths::Endpoints;
 use crate::BenchError;
 
-/// The TCP port the servers listen on (each path has its own netns).
-const PORT: u16 = 5201;
+/// The TCP port the servers listen on (each path has its own netns; a
+/// Service path's ClusterIP maps the same port).
+pub const PORT: u16 = 5201;
 
 /// What the benchmark reads from iperf3's JSON report.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -159,7 +160,7 @@ fn attempt(
     let mut server = start_server(&e.server_ns, server_ip, pinning.map(|p| p.server))?;
     let secs = duration.as_secs().max(1).to_string();
     let mut cmd = Command::new("iperf3");
-    cmd.args(["-c", &server_ip.to_string(), "-p", &PORT.to_string()])
+    cmd.args(["-c", &e.dial_ip().to_string(), "-p", &PORT.to_string()])
         .args(["-t", &secs, "-J", "--connect-timeout", "3000"]);
     if let Some(p) = pinning {
         // Client side only: `-A n,m` would also move the server.
@@ -175,7 +176,7 @@ fn attempt(
     match (out.status, report) {
         (Some(status), Ok(report)) if status.success() => Ok((report, cpu)),
         (status, report) => Err(BenchError::Command {
-            command: format!("iperf3 -c {server_ip} -t {secs} -J"),
+            command: format!("iperf3 -c {} -t {secs} -J", e.dial_ip()),
             status: status.map_or("timed out".into(), |s| s.to_string()),
             stderr: match report {
                 Err(e) => format!("{e}; {}", out.stderr.trim()),
@@ -200,7 +201,7 @@ pub fn measure(
             attempts: 1,
         }),
         Err(first) => {
-            let ip = e.server_ip;
+            let ip = e.dial_ip();
             eprintln!("sarena-bench: iperf3 to {ip} failed, retrying once: {first}");
             let (report, cpu) = attempt(e, duration, pinning)?;
             Ok(IperfRun {

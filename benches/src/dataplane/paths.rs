@@ -9,8 +9,9 @@ use std::time::Duration;
 use super::raw_veth::{self, RawVethPair};
 use super::results::PathKind;
 use super::rr;
+use super::service::{self, KubeProxyRules};
 use crate::BenchError;
-use crate::node::{Bins, Contender, NodeNetns, Pod, run_cmd};
+use crate::node::{Bins, NodeNetns, Pod, run_cmd};
 
 /// Where a path's client and server live.
 #[derive(Debug, Clone)]
@@ -21,6 +22,26 @@ pub struct Endpoints {
     pub server_ns: PathBuf,
     /// The server's address.
     pub server_ip: Ipv4Addr,
+    /// The ClusterIP the client dials instead of `server_ip` (Service
+    /// paths: its rules DNAT it to the server).
+    pub cluster_ip: Option<Ipv4Addr>,
+}
+
+impl Endpoints {
+    /// The address the client connects to.
+    pub fn dial_ip(&self) -> Ipv4Addr {
+        self.cluster_ip.unwrap_or(self.server_ip)
+    }
+
+    /// The port the request/response server listens on: the Service's port
+    /// on a Service path, any free port otherwise.
+    pub fn rr_port(&self) -> u16 {
+        if self.cluster_ip.is_some() {
+            service::RR_PORT
+        } else {
+            0
+        }
+    }
 }
 
 /// Two pods on one node; the pods are deleted (CNI DEL) before the node
@@ -74,6 +95,9 @@ pub struct PreparedPath {
     pub endpoints: Endpoints,
     /// The server side's `eth0` MTU.
     pub mtu: Option<u32>,
+    /// The kube-proxy rules of a Service path (in the node netns, which
+    /// takes them along when it goes).
+    pub service: Option<KubeProxyRules>,
     /// The namespaces, node and pods (dropped last).
     pub setup: Setup,
 }
@@ -85,15 +109,6 @@ impl PreparedPath {
             Setup::Pods(p) => p.node().pin_dir(),
             Setup::Raw(_) => None,
         }
-    }
-}
-
-fn contender(kind: PathKind) -> Option<Contender> {
-    match kind {
-        PathKind::RawVeth => None,
-        PathKind::SarenaEbpf => Some(Contender::SarenaEbpf),
-        PathKind::SarenaKernel => Some(Contender::SarenaKernel),
-        PathKind::PtpHostLocal => Some(Contender::PtpHostLocal),
     }
 }
 
@@ -118,7 +133,7 @@ pub fn prepare(
     node_index: u8,
     bins: Option<&Bins>,
 ) -> Result<PreparedPath, BenchError> {
-    let path = match contender(kind) {
+    let path = match kind.contender() {
         None => {
             let pair = RawVethPair::new()?;
             PreparedPath {
@@ -127,8 +142,10 @@ pub fn prepare(
                     client_ns: pair.client_netns().to_owned(),
                     server_ns: pair.server_netns().to_owned(),
                     server_ip: raw_veth::SERVER_IP,
+                    cluster_ip: None,
                 },
                 mtu: Some(raw_veth::MTU),
+                service: None,
                 setup: Setup::Raw(pair),
             }
         }
@@ -153,14 +170,21 @@ pub fn prepare(
                 ),
             })?;
             let mtu = mtu_of(pair.server.netns_name());
+            let service = if kind.is_service() {
+                Some(KubeProxyRules::install(&pair.node, server_ip)?)
+            } else {
+                None
+            };
             PreparedPath {
                 kind,
                 endpoints: Endpoints {
                     client_ns: pair.client.netns_path().to_owned(),
                     server_ns: pair.server.netns_path().to_owned(),
                     server_ip,
+                    cluster_ip: service.as_ref().map(KubeProxyRules::cluster_ip),
                 },
                 mtu,
+                service,
                 setup: Setup::Pods(Box::new(pair)),
             }
         }

@@ -6,7 +6,10 @@ use serde::{Deserialize, Serialize};
 use super::cpu::{Pinning, Settle};
 use super::ebpf_check::EbpfCheck;
 use super::iperf::IperfRun;
+use super::prog_stats::ProgramRuns;
 use super::rr::RrRun;
+use super::service_check::ServiceResults;
+use crate::node::Contender;
 use crate::stats::{median, range, ratio_of as ratio};
 
 /// A pod ↔ pod path.
@@ -21,15 +24,25 @@ pub enum PathKind {
     SarenaKernel,
     /// Two pods made by the reference ptp + host-local plugins.
     PtpHostLocal,
+    /// Sarena eBPF mode, the client dialling a ClusterIP whose endpoint is
+    /// the server pod (kube-proxy's iptables-mode rules in the node netns).
+    SarenaEbpfService,
+    /// Sarena kernel mode, through a ClusterIP.
+    SarenaKernelService,
+    /// ptp + host-local, through a ClusterIP.
+    PtpHostLocalService,
 }
 
 impl PathKind {
     /// Every path, in report order.
-    pub const ALL: [PathKind; 4] = [
+    pub const ALL: [PathKind; 7] = [
         PathKind::RawVeth,
         PathKind::SarenaEbpf,
         PathKind::SarenaKernel,
         PathKind::PtpHostLocal,
+        PathKind::SarenaEbpfService,
+        PathKind::SarenaKernelService,
+        PathKind::PtpHostLocalService,
     ];
 
     /// The name used in tables.
@@ -39,6 +52,40 @@ impl PathKind {
             PathKind::SarenaEbpf => "Sarena eBPF mode",
             PathKind::SarenaKernel => "Sarena kernel mode",
             PathKind::PtpHostLocal => "ptp + host-local",
+            PathKind::SarenaEbpfService => "Sarena eBPF mode → ClusterIP",
+            PathKind::SarenaKernelService => "Sarena kernel mode → ClusterIP",
+            PathKind::PtpHostLocalService => "ptp + host-local → ClusterIP",
+        }
+    }
+
+    /// Who makes the pods (`None`: the raw veth pair).
+    pub fn contender(self) -> Option<Contender> {
+        match self {
+            PathKind::RawVeth => None,
+            PathKind::SarenaEbpf | PathKind::SarenaEbpfService => Some(Contender::SarenaEbpf),
+            PathKind::SarenaKernel | PathKind::SarenaKernelService => Some(Contender::SarenaKernel),
+            PathKind::PtpHostLocal | PathKind::PtpHostLocalService => Some(Contender::PtpHostLocal),
+        }
+    }
+
+    /// Whether the client reaches the server through a ClusterIP.
+    pub fn is_service(self) -> bool {
+        matches!(
+            self,
+            PathKind::SarenaEbpfService
+                | PathKind::SarenaKernelService
+                | PathKind::PtpHostLocalService
+        )
+    }
+
+    /// The direct pod ↔ pod path of a Service path's contender (itself for
+    /// the others).
+    pub fn direct(self) -> PathKind {
+        match self {
+            PathKind::SarenaEbpfService => PathKind::SarenaEbpf,
+            PathKind::SarenaKernelService => PathKind::SarenaKernel,
+            PathKind::PtpHostLocalService => PathKind::PtpHostLocal,
+            other => other,
         }
     }
 }
@@ -54,6 +101,10 @@ pub struct PathSample {
     pub iperf: IperfRun,
     /// Request/response rate.
     pub rr: RrRun,
+    /// The eBPF programs' own run time over an extra request/response run
+    /// with BPF run-time statistics on (eBPF paths only).
+    #[serde(default)]
+    pub programs: Option<ProgramRuns>,
 }
 
 /// Medians over a path's rounds and ratios to the raw veth pair's medians.
@@ -81,6 +132,10 @@ pub struct PathSummary {
     pub process_cpu_us_per_rr_median: Option<f64>,
     /// TCP retransmissions over all rounds.
     pub retransmits: u64,
+    /// Median ns per run of `from_container` during request/response (eBPF).
+    pub from_container_ns_per_run_median: Option<f64>,
+    /// Median ns per run of `to_container` during request/response (eBPF).
+    pub to_container_ns_per_run_median: Option<f64>,
     /// Throughput median ÷ the raw veth pair's.
     pub gbits_ratio_to_raw: Option<f64>,
     /// Request/response median ÷ the raw veth pair's.
@@ -133,10 +188,14 @@ pub struct DataplaneResults {
     pub check_errors: Vec<String>,
     /// Paths that could not be set up, with why.
     pub skipped: Vec<(PathKind, String)>,
+    /// The Service paths' checks (rule counters, eBPF counters) and the
+    /// programs' run-time statistics.
+    #[serde(default)]
+    pub services: Option<ServiceResults>,
 }
 
 impl PathSummary {
-    /// Medians of `samples`; ratios stay `None` (see [`fill_ratios`]).
+    /// Medians of `samples`; ratios stay `None` (see `fill_ratios`).
     pub fn of(samples: &[PathSample]) -> PathSummary {
         let pick = |f: &dyn Fn(&PathSample) -> Option<f64>| -> Vec<f64> {
             samples.iter().filter_map(f).collect()
@@ -160,6 +219,12 @@ impl PathSummary {
                 .iter()
                 .filter_map(|s| s.iperf.report.retransmits)
                 .sum(),
+            from_container_ns_per_run_median: median(&pick(&|s| {
+                s.programs?.from_container.ns_per_run()
+            })),
+            to_container_ns_per_run_median: median(&pick(&|s| {
+                s.programs?.to_container.ns_per_run()
+            })),
             ..PathSummary::default()
         }
     }

@@ -6,11 +6,12 @@ use sarena_common::EndpointCounters;
 
 use super::iperf::{self, IperfRun};
 use super::paths::{self, PreparedPath};
+use super::prog_stats::{self, NodePrograms, ProgramRuns};
 use super::results::{PathKind, PathSample, round_order};
 use super::rr::{self, RrRun};
 use super::{DataplaneOptions, ebpf_check};
 use crate::BenchError;
-use crate::node::Bins;
+use crate::node::{Bins, Contender};
 
 /// Sets up every path of `opts`; the ones that fail are returned with why.
 pub fn prepare_all(
@@ -41,6 +42,25 @@ pub fn ebpf_counters(path: &PreparedPath) -> Option<Result<EndpointCounters, Ben
     path.pin_dir().map(ebpf_check::read_totals)
 }
 
+/// The programs of every prepared eBPF path (direct and Service), by index;
+/// programs that cannot be found are returned as errors for the report.
+pub fn ebpf_programs(prepared: &[PreparedPath]) -> (Vec<Option<NodePrograms>>, Vec<String>) {
+    let mut errors = Vec::new();
+    let programs = prepared
+        .iter()
+        .map(|p| {
+            let dir = p.pin_dir()?;
+            if p.kind.contender() != Some(Contender::SarenaEbpf) {
+                return None;
+            }
+            NodePrograms::find(dir)
+                .map_err(|e| errors.push(format!("{} programs: {e}", p.kind.label())))
+                .ok()
+        })
+        .collect();
+    (programs, errors)
+}
+
 /// What the rounds gave, by index into the prepared paths.
 #[derive(Debug)]
 pub struct Measured {
@@ -48,6 +68,8 @@ pub struct Measured {
     pub samples: Vec<Vec<PathSample>>,
     /// Why a path stopped being measured.
     pub failed: Vec<Option<String>>,
+    /// Why a path's programs stopped being measured.
+    pub stats_failed: Vec<Option<String>>,
 }
 
 fn measure_once(
@@ -60,11 +82,29 @@ fn measure_once(
     Ok((iperf, rr))
 }
 
+/// One more request/response run of `path`, with the programs' statistics on.
+fn measure_programs(
+    path: &PreparedPath,
+    opts: &DataplaneOptions,
+    programs: &NodePrograms,
+) -> Result<ProgramRuns, BenchError> {
+    prog_stats::measure(programs, || {
+        let secs = Duration::from_secs(opts.rr_seconds);
+        rr::measure(&path.endpoints, secs, opts.pinning).map(|r| r.transactions)
+    })
+}
+
 /// Measures every path once per round, in [`round_order`]; a path that
-/// fails is left out of the later rounds.
-pub fn measure(prepared: &[PreparedPath], opts: &DataplaneOptions) -> Measured {
+/// fails is left out of the later rounds. The paths with `programs` get an
+/// extra request/response run with the programs' statistics on.
+pub fn measure(
+    prepared: &[PreparedPath],
+    opts: &DataplaneOptions,
+    programs: &[Option<NodePrograms>],
+) -> Measured {
     let mut samples: Vec<Vec<PathSample>> = vec![Vec::new(); prepared.len()];
     let mut failed: Vec<Option<String>> = vec![None; prepared.len()];
+    let mut stats_failed: Vec<Option<String>> = vec![None; prepared.len()];
     for round in 1..=opts.rounds {
         for (position, i) in round_order(prepared.len(), round).into_iter().enumerate() {
             if failed[i].is_some() {
@@ -73,6 +113,21 @@ pub fn measure(prepared: &[PreparedPath], opts: &DataplaneOptions) -> Measured {
             let path = &prepared[i];
             match measure_once(path, opts) {
                 Ok((iperf, rr)) => {
+                    let nodes = programs.get(i).and_then(Option::as_ref);
+                    let runs = match nodes.filter(|_| stats_failed[i].is_none()) {
+                        Some(p) => match measure_programs(path, opts, p) {
+                            Ok(runs) => Some(runs),
+                            Err(e) => {
+                                let label = path.kind.label();
+                                eprintln!("sarena-bench: dataplane: {label} programs: {e}");
+                                stats_failed[i] = Some(format!(
+                                    "{label}: program statistics failed in round {round}: {e}"
+                                ));
+                                None
+                            }
+                        },
+                        None => None,
+                    };
                     eprintln!(
                         "sarena-bench: dataplane round {round}/{}: {}: {:.2} Gbit/s, {:.0} req/s",
                         opts.rounds,
@@ -85,6 +140,7 @@ pub fn measure(prepared: &[PreparedPath], opts: &DataplaneOptions) -> Measured {
                         position: position as u32,
                         iperf,
                         rr,
+                        programs: runs,
                     });
                 }
                 Err(e) => {
@@ -94,5 +150,9 @@ pub fn measure(prepared: &[PreparedPath], opts: &DataplaneOptions) -> Measured {
             }
         }
     }
-    Measured { samples, failed }
+    Measured {
+        samples,
+        failed,
+        stats_failed,
+    }
 }

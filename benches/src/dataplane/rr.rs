@@ -1,6 +1,7 @@
 //! Small-message request/response over one TCP connection: a 1-byte request,
 //! a 1-byte response, back to back, `TCP_NODELAY` on both ends. The server
-//! and the client are threads of this process, each inside its pod's netns.
+//! and the client are threads of this process, each inside its pod's netns;
+//! on a Service path the client dials the ClusterIP.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -140,12 +141,12 @@ pub fn measure(
     pinning: Option<Pinning>,
 ) -> Result<RrRun, BenchError> {
     let (tx, rx) = mpsc::channel();
-    let server_ip = e.server_ip;
+    let (server_ip, port) = (e.server_ip, e.rr_port());
     let server = netns::spawn_in(&e.server_ns, move || {
         if let Some(p) = pinning {
             cpu::pin_current_thread(p.server)?;
         }
-        let wanted = SocketAddr::from((server_ip, 0));
+        let wanted = SocketAddr::from((server_ip, port));
         let bound = TcpListener::bind(wanted).and_then(|l| Ok((l.local_addr()?, l)));
         match bound {
             Ok((addr, listener)) => {
@@ -158,8 +159,10 @@ pub fn measure(
             }
         }
     })?;
+    // A Service path's client dials the ClusterIP, at the port the server
+    // listens on (the Service maps it to the same port).
     let addr = match rx.recv_timeout(STEP_TIMEOUT) {
-        Ok(Ok(addr)) => addr,
+        Ok(Ok(addr)) => SocketAddr::from((e.dial_ip(), addr.port())),
         _ => {
             netns::join(server, "request/response server")?;
             return Err(BenchError::Parse {

@@ -44,6 +44,7 @@ fn sample(round: u32, gbits: f64, rr: f64) -> PathSample {
             cpu: usage(3.0, 50.0),
             process_cpu_seconds: Some(1.5),
         },
+        programs: None,
     }
 }
 
@@ -148,6 +149,7 @@ fn results() -> DataplaneResults {
         ebpf_check: Some(ebpf_check),
         check_errors: Vec::new(),
         skipped: vec![(PathKind::PtpHostLocal, "ptp exploded".into())],
+        services: None,
     }
 }
 

@@ -26,11 +26,15 @@ impl DataplaneResults {
     /// heading).
     pub fn markdown(&self) -> String {
         let mut md = String::new();
-        let _ = writeln!(md, "## Dataplane: pod ↔ pod on one node\n");
+        let _ = writeln!(
+            md,
+            "## Dataplane: pod ↔ pod on one node, direct and through a ClusterIP\n"
+        );
         self.method(&mut md);
         self.speed_table(&mut md);
         self.cpu_table(&mut md);
         self.rounds_table(&mut md);
+        self.services_markdown(&mut md);
         self.checks(&mut md);
         md
     }
@@ -60,7 +64,8 @@ impl DataplaneResults {
              received bits/s), then {} s of 1-byte request / 1-byte response over one \
              TCP connection with `TCP_NODELAY` (our own client and server threads, each \
              inside its pod's netns); {pinning}. ✓/✗: Sarena against the target of \
-             ≥ {TARGET_RATIO}× the raw veth pair.\n",
+             ≥ {TARGET_RATIO}× the raw veth pair. The rows \"→ ClusterIP\" are the \
+             Service paths (see below).\n",
             self.rounds, self.iperf_seconds, self.rr_seconds
         );
     }

@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::num;
+use super::services::{self, SERVICE_TARGET};
 use super::{CDF_SVG, LATENCY_SVG, Machine, ReportInputs, TARGET_RATIO};
 use crate::cni_ops::CniResults;
 use crate::dataplane::PathKind;
@@ -128,6 +129,23 @@ fn targets_of(inputs: &ReportInputs) -> Vec<Target> {
                 });
             }
         }
+        let services = [PathKind::SarenaEbpfService, PathKind::SarenaKernelService];
+        let measured = dp.paths.iter().any(|p| p.path.is_service());
+        for kind in services.into_iter().filter(|_| measured) {
+            let metrics: [(&str, services::Metric); 2] = [
+                ("TCP throughput", |s| s.gbits_median),
+                ("request/response rate", |s| s.rr_median),
+            ];
+            for (what, metric) in metrics {
+                let r = services::ratio_to_ptp(dp, kind, metric);
+                t.push(Target {
+                    what: format!("{what}, {}", kind.label()),
+                    target: format!("≥ {SERVICE_TARGET:.1}× ptp → ClusterIP"),
+                    measured: format!("{}×", num(r, 2)),
+                    met: r.map(|r| r >= SERVICE_TARGET),
+                });
+            }
+        }
     }
     t
 }
@@ -137,7 +155,7 @@ pub(super) fn targets(md: &mut String, inputs: &ReportInputs) {
     if t.is_empty() {
         return;
     }
-    let _ = writeln!(md, "## Targets (issue 6)\n");
+    let _ = writeln!(md, "## Targets (issues 6 and 11)\n");
     let _ = writeln!(md, "| what | target | measured | |\n|---|---|---|---|");
     for r in &t {
         let _ = writeln!(

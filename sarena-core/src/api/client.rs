@@ -25,7 +25,8 @@ use super::API_BASE;
 use super::bodies::{Deleted, Released, Unregistered};
 use super::daemon::Daemon;
 use super::error::{ApiErrorBody, ApiErrorKind, DaemonError};
-use super::path::{allocation_path, endpoint_path};
+use super::path::{allocation_path, endpoint_path, endpoint_stats_path};
+use super::status::{DaemonStatus, EndpointStats};
 use super::types::*;
 
 /// The daemon's well-known Unix socket, used when no endpoint is configured.
@@ -411,6 +412,28 @@ impl Daemon for HttpDaemon {
 
     async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
         self.post(&format!("{API_BASE}/gc"), &req).await
+    }
+
+    async fn status(&self) -> Result<DaemonStatus, DaemonError> {
+        self.get(&format!("{API_BASE}/daemon/status")).await
+    }
+
+    async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
+        self.get(&format!("{API_BASE}/stats/endpoints")).await
+    }
+
+    async fn endpoint_stats_of(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<EndpointStats>, DaemonError> {
+        match self.get(&endpoint_stats_path(&owner)).await {
+            Ok(stats) => Ok(Some(stats)),
+            Err(DaemonError::Api {
+                kind: ApiErrorKind::NotFound,
+                ..
+            }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 

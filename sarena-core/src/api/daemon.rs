@@ -4,6 +4,7 @@ use async_trait::async_trait;
 
 use super::bodies::Deleted;
 use super::error::DaemonError;
+use super::status::{DaemonStatus, EndpointStats};
 use super::types::*;
 
 /// What the plugin (and operators) can ask of the node daemon.
@@ -60,4 +61,43 @@ pub trait Daemon: Send + Sync {
     async fn ipam_state(&self) -> Result<IpamState, DaemonError>;
     /// `POST /gc`: removes every endpoint and allocation whose owner is not listed.
     async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError>;
+
+    /// `GET /daemon/status`: health, dataplane, pools, counts. The default
+    /// builds it from [`health`](Self::health), [`config`](Self::config),
+    /// [`ipam_state`](Self::ipam_state) and [`endpoints`](Self::endpoints);
+    /// layers that know more (the dataplane's programs, the deletion queue,
+    /// Kubernetes mode) fill it in.
+    async fn status(&self) -> Result<DaemonStatus, DaemonError> {
+        let health = self.health().await?;
+        let mode = self.config().await?.dataplane;
+        let ipam = self.ipam_state().await?;
+        let endpoints = self.endpoints().await?.len() as u64;
+        Ok(DaemonStatus::from_parts(health, &mode, &ipam, endpoints))
+    }
+
+    /// `GET /stats/endpoints`: every endpoint with its dataplane counters.
+    /// The default has no dataplane, hence no counters.
+    async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
+        Ok(self
+            .endpoints()
+            .await?
+            .into_iter()
+            .map(|endpoint| EndpointStats {
+                endpoint,
+                counters: None,
+            })
+            .collect())
+    }
+
+    /// `GET /stats/endpoints/{container_id}/{ifname}`: one endpoint with its
+    /// counters; `Ok(None)` for an unknown endpoint.
+    async fn endpoint_stats_of(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<EndpointStats>, DaemonError> {
+        Ok(self.endpoint(owner).await?.map(|endpoint| EndpointStats {
+            endpoint,
+            counters: None,
+        }))
+    }
 }

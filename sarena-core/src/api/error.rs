@@ -26,6 +26,20 @@ pub enum ApiErrorKind {
 }
 
 impl ApiErrorKind {
+    /// The kind as it appears in error bodies (`pool_exhausted`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiErrorKind::BadRequest => "bad_request",
+            ApiErrorKind::NotFound => "not_found",
+            ApiErrorKind::Conflict => "conflict",
+            ApiErrorKind::PoolExhausted => "pool_exhausted",
+            ApiErrorKind::PayloadTooLarge => "payload_too_large",
+            ApiErrorKind::MethodNotAllowed => "method_not_allowed",
+            ApiErrorKind::Unavailable => "unavailable",
+            ApiErrorKind::Internal => "internal",
+        }
+    }
+
     /// The HTTP status this kind is served with.
     pub fn status(self) -> u16 {
         match self {
@@ -185,5 +199,28 @@ impl DaemonError {
             self,
             DaemonError::Unreachable { .. } | DaemonError::Transport { .. }
         ) || self.kind() == Some(ApiErrorKind::Unavailable)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn as_str_is_the_wire_name() {
+        use ApiErrorKind::*;
+        for kind in [
+            BadRequest,
+            NotFound,
+            Conflict,
+            PoolExhausted,
+            PayloadTooLarge,
+            MethodNotAllowed,
+            Unavailable,
+            Internal,
+        ] {
+            let wire = serde_json::to_value(kind).unwrap();
+            assert_eq!(wire.as_str(), Some(kind.as_str()));
+        }
     }
 }

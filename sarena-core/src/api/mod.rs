@@ -7,6 +7,7 @@ mod client;
 mod daemon;
 mod error;
 mod path;
+mod status;
 mod types;
 
 pub use crate::cni::validate::MAX_IFNAME_LEN;
@@ -18,7 +19,11 @@ pub use daemon::MockDaemon;
 pub use error::{ApiErrorBody, ApiErrorKind, DaemonError};
 pub use path::{
     MAX_BODY_BYTES, SegmentError, allocation_path, decode_segment, encode_segment, endpoint_path,
-    validate_attachment, validate_container_id, validate_ifname,
+    endpoint_stats_path, validate_attachment, validate_container_id, validate_ifname,
+};
+pub use status::{
+    DaemonStatus, DataplaneCounters, DataplaneStatus, DeleteQueueStatus, EndpointStats,
+    KubernetesStatus, PoolUsage, ProgramsStatus,
 };
 pub use types::*;
 

@@ -121,6 +121,11 @@ pub fn endpoint_path(owner: &Attachment) -> String {
     owner_path("/endpoints", owner)
 }
 
+/// `/v1/stats/endpoints/{container_id}/{ifname}`, segments encoded.
+pub fn endpoint_stats_path(owner: &Attachment) -> String {
+    owner_path("/stats/endpoints", owner)
+}
+
 fn owner_path(prefix: &str, owner: &Attachment) -> String {
     format!(
         "{API_BASE}{prefix}/{}/{}",
@@ -185,5 +190,6 @@ mod tests {
         };
         assert_eq!(allocation_path(&owner), "/v1/ipam/allocations/c1/a%2Fb");
         assert_eq!(endpoint_path(&owner), "/v1/endpoints/c1/a%2Fb");
+        assert_eq!(endpoint_stats_path(&owner), "/v1/stats/endpoints/c1/a%2Fb");
     }
 }

@@ -69,6 +69,15 @@ pub enum DataplaneError {
         /// What it printed on stderr.
         stderr: String,
     },
+    /// The blocking task running an external command did not complete.
+    #[error("dataplane: {command}: the task did not complete: {source}")]
+    Task {
+        /// The command line.
+        command: &'static str,
+        /// Cause.
+        #[source]
+        source: tokio::task::JoinError,
+    },
     /// eBPF load, attach or map operations failed.
     #[error("dataplane: {0}")]
     Ebpf(#[from] BpfError),
@@ -87,7 +96,8 @@ impl DataplaneError {
             DataplaneError::Ebpf(e) => e.errno(),
             DataplaneError::NoLink { .. }
             | DataplaneError::InvalidRoute { .. }
-            | DataplaneError::Command { .. } => None,
+            | DataplaneError::Command { .. }
+            | DataplaneError::Task { .. } => None,
         }
     }
 }

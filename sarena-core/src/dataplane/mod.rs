@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use crate::api::Endpoint;
+use crate::api::{Endpoint, ProgramsStatus};
 pub use error::DataplaneError;
 pub use kernel::KernelDataplane;
 
@@ -82,4 +82,24 @@ pub trait Dataplane: Send + Sync {
     /// Brings the dataplane in line with the registry: attaches what is
     /// missing, removes what is stale.
     async fn reconcile(&self, endpoints: &[Endpoint]) -> Result<ReconcileReport, DataplaneError>;
+
+    /// Whether each of `endpoints` has this dataplane's programs in place;
+    /// `None` (the default) for a dataplane without programs. Read-only: it
+    /// asks the kernel, it changes nothing.
+    async fn programs_status(
+        &self,
+        _endpoints: &[Endpoint],
+    ) -> Result<Option<ProgramsStatus>, DataplaneError> {
+        Ok(None)
+    }
+
+    /// The counters the dataplane keeps for `endpoint`, summed over CPUs;
+    /// `None` (the default) when it keeps none. Reading them costs the
+    /// dataplane nothing per packet: the programs count anyway.
+    fn endpoint_counters(
+        &self,
+        _endpoint: &Endpoint,
+    ) -> Result<Option<ebpf::EndpointCounters>, DataplaneError> {
+        Ok(None)
+    }
 }

@@ -8,7 +8,8 @@
 //! - `daemon.rs`: `impl Daemon for Node` over them;
 //! - `recovery.rs`: rebuilding the state from the store at [`Node::open`];
 //! - `veth_ledger.rs`: [`VethLedger`], the veth removals the daemon owes;
-//! - `with_dataplane.rs`: [`WithDataplane`]; `start_up.rs`: its start-up
+//! - `with_dataplane.rs`: [`WithDataplane`]; `stats.rs`: what it adds to
+//!   the status and the per-endpoint counters; `start_up.rs`: its start-up
 //!   repair (stale endpoints, owed removals, unowned links, reconcile);
 //! - `config.rs`, `error.rs`: [`NodeConfig`], [`NodeError`].
 //!
@@ -31,6 +32,7 @@ mod daemon;
 mod error;
 mod ops;
 mod recovery;
+mod stats;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -15,8 +15,8 @@ pub use start_up::{StartUpError, StartUpReport};
 
 use crate::api::ApiErrorKind;
 use crate::api::{
-    AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, Deleted, Endpoint,
-    EndpointCreate, GcReport, GcRequest, Health, IpamState,
+    AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, DaemonStatus,
+    Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest, Health, IpamState,
 };
 use crate::dataplane::{Dataplane, DataplaneError};
 use crate::links::{LinkError, Links};
@@ -44,8 +44,8 @@ pub struct AttachError {
 /// half-done is fixed by [`Dataplane::reconcile`] at the next start.
 #[derive(Clone)]
 pub struct WithDataplane {
-    registry: Arc<dyn Daemon>,
-    dataplane: Arc<dyn Dataplane>,
+    pub(super) registry: Arc<dyn Daemon>,
+    pub(super) dataplane: Arc<dyn Dataplane>,
     veths: Option<VethRemoval>,
 }
 
@@ -259,6 +259,22 @@ impl Daemon for WithDataplane {
             self.detach_logged(endpoint).await;
         }
         Ok(report)
+    }
+
+    async fn status(&self) -> Result<DaemonStatus, DaemonError> {
+        self.dataplane_status().await
+    }
+
+    async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
+        let endpoints = self.registry.endpoints().await?;
+        Ok(endpoints.into_iter().map(|e| self.stats(e)).collect())
+    }
+
+    async fn endpoint_stats_of(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<EndpointStats>, DaemonError> {
+        Ok(self.registry.endpoint(owner).await?.map(|e| self.stats(e)))
     }
 }
 

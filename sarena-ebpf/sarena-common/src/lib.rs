@@ -9,12 +9,22 @@
 pub const ENDPOINTS_MAP: &str = "SARENA_ENDPOINTS";
 /// Name of the counters map: host ifindex (`u32`) → [`EndpointCounters`] (per-CPU hash, pinned).
 pub const COUNTERS_MAP: &str = "SARENA_COUNTERS";
+/// Name of the host-stack flows map: [`FlowKey`] → [`FlowState`] (LRU hash, pinned).
+/// See [`FlowKey`] for what it records and why.
+pub const HOST_FLOWS_MAP: &str = "SARENA_HOST_FLOWS";
 /// Name of the program on the ingress of each pod's host-side veth.
 pub const FROM_CONTAINER_PROG: &str = "from_container";
 /// Name of the program on the egress of each pod's host-side veth.
 pub const TO_CONTAINER_PROG: &str = "to_container";
 /// Capacity of the endpoint map (pod addresses on one node).
 pub const MAX_ENDPOINTS: u32 = 16384;
+/// Capacity of the host-stack flows map: flows between two pods of this node
+/// that the host stack handled (Services, hostPort, NodePort), at once. The
+/// least recently used entry is evicted when it is full.
+pub const MAX_HOST_FLOWS: u32 = 65536;
+/// `to_container` rewrites an entry's [`FlowState::last_seen_ns`] at most this
+/// often (nanoseconds), so a busy flow costs a lookup per packet, not a write.
+pub const HOST_FLOW_REFRESH_NS: u64 = 1_000_000_000;
 
 /// Key of the endpoint map: an IPv4 pod address.
 #[repr(C)]
@@ -49,8 +59,13 @@ pub struct EndpointInfo {
 pub const ENDPOINT_F_ACTIVE: u32 = 1;
 
 /// Why a program dropped a frame (index into [`EndpointCounters::drops`]).
+///
+/// With the `user` feature, `DropReason::iter()` lists every reason and
+/// `<&'static str>::from(reason)` names it in snake case (`malformed_ipv4`).
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "user", derive(strum::EnumIter, strum::IntoStaticStr))]
+#[cfg_attr(feature = "user", strum(serialize_all = "snake_case"))]
 pub enum DropReason {
     /// Shorter than an Ethernet header.
     MalformedEthernet = 0,
@@ -60,14 +75,31 @@ pub enum DropReason {
     MalformedArp = 2,
     /// A packet could not be rewritten (store or redirect helper failed).
     RewriteFailed = 3,
+    /// An IPv4 packet whose source is not one of the sending pod's addresses.
+    SpoofedSource = 4,
+    /// An ARP packet whose sender address is not one of the sending pod's
+    /// addresses (gratuitous ARP for another address included).
+    SpoofedArp = 5,
 }
 
-/// Number of [`DropReason`]s.
-pub const DROP_REASONS: usize = 4;
+/// Number of [`DropReason`]s in use.
+pub const DROP_REASONS: usize = 6;
+/// Slots in [`EndpointCounters::drops`]: room for later reasons without a
+/// new counters layout.
+pub const DROP_SLOTS: usize = 16;
+// Every reason has its slot.
+const _: () = assert!(DROP_REASONS <= DROP_SLOTS);
+
+/// Spare `u64` slots in [`EndpointCounters`] for later counters (zero today).
+pub const SPARE_COUNTERS: usize = 4;
 
 /// Per-endpoint counters, one value per CPU (user space sums them).
+///
+/// With the `user` feature it serializes with serde under its field names,
+/// which are the names readers (the daemon's API, its metrics) show.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "user", derive(serde::Serialize))]
 pub struct EndpointCounters {
     /// Frames received from the pod (ingress of the host veth).
     pub from_pod_packets: u64,
@@ -81,8 +113,17 @@ pub struct EndpointCounters {
     pub redirected_packets: u64,
     /// ARP requests from this pod answered by the program.
     pub arp_replies: u64,
-    /// Frames dropped, by [`DropReason`].
-    pub drops: [u64; DROP_REASONS],
+    /// Frames from this pod to another local pod that went to the host stack
+    /// instead of being redirected, because the host stack handled their flow
+    /// (found in the host-stack flows map).
+    pub host_stack_flow_packets: u64,
+    /// Host-stack flows recorded by `to_container` for traffic to this pod
+    /// (new entries in the host-stack flows map).
+    pub host_flows_recorded: u64,
+    /// Reserved for later counters; zero.
+    pub spare: [u64; SPARE_COUNTERS],
+    /// Frames dropped, by [`DropReason`] (slots past [`DROP_REASONS`] are zero).
+    pub drops: [u64; DROP_SLOTS],
 }
 
 impl EndpointCounters {
@@ -94,6 +135,11 @@ impl EndpointCounters {
         self.to_pod_bytes += other.to_pod_bytes;
         self.redirected_packets += other.redirected_packets;
         self.arp_replies += other.arp_replies;
+        self.host_stack_flow_packets += other.host_stack_flow_packets;
+        self.host_flows_recorded += other.host_flows_recorded;
+        for (d, o) in self.spare.iter_mut().zip(other.spare.iter()) {
+            *d += *o;
+        }
         for (d, o) in self.drops.iter_mut().zip(other.drops.iter()) {
             *d += *o;
         }
@@ -103,6 +149,108 @@ impl EndpointCounters {
     pub fn total_drops(&self) -> u64 {
         self.drops.iter().sum()
     }
+
+    /// The drops counted under `reason`.
+    pub fn dropped(&self, reason: DropReason) -> u64 {
+        self.drops.get(reason as usize).copied().unwrap_or(0)
+    }
+}
+
+/// [`FlowKey::family`] of an IPv4 flow (addresses in the first 4 bytes).
+pub const FLOW_FAMILY_IPV4: u8 = 4;
+/// [`FlowKey::family`] of an IPv6 flow.
+pub const FLOW_FAMILY_IPV6: u8 = 6;
+
+/// Key of the host-stack flows map: one direction of a flow, as the packet
+/// carries it (addresses and ports in network order).
+///
+/// The map holds the flows between two pods of this node that the host stack
+/// handled: `to_container` sees only what the host stack delivers to a pod
+/// (peer-redirected frames skip it), and records the direction the pod will
+/// answer in (source and destination swapped). `from_container`, before it
+/// redirects a frame to a local pod, looks the frame's own direction up: a
+/// hit means the host stack handled the other direction (DNAT by kube-proxy
+/// or portmap, masquerade, a firewall's decision), so this frame goes to the
+/// host stack too and conntrack sees both directions.
+///
+/// Ports: TCP, UDP and SCTP their ports; ICMP echo the identifier in both
+/// ([`FlowKey::sport`] = [`FlowKey::dport`], so the key of the request
+/// reversed is the key of the reply); any other protocol 0. One layout for
+/// both families (IPv4 in the first 4 bytes of each address, the rest zero).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FlowKey {
+    /// Source address.
+    pub saddr: [u8; 16],
+    /// Destination address.
+    pub daddr: [u8; 16],
+    /// Source port (network order), or the ICMP echo identifier.
+    pub sport: [u8; 2],
+    /// Destination port (network order), or the ICMP echo identifier.
+    pub dport: [u8; 2],
+    /// IP protocol number.
+    pub proto: u8,
+    /// [`FLOW_FAMILY_IPV4`] or [`FLOW_FAMILY_IPV6`].
+    pub family: u8,
+    /// Zero.
+    pub pad: [u8; 2],
+}
+
+impl FlowKey {
+    /// The key of an IPv4 flow.
+    pub const fn ipv4(
+        saddr: [u8; 4],
+        daddr: [u8; 4],
+        sport: [u8; 2],
+        dport: [u8; 2],
+        proto: u8,
+    ) -> Self {
+        let mut s = [0; 16];
+        let mut d = [0; 16];
+        s[0] = saddr[0];
+        s[1] = saddr[1];
+        s[2] = saddr[2];
+        s[3] = saddr[3];
+        d[0] = daddr[0];
+        d[1] = daddr[1];
+        d[2] = daddr[2];
+        d[3] = daddr[3];
+        FlowKey {
+            saddr: s,
+            daddr: d,
+            sport,
+            dport,
+            proto,
+            family: FLOW_FAMILY_IPV4,
+            pad: [0; 2],
+        }
+    }
+
+    /// The other direction of the same flow.
+    pub const fn reversed(&self) -> Self {
+        FlowKey {
+            saddr: self.daddr,
+            daddr: self.saddr,
+            sport: self.dport,
+            dport: self.sport,
+            proto: self.proto,
+            family: self.family,
+            pad: [0; 2],
+        }
+    }
+}
+
+/// Value of the host-stack flows map.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FlowState {
+    /// `bpf_ktime_get_ns` (CLOCK_MONOTONIC) when the host stack last
+    /// delivered a frame of this flow, at [`HOST_FLOW_REFRESH_NS`] granularity.
+    pub last_seen_ns: u64,
+    /// Ifindex of the host veth the host stack delivered the flow on.
+    pub ifindex: u32,
+    /// Reserved; zero.
+    pub flags: u32,
 }
 
 #[cfg(feature = "user")]
@@ -114,6 +262,10 @@ mod user {
     unsafe impl aya::Pod for super::EndpointInfo {}
     // SAFETY: as above (only u64 fields).
     unsafe impl aya::Pod for super::EndpointCounters {}
+    // SAFETY: as above (16 + 16 + 2 + 2 + 1 + 1 + 2 = 40 bytes, alignment 1).
+    unsafe impl aya::Pod for super::FlowKey {}
+    // SAFETY: as above (8 + 4 + 4 = 16 bytes, alignment 8).
+    unsafe impl aya::Pod for super::FlowState {}
 }
 
 #[cfg(test)]
@@ -126,27 +278,63 @@ mod tests {
         assert_eq!(core::mem::size_of::<EndpointInfo>(), 20);
         assert_eq!(
             core::mem::size_of::<EndpointCounters>(),
-            8 * (6 + DROP_REASONS)
+            8 * (8 + SPARE_COUNTERS + DROP_SLOTS)
         );
+        assert_eq!(core::mem::size_of::<FlowKey>(), 40);
+        assert_eq!(core::mem::align_of::<FlowKey>(), 1);
+        assert_eq!(core::mem::size_of::<FlowState>(), 16);
+    }
+
+    #[test]
+    fn the_last_drop_reason_is_counted_by_drop_reasons() {
+        assert_eq!(DropReason::SpoofedArp as usize, DROP_REASONS - 1);
+    }
+
+    #[test]
+    fn a_reversed_flow_key_is_the_answer_direction() {
+        let request = FlowKey::ipv4([10, 0, 0, 1], [10, 0, 0, 2], [0x9c, 0x40], [0, 80], 6);
+        let reply = request.reversed();
+        assert_eq!(reply.saddr[..4], [10, 0, 0, 2]);
+        assert_eq!(reply.daddr[..4], [10, 0, 0, 1]);
+        assert_eq!(reply.sport, [0, 80]);
+        assert_eq!(reply.dport, [0x9c, 0x40]);
+        assert_eq!(reply.proto, 6);
+        assert_eq!(reply.family, FLOW_FAMILY_IPV4);
+        assert_eq!(reply.saddr[4..], [0; 12]);
+        assert_eq!(reply.reversed(), request);
+        // ICMP echo: the identifier in both ports, so request and reply meet.
+        let echo = FlowKey::ipv4([10, 0, 0, 1], [10, 0, 0, 2], [0, 7], [0, 7], 1);
+        assert_eq!(echo.reversed().sport, echo.sport);
     }
 
     #[test]
     fn counters_add_sums_every_field() {
         let mut a = EndpointCounters {
             from_pod_packets: 1,
-            drops: [1, 0, 0, 2],
+            host_stack_flow_packets: 4,
             ..Default::default()
         };
-        let b = EndpointCounters {
+        a.drops[0] = 1;
+        a.drops[3] = 2;
+        let mut b = EndpointCounters {
             from_pod_packets: 2,
             to_pod_bytes: 5,
-            drops: [0, 1, 0, 1],
+            host_stack_flow_packets: 1,
+            host_flows_recorded: 7,
             ..Default::default()
         };
+        b.drops[1] = 1;
+        b.drops[3] = 1;
+        b.drops[DropReason::SpoofedSource as usize] = 9;
+        b.spare[0] = 2;
         a.add(&b);
         assert_eq!(a.from_pod_packets, 3);
         assert_eq!(a.to_pod_bytes, 5);
-        assert_eq!(a.drops, [1, 1, 0, 3]);
-        assert_eq!(a.total_drops(), 5);
+        assert_eq!(a.host_stack_flow_packets, 5);
+        assert_eq!(a.host_flows_recorded, 7);
+        assert_eq!(a.spare[0], 2);
+        assert_eq!(a.drops[..5], [1, 1, 0, 3, 9]);
+        assert_eq!(a.dropped(DropReason::SpoofedSource), 9);
+        assert_eq!(a.total_drops(), 14);
     }
 }

@@ -2,10 +2,10 @@
 
 use aya_ebpf::{helpers::generated::bpf_redirect, programs::TcContext};
 use network_types::{arp::ArpHdr, eth::EthHdr};
-use sarena_common::{DropReason, EndpointKey};
+use sarena_common::DropReason;
 
 use crate::{
-    SARENA_ENDPOINTS, counters,
+    antispoof, counters,
     packet::{ptr_at, verdict},
 };
 
@@ -14,10 +14,11 @@ const ARP_PTYPE_IPV4: [u8; 2] = [0x08, 0x00];
 const ARP_OP_REQUEST: [u8; 2] = [0, 1];
 const ARP_OP_REPLY: [u8; 2] = [0, 2];
 
-/// An ARP frame from the pod behind `ifindex`: a request for any address but
+/// An ARP frame from the pod behind `ifindex`. A sender address that is not
+/// one of the pod's own (a probe from 0.0.0.0, another pod's address, a
+/// gratuitous ARP for someone else) is dropped. A request for any address but
 /// the pod's own is turned into the reply in place and sent back out of the
-/// same veth. Anything else (replies, probes, unknown senders) goes on to the
-/// host stack.
+/// same veth; replies and the pod's own announcements go on to the host stack.
 #[inline(always)]
 pub fn try_arp(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
     let eth: *mut EthHdr = ptr_at(ctx, 0, DropReason::MalformedEthernet)?;
@@ -30,18 +31,12 @@ pub fn try_arp(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
     if arp.hlen != 6 || arp.plen != 4 {
         return Err(DropReason::MalformedArp);
     }
-    if arp.oper != ARP_OP_REQUEST || arp.tpa == arp.spa {
-        // Replies and gratuitous ARP are the host stack's business.
-        return Ok(verdict::OK);
-    }
-    // The sender must be the pod on this very veth (a probe from 0.0.0.0 or a
-    // foreign address is left to the host stack).
-    let Some(sender) = SARENA_ENDPOINTS.get_ptr(EndpointKey::new(arp.spa)) else {
-        return Ok(verdict::OK);
+    // The sender must be the pod on this very veth.
+    let Some(sender) = antispoof::pod_address(arp.spa, ifindex) else {
+        return Err(DropReason::SpoofedArp);
     };
-    // SAFETY: a map value pointer returned by the lookup helper.
-    let sender = unsafe { *sender };
-    if sender.ifindex != ifindex {
+    if arp.oper != ARP_OP_REQUEST || arp.tpa == arp.spa {
+        // Replies and the pod's own gratuitous ARP are the host stack's business.
         return Ok(verdict::OK);
     }
 

@@ -37,6 +37,19 @@ pub fn redirected(ifindex: u32) {
     with(ifindex, |c| c.redirected_packets += 1);
 }
 
+/// A frame from the pod behind `ifindex` to another local pod left to the
+/// host stack because the host stack handled its flow.
+#[inline(always)]
+pub fn host_stack_flow(ifindex: u32) {
+    with(ifindex, |c| c.host_stack_flow_packets += 1);
+}
+
+/// A new host-stack flow recorded for traffic to the pod behind `ifindex`.
+#[inline(always)]
+pub fn host_flow_recorded(ifindex: u32) {
+    with(ifindex, |c| c.host_flows_recorded += 1);
+}
+
 /// An ARP request from the pod behind `ifindex` answered by the program.
 #[inline(always)]
 pub fn arp_reply(ifindex: u32) {

@@ -1,37 +1,56 @@
 //! Sarena's TC programs, attached (cls_bpf on clsact) to each pod's host-side veth.
 //!
-//! - [`from_container`] (ingress): frames the pod sends. ARP requests for any
-//!   address but the pod's own are answered with the host end's MAC; IPv4 to
-//!   another local endpoint is forwarded straight into that pod; everything
-//!   else goes on to the host stack.
-//! - [`to_container`] (egress): frames the host stack sends to the pod; counted
-//!   and passed.
+//! - [`from_container`] (ingress): frames the pod sends. IPv4 and ARP whose
+//!   source is not one of the pod's addresses are dropped. ARP requests for
+//!   any address but the pod's own are answered with the host end's MAC; IPv4
+//!   to another local endpoint is forwarded straight into that pod unless the
+//!   host stack handled its flow (see [`flows`]); everything else goes on to
+//!   the host stack.
+//! - [`to_container`] (egress): frames the host stack sends to the pod;
+//!   counted, flows from other local pods recorded, and passed.
 //!
 //! Map layouts live in `sarena-common`, shared with the loader in sarena-core.
 #![no_std]
 #![no_main]
 
+mod antispoof;
 mod arp;
 mod counters;
+mod flows;
 mod forward;
 mod packet;
 
 use aya_ebpf::{
     macros::{classifier, map},
-    maps::{HashMap, PerCpuHashMap},
+    maps::{HashMap, LruHashMap, PerCpuHashMap},
     programs::TcContext,
 };
 use packet::verdict;
-use sarena_common::{EndpointCounters, EndpointInfo, EndpointKey, MAX_ENDPOINTS};
+use sarena_common::{
+    EndpointCounters, EndpointInfo, EndpointKey, FlowKey, FlowState, MAX_ENDPOINTS, MAX_HOST_FLOWS,
+};
 
 /// Pod address → where it lives (filled by user space, pinned).
 #[map(name = "SARENA_ENDPOINTS")]
 static SARENA_ENDPOINTS: HashMap<EndpointKey, EndpointInfo> = HashMap::pinned(MAX_ENDPOINTS, 0);
 
+/// `BPF_F_NO_PREALLOC`: entries are allocated when user space inserts them.
+const NO_PREALLOC: u32 = 1;
+
 /// Host veth ifindex → counters (entries created by user space, pinned).
+/// Not preallocated: a preallocated per-CPU map of this size would take
+/// `MAX_ENDPOINTS` × 224 bytes × CPUs (235 MB on 64 CPUs) whatever the
+/// number of pods; this one grows with the pods actually attached.
 #[map(name = "SARENA_COUNTERS")]
 static SARENA_COUNTERS: PerCpuHashMap<u32, EndpointCounters> =
-    PerCpuHashMap::pinned(MAX_ENDPOINTS, 0);
+    PerCpuHashMap::pinned(MAX_ENDPOINTS, NO_PREALLOC);
+
+/// Pod ↔ pod flows the host stack handled, in the direction the receiving pod
+/// answers (filled by `to_container`, pinned; LRU: the least recently used
+/// entry goes when it is full). Shared by all CPUs: the two directions of a
+/// flow may run on different ones.
+#[map(name = "SARENA_HOST_FLOWS")]
+static SARENA_HOST_FLOWS: LruHashMap<FlowKey, FlowState> = LruHashMap::pinned(MAX_HOST_FLOWS, 0);
 
 /// Ingress of a pod's host-side veth: what the pod sends.
 #[classifier]

@@ -5,8 +5,9 @@ use core::mem;
 use aya_ebpf::programs::TcContext;
 use sarena_common::DropReason;
 
-/// Bytes made linear before parsing: Ethernet + the largest IPv4 header.
-const PULL_LEN: u32 = 14 + 60;
+/// Bytes made linear before parsing: Ethernet, the largest IPv4 header and
+/// the first 8 bytes of the L4 header (ports, or ICMP type to identifier).
+const PULL_LEN: u32 = 14 + 60 + 8;
 
 /// Ifindex of the device the frame is on.
 #[inline(always)]
@@ -17,16 +18,18 @@ pub fn ifindex(ctx: &TcContext) -> u32 {
 }
 
 /// Makes the first bytes of the frame directly accessible when they are not
-/// (non-linear skb). Failure is harmless: the bounds checks reject the access.
+/// (non-linear skb); a frame whose head already holds them (or all of it)
+/// costs no helper call. Failure is harmless: the bounds checks reject the
+/// access.
 #[inline(always)]
 pub fn pull_headers(ctx: &TcContext) {
+    let want = if ctx.len() < PULL_LEN {
+        ctx.len()
+    } else {
+        PULL_LEN
+    };
     let linear = ctx.data_end().saturating_sub(ctx.data());
-    if (linear as u32) < PULL_LEN {
-        let want = if ctx.len() < PULL_LEN {
-            ctx.len()
-        } else {
-            PULL_LEN
-        };
+    if (linear as u32) < want {
         let _ = ctx.pull_data(want);
     }
 }

@@ -1,10 +1,11 @@
-//! Raw HTTP/1.1 over the daemon's Unix socket.
+//! Raw HTTP/1.1 over the daemon's Unix socket (the API) or TCP (the metrics).
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::UnixStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
 
 /// An HTTP answer read off the wire.
 #[derive(Debug)]
@@ -44,8 +45,26 @@ pub async fn raw(socket: &Path, head: &str, body: &[u8]) -> RawAnswer {
 /// Writes `request` verbatim (from a separate task, so a server that answers
 /// before reading everything cannot deadlock the test) and reads until EOF.
 pub async fn raw_bytes(socket: &Path, request: Vec<u8>) -> RawAnswer {
-    let stream = UnixStream::connect(socket).await.unwrap();
-    let (mut rd, mut wr) = stream.into_split();
+    exchange(UnixStream::connect(socket).await.unwrap(), request).await
+}
+
+/// [`raw`] over TCP to `addr` (the daemon's `--metrics-listen`).
+pub async fn raw_tcp(addr: SocketAddr, head: &str) -> RawAnswer {
+    let request = format!("{head}\r\nHost: sarena\r\nConnection: close\r\n\r\n").into_bytes();
+    exchange(TcpStream::connect(addr).await.unwrap(), request).await
+}
+
+/// A loopback address whose port was free a moment ago (bound, then released).
+pub fn free_loopback_addr() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+async fn exchange<S>(stream: S, request: Vec<u8>) -> RawAnswer
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let writer = tokio::spawn(async move {
         let _ = wr.write_all(&request).await;
         wr

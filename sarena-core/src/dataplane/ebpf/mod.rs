@@ -54,7 +54,7 @@ pub use sarena_common::{DropReason, EndpointCounters, EndpointInfo, EndpointKey}
 pub use tc::TcAttachment;
 
 use super::{Dataplane, DataplaneError, DataplaneMode, NodeNetwork, ReconcileReport};
-use crate::api::Endpoint;
+use crate::api::{Endpoint, ProgramsStatus};
 use crate::netlink;
 use crate::sysctl;
 use maps::Maps;
@@ -200,5 +200,48 @@ impl Dataplane for AyaDataplane {
         };
         self.reconcile_programs(endpoints, &mut report).await?;
         Ok(report)
+    }
+
+    /// An endpoint counts as attached when both hooks of its host veth run
+    /// this dataplane's programs (same name and tag as the loaded ones): one
+    /// filter dump per hook and endpoint.
+    async fn programs_status(
+        &self,
+        endpoints: &[Endpoint],
+    ) -> Result<Option<ProgramsStatus>, DataplaneError> {
+        let tags = self.lock().tags;
+        let handle = netlink::host_handle().map_err(|source| DataplaneError::Socket { source })?;
+        let mut status = ProgramsStatus::default();
+        for endpoint in endpoints {
+            // A host veth gone (or renumbered) runs nothing of ours.
+            let found =
+                if attach::host_ifindex(&endpoint.host_ifname) == Some(endpoint.host_ifindex) {
+                    tc::query(&handle, endpoint.host_ifindex).await?
+                } else {
+                    Vec::new()
+                };
+            let complete = Direction::ALL
+                .into_iter()
+                .zip(tags)
+                .all(|(direction, tag)| {
+                    found.iter().any(|a| {
+                        a.direction == direction && a.program == direction.program() && a.tag == tag
+                    })
+                });
+            if complete {
+                status.attached += 1;
+            } else {
+                status.detached.push(endpoint.host_ifname.clone());
+            }
+        }
+        status.detached.sort();
+        Ok(Some(status))
+    }
+
+    fn endpoint_counters(
+        &self,
+        endpoint: &Endpoint,
+    ) -> Result<Option<EndpointCounters>, DataplaneError> {
+        self.counters(endpoint.host_ifindex)
     }
 }

@@ -3,6 +3,7 @@
 //! ```text
 //! <pin_dir>/maps/SARENA_ENDPOINTS            pod address → endpoint
 //! <pin_dir>/maps/SARENA_COUNTERS             host ifindex → per-CPU counters
+//! <pin_dir>/maps/SARENA_HOST_FLOWS           pod ↔ pod flows the host stack handled (LRU)
 //! <pin_dir>/links/<ifindex>_<ifname>_ingress tcx link of from_container (earlier versions)
 //! <pin_dir>/links/<ifindex>_<ifname>_egress  tcx link of to_container (earlier versions)
 //! ```

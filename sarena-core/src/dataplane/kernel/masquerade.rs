@@ -1,8 +1,5 @@
 //! Masquerading of the pod pools with nftables (`table ip sarena` / `ip6 sarena` by default).
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use ipnet::IpNet;
 
 use crate::dataplane::DataplaneError;
@@ -35,30 +32,7 @@ pub(crate) fn ruleset(table: &str, pools: &[IpNet], enable: bool) -> String {
 
 /// Applies [`ruleset`] atomically with `nft -f -`.
 pub(crate) fn apply(table: &str, pools: &[IpNet], enable: bool) -> Result<(), DataplaneError> {
-    const COMMAND: &str = "nft -f -";
-    let script = ruleset(table, pools, enable);
-    let spawn_error = |source| DataplaneError::Spawn {
-        command: COMMAND,
-        source,
-    };
-    let mut child = Command::new("nft")
-        .args(["-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(spawn_error)?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(script.as_bytes()).map_err(spawn_error)?;
-    }
-    let output = child.wait_with_output().map_err(spawn_error)?;
-    if !output.status.success() {
-        return Err(DataplaneError::Command {
-            command: COMMAND,
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
-    }
-    Ok(())
+    super::nft::run(&ruleset(table, pools, enable))
 }
 
 #[cfg(test)]

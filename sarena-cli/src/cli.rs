@@ -1,0 +1,138 @@
+//! The arguments of `sarena`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use sarena_core::api::DEFAULT_SOCKET;
+
+/// The operator's view of a node's Sarena daemon: its status, endpoints and
+/// address pools.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "sarena", version, about, long_about = None)]
+pub struct Cli {
+    /// The daemon's API socket (or unix:///PATH, http://IP:PORT).
+    #[arg(long, global = true, value_name = "PATH", env = "SARENA_SOCKET", default_value = DEFAULT_SOCKET)]
+    pub socket: PathBuf,
+
+    /// Output: a human-readable table, or JSON for scripts.
+    #[arg(short, long, global = true, value_enum, default_value_t = OutputFormat::Table)]
+    pub output: OutputFormat,
+
+    /// How long to wait for the daemon's answer, in seconds.
+    #[arg(long, global = true, value_name = "SECONDS", default_value_t = Seconds(5))]
+    pub timeout: Seconds,
+
+    /// What to show.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// A whole number of seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seconds(pub u64);
+
+impl std::str::FromStr for Seconds {
+    type Err = std::num::ParseIntError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(Seconds)
+    }
+}
+
+impl std::fmt::Display for Seconds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<Seconds> for Duration {
+    fn from(s: Seconds) -> Duration {
+        Duration::from_secs(s.0)
+    }
+}
+
+/// `-o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Tables and key/value lines.
+    Table,
+    /// The API's JSON (stable field names, see docs/api.md).
+    Json,
+}
+
+/// The commands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Daemon health and version, dataplane and programs, pools, endpoints,
+    /// deletion queue, Kubernetes mode.
+    Status,
+    /// The endpoints (pods) of this node.
+    #[command(subcommand)]
+    Endpoint(EndpointCommand),
+    /// Pools, allocations and leases.
+    #[command(subcommand)]
+    Ipam(IpamCommand),
+}
+
+/// `sarena endpoint …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum EndpointCommand {
+    /// Every endpoint with its addresses, host interface, age and traffic.
+    List,
+    /// One endpoint with all its eBPF counters and drops by reason.
+    Get {
+        /// The container id (CNI_CONTAINERID).
+        container_id: String,
+        /// The pod-side interface (CNI_IFNAME).
+        #[arg(long, default_value = "eth0")]
+        ifname: String,
+    },
+}
+
+/// `sarena ipam …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum IpamCommand {
+    /// Pools with their usage, then every allocation and its lease.
+    List,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("sarena").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn commands_and_global_options() {
+        let cli = parse(&["status"]).unwrap();
+        assert_eq!(cli.output, OutputFormat::Table);
+        assert_eq!(cli.timeout, Seconds(5));
+        let cli = parse(&[
+            "endpoint", "get", "abc", "--ifname", "net1", "-o", "json", "--socket", "/s",
+        ])
+        .unwrap();
+        assert_eq!(cli.output, OutputFormat::Json);
+        assert_eq!(cli.socket, PathBuf::from("/s"));
+        match cli.command {
+            Command::Endpoint(EndpointCommand::Get {
+                container_id,
+                ifname,
+            }) => {
+                assert_eq!((container_id.as_str(), ifname.as_str()), ("abc", "net1"));
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["endpoint", "get", "abc"]).unwrap().command {
+            Command::Endpoint(EndpointCommand::Get { ifname, .. }) => assert_eq!(ifname, "eth0"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            parse(&["ipam", "list"]).unwrap().command,
+            Command::Ipam(IpamCommand::List)
+        ));
+        assert!(parse(&["-o", "yaml", "status"]).is_err());
+        assert!(parse(&["endpoint"]).is_err());
+    }
+}

@@ -1,0 +1,136 @@
+//! [`CliError`]: what `sarena` prints when a command fails, in one line
+//! that says what to check.
+
+use sarena_core::api::{ApiErrorKind, DaemonError};
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// Nothing answers on the socket.
+    #[error(
+        "cannot reach sarena-daemon at {socket} ({reason}): is the daemon running (its log, `systemctl status sarena-daemon`)? is --socket (or SARENA_SOCKET) its --socket? are you root (the socket is mode 0600)?"
+    )]
+    DaemonDown {
+        /// The socket tried.
+        socket: String,
+        /// The innermost cause, e.g. "No such file or directory".
+        reason: String,
+    },
+    /// The daemon was reached but did not answer in time, or broke off.
+    #[error("sarena-daemon at {socket} did not answer ({reason}); see its log")]
+    NoAnswer {
+        /// The socket.
+        socket: String,
+        /// What happened.
+        reason: String,
+    },
+    /// The daemon refused the request.
+    #[error("the daemon answered {kind}: {message}")]
+    Refused {
+        /// The error kind.
+        kind: &'static str,
+        /// Its message.
+        message: String,
+    },
+    /// No such endpoint.
+    #[error(
+        "no endpoint for container {container_id} ifname {ifname} (see `sarena endpoint list`)"
+    )]
+    NoEndpoint {
+        /// The container id asked for.
+        container_id: String,
+        /// The interface asked for.
+        ifname: String,
+    },
+    /// A daemon error not yet tied to the socket (mapped by `run`).
+    #[error("{source}")]
+    Daemon {
+        /// The client's error.
+        #[source]
+        source: Box<DaemonError>,
+    },
+    /// The answer could not be printed as JSON.
+    #[error("cannot encode the answer as JSON: {source}")]
+    Json {
+        /// Cause.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl From<DaemonError> for CliError {
+    fn from(source: DaemonError) -> Self {
+        CliError::Daemon {
+            source: Box::new(source),
+        }
+    }
+}
+
+impl CliError {
+    /// The one-line form of a client error on `socket`.
+    pub fn from_daemon(socket: &str, err: DaemonError) -> CliError {
+        let socket = socket.to_owned();
+        match err {
+            DaemonError::Unreachable { source, .. } => CliError::DaemonDown {
+                socket,
+                reason: source.to_string(),
+            },
+            DaemonError::Transport { source, .. } => CliError::NoAnswer {
+                socket,
+                reason: innermost(source.as_ref()),
+            },
+            DaemonError::Api { kind, message } => CliError::Refused {
+                kind: kind.as_str(),
+                message,
+            },
+            DaemonError::Decode { path, source } => CliError::Refused {
+                kind: ApiErrorKind::Internal.as_str(),
+                message: format!(
+                    "cannot decode the answer to {path} ({source}): is the daemon the same version as sarena?"
+                ),
+            },
+            other => CliError::Refused {
+                kind: other.kind().unwrap_or(ApiErrorKind::Internal).as_str(),
+                message: other.to_string(),
+            },
+        }
+    }
+}
+
+/// The innermost error's text: the cause, without hyper's wrappers.
+fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = err;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unreachable_is_one_line_naming_the_socket() {
+        let err = DaemonError::Unreachable {
+            endpoint: "/x.sock".into(),
+            source: Box::new(std::io::Error::from(std::io::ErrorKind::NotFound)),
+        };
+        let text = CliError::from_daemon("/x.sock", err).to_string();
+        assert!(
+            text.starts_with("cannot reach sarena-daemon at /x.sock (entity not found)"),
+            "{text}"
+        );
+        assert!(!text.contains('\n'));
+    }
+
+    #[test]
+    fn api_errors_keep_their_kind() {
+        let err = DaemonError::api(ApiErrorKind::Unavailable, "waiting for podCIDRs");
+        let text = CliError::from_daemon("/s", err).to_string();
+        assert_eq!(
+            text,
+            "the daemon answered unavailable: waiting for podCIDRs"
+        );
+    }
+}

@@ -1,0 +1,61 @@
+//! The `sarena` command line as a library: the commands over
+//! [`sarena_core::api::HttpDaemon`], each giving a table (default) or JSON
+//! (`-o json`, the API's own types, documented in docs/api.md).
+//!
+//! - `cli.rs`: the arguments ([`Cli`]);
+//! - `status.rs`, `endpoint.rs`, `ipam.rs`: one command each;
+//! - `table.rs`: tables, ages and sizes;
+//! - `error.rs`: [`CliError`], one line each, never a chain of transport errors.
+#![warn(missing_docs)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+mod cli;
+mod endpoint;
+mod error;
+mod ipam;
+mod status;
+mod table;
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use sarena_core::api::HttpDaemon;
+use serde::Serialize;
+
+pub use cli::{Cli, Command, EndpointCommand, IpamCommand, OutputFormat};
+pub use error::CliError;
+
+/// Runs `cli`'s command against the daemon; `Ok` is what to print.
+pub async fn run(cli: &Cli) -> Result<String, CliError> {
+    let socket = cli.socket.to_string_lossy().into_owned();
+    let daemon = HttpDaemon::new(&socket)
+        .map_err(|e| CliError::from_daemon(&socket, e))?
+        .with_timeout(cli.timeout.into());
+    let now = now();
+    let out = match &cli.command {
+        Command::Status => status::run(&daemon, cli.output).await,
+        Command::Endpoint(EndpointCommand::List) => endpoint::list(&daemon, cli.output, now).await,
+        Command::Endpoint(EndpointCommand::Get {
+            container_id,
+            ifname,
+        }) => endpoint::get(&daemon, cli.output, container_id, ifname, now).await,
+        Command::Ipam(IpamCommand::List) => ipam::list(&daemon, cli.output, now).await,
+    };
+    out.map_err(|e| match e {
+        CliError::Daemon { source, .. } => CliError::from_daemon(&socket, *source),
+        other => other,
+    })
+}
+
+/// `value` as pretty JSON with a final newline.
+fn json<T: Serialize>(value: &T) -> Result<String, CliError> {
+    let mut text =
+        serde_json::to_string_pretty(value).map_err(|source| CliError::Json { source })?;
+    text.push('\n');
+    Ok(text)
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

@@ -1,0 +1,142 @@
+//! `sarena status`.
+
+use sarena_core::api::{Daemon, DaemonStatus};
+
+use crate::table::{fields, table};
+use crate::{CliError, OutputFormat, json};
+
+/// Asks the daemon for its status and shows it.
+pub async fn run(daemon: &dyn Daemon, output: OutputFormat) -> Result<String, CliError> {
+    let status = daemon.status().await?;
+    match output {
+        OutputFormat::Json => json(&status),
+        OutputFormat::Table => Ok(render(&status)),
+    }
+}
+
+/// The status as key/value lines and a pool table.
+pub fn render(s: &DaemonStatus) -> String {
+    let health = if s.health.ready { "ready" } else { "NOT READY" };
+    let health = match s.health.message.as_str() {
+        "" => health.to_owned(),
+        message => format!("{health} ({message})"),
+    };
+    let dataplane = match &s.dataplane.programs {
+        None => s.dataplane.mode.clone(),
+        Some(p) if p.detached.is_empty() => {
+            format!(
+                "{}, programs attached on all {} endpoints",
+                s.dataplane.mode, p.attached
+            )
+        }
+        Some(p) => format!(
+            "{}, programs DETACHED on {} of {} endpoints: {}",
+            s.dataplane.mode,
+            p.detached.len(),
+            p.attached as usize + p.detached.len(),
+            p.detached.join(", ")
+        ),
+    };
+    let queue = match &s.delete_queue {
+        None => "unknown".to_owned(),
+        Some(q) => format!("{} pending ({})", q.pending, q.dir),
+    };
+    let kubernetes = match &s.kubernetes {
+        None => "off".to_owned(),
+        Some(k) if k.pod_cidrs.is_empty() => format!("node {}, waiting for podCIDRs", k.node_name),
+        Some(k) => {
+            let cidrs: Vec<String> = k.pod_cidrs.iter().map(ToString::to_string).collect();
+            format!("node {}, podCIDRs {}", k.node_name, cidrs.join(", "))
+        }
+    };
+    let mut out = fields(&[
+        ("Daemon", health),
+        ("Version", s.version.clone()),
+        ("Dataplane", dataplane),
+        ("Endpoints", s.endpoints.to_string()),
+        (
+            "Allocations",
+            format!(
+                "{} ({} waiting for their endpoint)",
+                s.allocations, s.leases
+            ),
+        ),
+        ("Delete queue", queue),
+        ("Kubernetes", kubernetes),
+    ]);
+    out.push_str("\nPools:\n");
+    let rows = s.pools.iter().map(|p| {
+        vec![
+            p.name.clone(),
+            p.cidr.to_string(),
+            p.gateway.to_string(),
+            p.used.to_string(),
+            p.free.to_string(),
+            p.capacity.to_string(),
+        ]
+    });
+    out.push_str(&table(
+        &["NAME", "CIDR", "GATEWAY", "USED", "FREE", "CAPACITY"],
+        rows,
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use sarena_core::api::{Health, IpamState, KubernetesStatus, PoolState, ProgramsStatus};
+
+    use super::*;
+
+    #[test]
+    fn shows_detached_programs_pools_and_kubernetes() {
+        let ipam = IpamState {
+            pools: vec![PoolState {
+                name: "default".into(),
+                cidr: "10.200.0.0/16".parse().unwrap(),
+                gateway: "10.200.0.1".parse().unwrap(),
+                namespaces: vec![],
+                allocated: 3,
+                capacity: 65533,
+            }],
+            allocations: vec![],
+        };
+        let health = Health {
+            ready: true,
+            message: "store open".into(),
+        };
+        let mut s = DaemonStatus::from_parts(health, "ebpf", &ipam, 3);
+        s.dataplane.programs = Some(ProgramsStatus {
+            attached: 2,
+            detached: vec!["lxc1".into()],
+        });
+        s.kubernetes = Some(KubernetesStatus {
+            node_name: "n1".into(),
+            pod_cidrs: vec!["10.244.1.0/24".parse().unwrap()],
+        });
+        let text = render(&s);
+        assert!(text.contains("Daemon:       ready (store open)"), "{text}");
+        assert!(
+            text.contains("programs DETACHED on 1 of 3 endpoints: lxc1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Kubernetes:   node n1, podCIDRs 10.244.1.0/24"),
+            "{text}"
+        );
+        assert!(text.contains("Delete queue: unknown"), "{text}");
+        let pool = text.lines().find(|l| l.starts_with("default")).unwrap();
+        let cols: Vec<&str> = pool.split_whitespace().collect();
+        assert_eq!(
+            cols,
+            [
+                "default",
+                "10.200.0.0/16",
+                "10.200.0.1",
+                "3",
+                "65530",
+                "65533"
+            ]
+        );
+    }
+}

@@ -1,0 +1,134 @@
+//! What [`WithDataplane`] adds to the operator's answers: whether the
+//! programs are attached (`GET /daemon/status`) and each endpoint's
+//! counters (`GET /stats/endpoints`), read from the dataplane at request time.
+
+use crate::api::{DaemonError, DaemonStatus, DataplaneCounters, Endpoint, EndpointStats};
+
+use super::WithDataplane;
+
+impl WithDataplane {
+    /// The registry's status with the dataplane's mode and programs. A
+    /// failed program query leaves `programs` out (and is logged) rather
+    /// than failing the status.
+    pub(super) async fn dataplane_status(&self) -> Result<DaemonStatus, DaemonError> {
+        let mut status = self.registry.status().await?;
+        status.dataplane.mode = self.dataplane.mode().as_str().to_owned();
+        let endpoints = self.registry.endpoints().await?;
+        status.dataplane.programs = match self.dataplane.programs_status(&endpoints).await {
+            Ok(programs) => programs,
+            Err(error) => {
+                tracing::warn!(%error, "cannot tell whether the programs are attached");
+                None
+            }
+        };
+        Ok(status)
+    }
+
+    /// `endpoint` with its counters; a failed read leaves them out (logged).
+    pub(super) fn stats(&self, endpoint: Endpoint) -> EndpointStats {
+        let counters = match self.dataplane.endpoint_counters(&endpoint) {
+            Ok(counters) => counters.as_ref().map(DataplaneCounters::from),
+            Err(error) => {
+                tracing::warn!(%error, host_ifname = %endpoint.host_ifname, "cannot read counters");
+                None
+            }
+        };
+        EndpointStats { endpoint, counters }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::api::{Attachment, Daemon, Health, IpamState, MockDaemon, ProgramsStatus};
+    use crate::dataplane::ebpf::EndpointCounters;
+    use crate::dataplane::{DataplaneError, DataplaneMode, MockDataplane};
+
+    fn endpoint(ifname: &str) -> Endpoint {
+        Endpoint {
+            owner: Attachment {
+                container_id: ifname.into(),
+                ifname: "eth0".into(),
+            },
+            pod: Default::default(),
+            host_ifname: ifname.into(),
+            host_ifindex: 7,
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+            addresses: vec!["10.200.0.5/16".parse().unwrap()],
+            netns: "/var/run/netns/x".into(),
+            created_at: 1,
+        }
+    }
+
+    fn registry() -> MockDaemon {
+        let mut registry = MockDaemon::new();
+        registry
+            .expect_endpoints()
+            .returning(|| Ok(vec![endpoint("lxca"), endpoint("lxcb")]));
+        registry.expect_status().returning(|| {
+            let health = Health {
+                ready: true,
+                message: String::new(),
+            };
+            Ok(DaemonStatus::from_parts(
+                health,
+                "ebpf",
+                &IpamState::default(),
+                2,
+            ))
+        });
+        registry
+    }
+
+    #[tokio::test]
+    async fn status_has_the_dataplanes_mode_and_programs() {
+        let mut dataplane = MockDataplane::new();
+        dataplane.expect_mode().return_const(DataplaneMode::Kernel);
+        dataplane
+            .expect_programs_status()
+            .withf(|eps| eps.len() == 2)
+            .returning(|_| {
+                Ok(Some(ProgramsStatus {
+                    attached: 1,
+                    detached: vec!["lxcb".into()],
+                }))
+            });
+        let daemon = WithDataplane::new(Arc::new(registry()), Arc::new(dataplane));
+        let status = daemon.status().await.unwrap();
+        assert_eq!(status.dataplane.mode, "kernel");
+        let programs = status.dataplane.programs.unwrap();
+        assert_eq!(
+            (programs.attached, programs.detached),
+            (1, vec!["lxcb".into()])
+        );
+        assert_eq!(status.endpoints, 2);
+    }
+
+    #[tokio::test]
+    async fn stats_carry_counters_and_survive_a_failed_read() {
+        let mut dataplane = MockDataplane::new();
+        dataplane.expect_mode().return_const(DataplaneMode::Ebpf);
+        dataplane.expect_endpoint_counters().returning(|e| {
+            if e.host_ifname == "lxca" {
+                Ok(Some(EndpointCounters {
+                    to_pod_packets: 4,
+                    ..Default::default()
+                }))
+            } else {
+                Err(DataplaneError::Io {
+                    call: "read counters",
+                    path: "/x".into(),
+                    source: std::io::Error::other("boom"),
+                })
+            }
+        });
+        let daemon = WithDataplane::new(Arc::new(registry()), Arc::new(dataplane));
+        let stats = daemon.endpoint_stats().await.unwrap();
+        assert_eq!(stats.len(), 2);
+        assert_eq!(stats[0].counters.as_ref().unwrap().get("to_pod_packets"), 4);
+        assert_eq!(stats[1].counters, None);
+    }
+}

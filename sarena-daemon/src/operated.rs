@@ -1,0 +1,193 @@
+//! [`Operated`]: the daemon as the API serves it. A [`Daemon`] decorator
+//! that adds what only the daemon process knows to `GET /daemon/status`
+//! (its version, the deletion queue's length, Kubernetes mode) and counts
+//! the outcome of every operation the plugin asks for into the metrics.
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use sarena_core::api::{
+    AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, DaemonStatus,
+    DeleteQueueStatus, Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest,
+    Health, IpamState, KubernetesStatus,
+};
+use sarena_core::delqueue::DeleteQueue;
+
+use crate::metrics::Metrics;
+
+/// See the [module docs](self).
+pub struct Operated {
+    inner: Arc<dyn Daemon>,
+    queue: Option<DeleteQueue>,
+    kubernetes: Mutex<Option<KubernetesStatus>>,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl std::fmt::Debug for Operated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operated")
+            .field("queue", &self.queue)
+            .field("metrics", &self.metrics.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Operated {
+    /// Wraps `inner`; nothing added yet.
+    pub fn new(inner: Arc<dyn Daemon>) -> Self {
+        Operated {
+            inner,
+            queue: None,
+            kubernetes: Mutex::new(None),
+            metrics: None,
+        }
+    }
+
+    /// Reports the length of `queue` in the status.
+    pub fn with_delete_queue(mut self, queue: DeleteQueue) -> Self {
+        self.queue = Some(queue);
+        self
+    }
+
+    /// Counts operations into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Sets (or, with `None`, clears) the Kubernetes part of the status:
+    /// the node served and its podCIDRs, as Kubernetes mode learns them.
+    pub fn set_kubernetes(&self, kubernetes: Option<KubernetesStatus>) {
+        *self
+            .kubernetes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = kubernetes;
+    }
+
+    fn count<T>(&self, operation: &'static str, result: &Result<T, DaemonError>, noop: bool) {
+        if let Some(metrics) = &self.metrics {
+            metrics.operation(operation, result, noop);
+        }
+    }
+
+    async fn queue_status(&self) -> Option<DeleteQueueStatus> {
+        let queue = self.queue.clone()?;
+        let dir = queue.dir().display().to_string();
+        let pending = tokio::task::spawn_blocking(move || queue.pending().map(|p| p.len()))
+            .await
+            .ok()?;
+        match pending {
+            Ok(n) => Some(DeleteQueueStatus {
+                dir,
+                pending: n as u64,
+            }),
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the deletion queue");
+                None
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Daemon for Operated {
+    async fn config(&self) -> Result<DaemonConfig, DaemonError> {
+        self.inner.config().await
+    }
+
+    async fn health(&self) -> Result<Health, DaemonError> {
+        self.inner.health().await
+    }
+
+    async fn allocate(&self, req: AllocateRequest) -> Result<Allocation, DaemonError> {
+        let result = self.inner.allocate(req).await;
+        self.count("allocate", &result, false);
+        result
+    }
+
+    async fn release(&self, owner: Attachment) -> Result<bool, DaemonError> {
+        let result = self.inner.release(owner).await;
+        self.count("release", &result, result.as_ref().is_ok_and(|r| !r));
+        result
+    }
+
+    async fn create_endpoint(&self, req: EndpointCreate) -> Result<Endpoint, DaemonError> {
+        let result = self.inner.create_endpoint(req).await;
+        self.count("endpoint_create", &result, false);
+        result
+    }
+
+    async fn delete_endpoint(&self, owner: Attachment) -> Result<bool, DaemonError> {
+        let result = self.inner.delete_endpoint(owner).await;
+        self.count(
+            "endpoint_delete",
+            &result,
+            result.as_ref().is_ok_and(|d| !d),
+        );
+        result
+    }
+
+    async fn delete_endpoint_and_veth(&self, owner: Attachment) -> Result<Deleted, DaemonError> {
+        let result = self.inner.delete_endpoint_and_veth(owner).await;
+        let noop = result.as_ref().is_ok_and(|d| !d.deleted);
+        self.count("endpoint_delete", &result, noop);
+        result
+    }
+
+    async fn unregister_endpoint(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<Endpoint>, DaemonError> {
+        let result = self.inner.unregister_endpoint(owner).await;
+        let noop = result.as_ref().is_ok_and(Option::is_none);
+        self.count("endpoint_unregister", &result, noop);
+        result
+    }
+
+    async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {
+        self.inner.endpoint(owner).await
+    }
+
+    async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
+        self.inner.endpoints().await
+    }
+
+    async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
+        self.inner.ipam_state().await
+    }
+
+    async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
+        let result = self.inner.gc(req).await;
+        let noop = result
+            .as_ref()
+            .is_ok_and(|r| r.endpoints_removed.is_empty() && r.allocations_released.is_empty());
+        self.count("gc", &result, noop);
+        result
+    }
+
+    async fn status(&self) -> Result<DaemonStatus, DaemonError> {
+        let mut status = self.inner.status().await?;
+        status.version = env!("CARGO_PKG_VERSION").to_owned();
+        status.delete_queue = self.queue_status().await;
+        status.kubernetes = self
+            .kubernetes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone();
+        Ok(status)
+    }
+
+    async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
+        self.inner.endpoint_stats().await
+    }
+
+    async fn endpoint_stats_of(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<EndpointStats>, DaemonError> {
+        self.inner.endpoint_stats_of(owner).await
+    }
+}
+
+#[cfg(test)]
+mod tests;

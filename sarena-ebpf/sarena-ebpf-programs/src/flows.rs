@@ -1,0 +1,117 @@
+//! The host-stack flows map: which pod ↔ pod flows the host stack handled.
+//!
+//! `to_container` records every flow the host stack delivers to a pod from
+//! another pod of this node, keyed the way the receiving pod will answer;
+//! `from_container` looks a frame up before redirecting it to a local pod and
+//! leaves it to the host stack on a hit. So a flow the host stack translated
+//! (kube-proxy's or portmap's DNAT, a masquerade) is translated back by
+//! conntrack, and only flows that never touched the host stack take the
+//! redirect. See `sarena_common::FlowKey` for the key.
+//!
+//! Failure modes are lopsided on purpose: an entry too many (a stale one, an
+//! address reused by a new pod) only sends a flow through the host stack,
+//! which forwards it correctly; an entry missing for a translated flow would
+//! break it. Hence: anything whose flow cannot be told (IPv4 fragments,
+//! truncated L4 headers, ICMP other than echo) goes to the host stack
+//! without a lookup, and entries are never removed by the programs; the LRU
+//! map evicts the least recently used one when full.
+
+use aya_ebpf::{helpers::bpf_ktime_get_ns, programs::TcContext};
+use network_types::{eth::EthHdr, ip::Ipv4Hdr};
+use sarena_common::{DropReason, FlowKey, FlowState, HOST_FLOW_REFRESH_NS};
+
+use crate::{SARENA_HOST_FLOWS, counters, packet::ptr_at};
+
+const IPPROTO_ICMP: u8 = 1;
+const IPPROTO_TCP: u8 = 6;
+const IPPROTO_UDP: u8 = 17;
+const IPPROTO_SCTP: u8 = 132;
+const ICMP_ECHO_REPLY: u8 = 0;
+const ICMP_ECHO_REQUEST: u8 = 8;
+/// More-fragments flag and fragment offset, in the host-order `frags` word.
+const IP_MF_OFFSET: u16 = 0x3fff;
+
+/// The first bytes of an ICMP header: type, code, checksum, identifier.
+#[repr(C)]
+struct IcmpEcho {
+    kind: u8,
+    code: u8,
+    check: [u8; 2],
+    id: [u8; 2],
+}
+
+/// The key of the frame's own direction, or `None` when its flow cannot be
+/// told from this frame (fragments, truncated L4 header, ICMP errors and
+/// other non-echo ICMP): such frames go to the host stack.
+#[inline(always)]
+pub fn key_of(ctx: &TcContext, ip: &Ipv4Hdr) -> Option<FlowKey> {
+    if u16::from_be_bytes(ip.frags) & IP_MF_OFFSET != 0 {
+        return None;
+    }
+    let l4 = EthHdr::LEN + usize::from(ip.vihl & 0x0f) * 4;
+    let (sport, dport) = match ip.proto {
+        IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP => {
+            let ports: *const [u8; 4] = ptr_at(ctx, l4, DropReason::MalformedIpv4).ok()?;
+            // SAFETY: bounds-checked against data_end by ptr_at.
+            let ports = unsafe { *ports };
+            ([ports[0], ports[1]], [ports[2], ports[3]])
+        }
+        IPPROTO_ICMP => {
+            let icmp: *const IcmpEcho = ptr_at(ctx, l4, DropReason::MalformedIpv4).ok()?;
+            // SAFETY: as above.
+            let icmp = unsafe { &*icmp };
+            if icmp.kind != ICMP_ECHO_REQUEST && icmp.kind != ICMP_ECHO_REPLY {
+                return None;
+            }
+            (icmp.id, icmp.id)
+        }
+        _ => ([0; 2], [0; 2]),
+    };
+    Some(FlowKey::ipv4(
+        ip.src_addr,
+        ip.dst_addr,
+        sport,
+        dport,
+        ip.proto,
+    ))
+}
+
+/// Whether the host stack handled the flow `key` belongs to (it delivered
+/// the other direction to a pod).
+#[inline(always)]
+pub fn handled_by_host(key: &FlowKey) -> bool {
+    // SAFETY: a plain lookup; the value is not read.
+    unsafe { SARENA_HOST_FLOWS.get(key) }.is_some()
+}
+
+/// The host stack delivered a frame of `key` (its own direction) to the pod
+/// behind `ifindex`: record the direction the pod answers in. A lookup per
+/// frame; a write only for a new flow or once per [`HOST_FLOW_REFRESH_NS`].
+#[inline(always)]
+pub fn record(key: &FlowKey, ifindex: u32) {
+    let answer = key.reversed();
+    // SAFETY: reading the clock has no preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    match SARENA_HOST_FLOWS.get_ptr_mut(answer) {
+        Some(state) => {
+            // SAFETY: a map value pointer returned by the lookup helper; an
+            // aligned u64 store, racing at worst with another refresh.
+            let state = unsafe { &mut *state };
+            if now.wrapping_sub(state.last_seen_ns) > HOST_FLOW_REFRESH_NS {
+                state.last_seen_ns = now;
+            }
+        }
+        None => {
+            let state = FlowState {
+                last_seen_ns: now,
+                ifindex,
+                flags: 0,
+            };
+            // A failed insert (out of memory) leaves the flow unrecorded;
+            // nothing better can be done from here.
+            if SARENA_HOST_FLOWS.insert(answer, state, 0).is_ok() {
+                counters::host_flow_recorded(ifindex);
+            }
+        }
+    }
+}
