@@ -74,6 +74,12 @@ impl Daemon for OrdinalAddresses {
     async fn delete_endpoint(&self, owner: Attachment) -> Result<bool, DaemonError> {
         self.node.delete_endpoint(owner).await
     }
+    async fn unregister_endpoint(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<Endpoint>, DaemonError> {
+        self.node.unregister_endpoint(owner).await
+    }
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {
         self.node.endpoint(owner).await
     }

@@ -6,7 +6,10 @@ set -eu
 cd "$(dirname "$0")"
 secs="${1:-300}"
 mkdir -p logs
-for t in netconf env cni_args result; do
+# daemon_api links sarena-daemon, whose build script would build the eBPF
+# programs; the router needs none of them.
+export AYA_BUILD_SKIP=1
+for t in netconf env cni_args result daemon_api; do
     mkdir -p "corpus/$t"
     seeds=""
     [ -d "seeds/$t" ] && seeds="seeds/$t"

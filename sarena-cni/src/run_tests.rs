@@ -240,6 +240,7 @@ fn del_with_the_daemon_down_queues_and_succeeds_silently() {
     let mut l = MockLinks::new();
     l.expect_remove_host_link().returning(|_| Ok(false));
     l.expect_remove_pod_link().returning(|_, _| Ok(false));
+    l.expect_release_netns().return_const(());
     let (out, code) = run(
         lookup(&attach_vars("DEL")),
         &conf(dir.path(), json!({})),

@@ -5,7 +5,9 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 use sarena_core::api::RouteSpec;
-use sarena_core::links::{Links, PodIfaceConfig, RtnetlinkLinks, VethSpec, host_ifname};
+use sarena_core::links::{
+    HostLink, LINK_GROUP, LinkError, Links, PodIfaceConfig, RtnetlinkLinks, VethSpec, host_ifname,
+};
 use sarena_test_support::{HostLinkGuard, TestNetns, require_root, run, unique};
 
 fn spec(netns: &TestNetns, container: &str) -> VethSpec {
@@ -53,15 +55,15 @@ async fn veth_pair_is_created_configured_inspected_and_removed() {
         links.host_link_index(&spec.host_ifname).await.unwrap(),
         Some(pair.host_ifindex)
     );
-    assert!(
-        links
-            .list_host_links()
-            .await
-            .unwrap()
-            .contains(&spec.host_ifname)
-    );
+    assert!(links.list_host_links().await.unwrap().contains(&HostLink {
+        ifname: spec.host_ifname.clone(),
+        ifindex: pair.host_ifindex
+    }));
     let host = run(&["ip", "-o", "link", "show", &spec.host_ifname]);
     assert!(host.contains("mtu 1450") && host.contains("UP"), "{host}");
+    // Both ends are born marked.
+    let group = format!("group {LINK_GROUP}");
+    assert!(host.contains(&group), "{host}");
     assert!(host.contains(&pair.host_mac.to_string()), "{host}");
     let rp = std::fs::read_to_string(format!(
         "/proc/sys/net/ipv4/conf/{}/rp_filter",
@@ -76,7 +78,9 @@ async fn veth_pair_is_created_configured_inspected_and_removed() {
     );
     let inside = netns.exec(&["ip", "-o", "link", "show", "eth0"]);
     assert!(
-        inside.contains("mtu 1450") && inside.contains(&pair.pod_mac.to_string()),
+        inside.contains("mtu 1450")
+            && inside.contains(&pair.pod_mac.to_string())
+            && inside.contains(&group),
         "{inside}"
     );
 
@@ -131,15 +135,19 @@ async fn two_pods_named_eth0_and_a_stale_host_link_are_fine() {
     let links = RtnetlinkLinks::new().unwrap();
     links.create_veth(&sa).await.unwrap();
     links.create_veth(&sb).await.unwrap();
-    // A repeated ADD of the same attachment finds its host name taken and recreates it.
+    // A repeated ADD of the same attachment finds its host name taken (by a
+    // link of Sarena's, as a half-done earlier ADD leaves it) and recreates it.
     let first = links.host_link_index(&sa.host_ifname).await.unwrap();
     links.remove_pod_link(&sa.netns, "eth0").await.unwrap();
     let stale_peer = unique("stale");
+    let group = LINK_GROUP.to_string();
     run(&[
         "ip",
         "link",
         "add",
         &sa.host_ifname,
+        "group",
+        &group,
         "type",
         "veth",
         "peer",
@@ -227,4 +235,141 @@ async fn pod_side_on_a_current_thread_runtime() {
 #[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
 async fn pod_side_on_a_multi_thread_runtime() {
     pod_side_works_and_the_thread_stays_home("pod_side_on_a_multi_thread_runtime").await;
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
+async fn links_that_are_not_sarenas_are_never_removed_or_listed() {
+    require_root("links_that_are_not_sarenas_are_never_removed_or_listed");
+    let netns = TestNetns::new();
+    let container = unique("ctr");
+    let spec = spec(&netns, &container);
+    let _guard = HostLinkGuard(spec.host_ifname.clone());
+    let links = RtnetlinkLinks::new().unwrap();
+    // Another plugin's pair under Sarena's host name, its peer as the pod's eth0.
+    run(&[
+        "ip",
+        "link",
+        "add",
+        &spec.host_ifname,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        &netns.name,
+    ]);
+    let index = links
+        .host_link_index(&spec.host_ifname)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        !links
+            .list_host_links()
+            .await
+            .unwrap()
+            .iter()
+            .any(|l| l.ifname == spec.host_ifname),
+        "an unmarked link is not Sarena's"
+    );
+    let not_ours = |e: LinkError| matches!(e, LinkError::NotOurs { group: 0, .. });
+    assert!(not_ours(
+        links.remove_host_link(&spec.host_ifname).await.unwrap_err()
+    ));
+    assert!(not_ours(
+        links
+            .remove_host_link_index(index, &spec.host_ifname)
+            .await
+            .unwrap_err()
+    ));
+    assert!(not_ours(
+        links
+            .remove_pod_link(&spec.netns, "eth0")
+            .await
+            .unwrap_err()
+    ));
+    // Creating over it is refused too, and it is still there.
+    assert!(not_ours(links.create_veth(&spec).await.unwrap_err()));
+    assert_eq!(
+        links.host_link_index(&spec.host_ifname).await.unwrap(),
+        Some(index)
+    );
+    assert!(netns.exec(&["ip", "-o", "link"]).contains("eth0"));
+}
+
+/// The number of open netlink sockets of this process.
+fn netlink_sockets() -> usize {
+    let inodes: std::collections::HashSet<String> = std::fs::read_to_string("/proc/net/netlink")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().last().map(str::to_string))
+        .collect();
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .filter_map(|t| {
+            let t = t.to_string_lossy().into_owned();
+            t.strip_prefix("socket:[")?
+                .strip_suffix(']')
+                .map(str::to_string)
+        })
+        .filter(|inode| inodes.contains(inode))
+        .count()
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
+async fn pod_netns_sockets_are_bounded_and_released() {
+    require_root("pod_netns_sockets_are_bounded_and_released");
+    let links = RtnetlinkLinks::new().unwrap().with_pod_handle_capacity(3);
+    let before = netlink_sockets();
+    let namespaces: Vec<TestNetns> = (0..5).map(|_| TestNetns::new()).collect();
+    for netns in &namespaces {
+        assert_eq!(
+            links.inspect_pod(&netns.path(), "eth0").await.unwrap(),
+            None
+        );
+    }
+    assert_eq!(links.pod_handles(), 3, "bounded by the capacity");
+    for netns in &namespaces {
+        links.release_netns(&netns.path());
+    }
+    assert_eq!(links.pod_handles(), 0);
+    // The sockets are closed once their connection tasks notice.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while netlink_sockets() > before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "pod sockets still open: {} > {before}",
+            netlink_sockets()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
+async fn a_netns_path_reused_for_another_namespace_gets_a_new_socket() {
+    require_root("a_netns_path_reused_for_another_namespace_gets_a_new_socket");
+    let links = RtnetlinkLinks::new().unwrap();
+    let netns = TestNetns::new();
+    assert_eq!(
+        links.inspect_pod(&netns.path(), "eth0").await.unwrap(),
+        None
+    );
+    // The runtime deletes the namespace and makes a new one under the same name.
+    run(&["ip", "netns", "del", &netns.name]);
+    run(&["ip", "netns", "add", &netns.name]);
+    netns.exec(&[
+        "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth1",
+    ]);
+    let found = links.inspect_pod(&netns.path(), "eth0").await.unwrap();
+    assert!(
+        found.is_some(),
+        "the cached socket of the old namespace was used"
+    );
+    assert_eq!(links.pod_handles(), 1);
 }

@@ -60,6 +60,9 @@ pub enum StartError {
     /// The dataplane could not start.
     #[error(transparent)]
     Dataplane(#[from] DataplaneStartError),
+    /// The state or pin directory is another daemon's.
+    #[error(transparent)]
+    Lock(#[from] crate::locks::LockError),
     /// The metrics listener could not be set up.
     #[error(transparent)]
     Metrics(#[from] MetricsError),
@@ -114,6 +117,11 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     }
     let observed = metrics_for(cli)?;
     let config = load_config(cli)?;
+    let _locks = crate::locks::lock_dirs(
+        &cli.state_dir,
+        (config.dataplane == sarena_core::dataplane::DataplaneMode::Ebpf)
+            .then_some(cli.bpf_pin_dir.as_path()),
+    )?;
     if cli.kubernetes || config.kubernetes.enabled {
         return Ok(kubernetes::run(cli, config, observed, shutdown).await?);
     }

@@ -10,7 +10,7 @@ use sarena_core::dataplane::{
     Dataplane, DataplaneError, DataplaneMode, KernelDataplane, ReconcileReport,
 };
 use sarena_core::links::RtnetlinkLinks;
-use sarena_core::node::{ConfigError, Node, NodeConfig, WithDataplane};
+use sarena_core::node::{ConfigError, Node, NodeConfig, StartUpError, WithDataplane};
 
 /// Why the dataplane could not start.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +24,10 @@ pub enum DataplaneStartError {
     /// The registry could not be listed for reconciliation.
     #[error("dataplane: listing endpoints for reconciliation: {0}")]
     Registry(#[source] DaemonError),
+    /// The start-up repair (stale endpoints, owed veth removals, unowned
+    /// links, reconciliation) failed.
+    #[error(transparent)]
+    StartUp(#[from] StartUpError),
     /// The netlink socket for removing veths could not be opened.
     #[error("dataplane: {0}")]
     Links(#[from] sarena_core::links::LinkError),
@@ -100,10 +104,12 @@ impl DataplaneParts {
     }
 }
 
-/// Starts the configured dataplane (node set-up, then reconciliation with the
-/// registry) and returns what the API should serve: the node itself, or the
-/// node wrapped so that endpoint changes drive the dataplane; and what the
-/// reconciliation changed (`None` without a dataplane).
+/// Starts the configured dataplane (node set-up, then the start-up repair:
+/// stale endpoints, owed veth removals, unowned links, reconciliation with
+/// the registry, see [`WithDataplane::start_up`]) and returns what the API
+/// should serve: the node itself, or the node wrapped so that endpoint
+/// changes drive the dataplane; and what the reconciliation changed (`None`
+/// without a dataplane).
 pub async fn start(
     config: &NodeConfig,
     node: Node,
@@ -128,21 +134,20 @@ pub async fn start_on(
         return Ok((Arc::new(node), None));
     };
     dataplane.setup(&config.node_network()?).await?;
-    let endpoints = node
-        .endpoints()
-        .await
-        .map_err(DataplaneStartError::Registry)?;
-    let report = dataplane.reconcile(&endpoints).await?;
+    let mode = dataplane.mode();
+    let links: Arc<RtnetlinkLinks> = Arc::clone(links);
+    let daemon = WithDataplane::new(Arc::new(node.clone()), Arc::clone(dataplane))
+        .with_veth_removal(links, Arc::new(node));
+    let report = daemon.start_up().await?;
     tracing::info!(
-        mode = dataplane.mode().as_str(),
-        endpoints = endpoints.len(),
-        attached = report.attached.len(),
-        removed = report.removed.len(),
+        mode = mode.as_str(),
+        endpoints = report.endpoints,
+        stale_endpoints = report.stale_endpoints.len(),
+        attached = report.dataplane.attached.len(),
+        removed = report.dataplane.removed.len(),
         "dataplane ready"
     );
-    let links: Arc<RtnetlinkLinks> = Arc::clone(links);
-    let daemon = WithDataplane::new(Arc::new(node), Arc::clone(dataplane)).with_veth_removal(links);
-    Ok((Arc::new(daemon), Some(report)))
+    Ok((Arc::new(daemon), Some(report.dataplane)))
 }
 
 /// Links whose netlink socket is driven by a runtime on a thread of its own.

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod dataplane;
 pub mod ebpf_object;
 pub mod kubernetes;
+pub mod locks;
 pub mod metrics;
 pub mod operated;
 pub mod routes;

@@ -145,6 +145,16 @@ impl Daemon for Operated {
         result
     }
 
+    async fn unregister_endpoint(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<Endpoint>, DaemonError> {
+        let result = self.inner.unregister_endpoint(owner).await;
+        let noop = result.as_ref().is_ok_and(Option::is_none);
+        self.count("endpoint_unregister", &result, noop);
+        result
+    }
+
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {
         self.inner.endpoint(owner).await
     }

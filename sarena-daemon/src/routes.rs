@@ -15,7 +15,7 @@ use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode, header};
 use sarena_core::api::{
     API_BASE, ApiErrorBody, ApiErrorKind, Attachment, Daemon, DaemonError, Deleted, MAX_BODY_BYTES,
-    Released, decode_segment, validate_attachment,
+    Released, Unregistered, decode_segment, validate_attachment,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -33,6 +33,8 @@ enum Route {
     GetEndpoint(Attachment),
     /// The owner, and whether the daemon removes the veth pair too (`?veth=remove`).
     DeleteEndpoint(Attachment, bool),
+    /// `?allocation=keep`: the endpoint goes, its allocation stays.
+    UnregisterEndpoint(Attachment),
     Gc,
     Status,
     EndpointStats,
@@ -52,7 +54,7 @@ impl Route {
             Route::Ipam => "/v1/ipam",
             Route::CreateEndpoint => "/v1/endpoint/create",
             Route::Endpoints => "/v1/endpoints",
-            Route::GetEndpoint(_) | Route::DeleteEndpoint(..) => {
+            Route::GetEndpoint(_) | Route::DeleteEndpoint(..) | Route::UnregisterEndpoint(_) => {
                 "/v1/endpoints/:container_id/:ifname"
             }
             Route::Gc => "/v1/gc",
@@ -201,6 +203,12 @@ where
             StatusCode::OK,
             &daemon.delete_endpoint_and_veth(owner).await?,
         ),
+        Route::UnregisterEndpoint(owner) => json(
+            StatusCode::OK,
+            &Unregistered {
+                endpoint: daemon.unregister_endpoint(owner).await?,
+            },
+        ),
         Route::Gc => {
             let req: sarena_core::api::GcRequest = read_json(parts, body).await?;
             for (i, owner) in req.valid.iter().enumerate() {
@@ -269,10 +277,15 @@ fn route(method: &Method, path: &str, query: Option<&str>) -> Result<Route, ApiE
             let remove_veth = match query {
                 None | Some("") => false,
                 Some("veth=remove") => true,
+                Some("allocation=keep") => {
+                    return Ok(Route::UnregisterEndpoint(owner_from_segments(cid, ifname)?));
+                }
                 Some(other) => {
                     return Err(ApiError::new(
                         ApiErrorKind::BadRequest,
-                        format!("unknown query {other:?}; the only one is veth=remove"),
+                        format!(
+                            "unknown query {other:?}; the only ones are veth=remove and allocation=keep"
+                        ),
                     ));
                 }
             };

@@ -2,6 +2,13 @@
 //! loopback-only TCP listener, HTTP/1.1 connections served by [`crate::routes`],
 //! and a graceful shutdown that stops accepting, lets in-flight requests finish
 //! and removes the socket.
+//!
+//! What a client can hold is bounded ([`Limits`]): at most
+//! [`Limits::max_connections`] connections are served at once (the rest wait
+//! in the listen backlog), and a connection that does not deliver a
+//! request's headers within [`Limits::header_timeout`] (a slow-loris client,
+//! or an idle keep-alive one) is closed; the routes bound the body in size
+//! and time.
 
 use std::convert::Infallible;
 use std::fs;
@@ -22,11 +29,38 @@ use hyper_util::server::graceful::GracefulShutdown;
 use sarena_core::api::Daemon;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::routes;
 
 /// How long shutdown waits for in-flight requests before giving up on them.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// What clients can hold of the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; more clients wait in the listen backlog
+    /// until one ends.
+    pub max_connections: usize,
+    /// How long a connection may take to deliver a request's headers, from
+    /// when the server starts waiting for them (so also how long an idle
+    /// keep-alive connection stays open).
+    pub header_timeout: Duration,
+}
+
+impl Limits {
+    /// The daemon's limits: 256 connections, 10 s for headers.
+    pub const DEFAULT: Limits = Limits {
+        max_connections: 256,
+        header_timeout: Duration::from_secs(10),
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::DEFAULT
+    }
+}
 
 /// Errors setting up or running the listeners.
 #[derive(Debug, thiserror::Error)]
@@ -198,7 +232,7 @@ pub async fn bind_tcp(addr: SocketAddr, allow_remote: bool) -> Result<TcpListene
 
 /// Serves `daemon` on `unix` (and `tcp`) until `shutdown` resolves; then stops
 /// accepting, removes the socket file, and waits up to `grace` for open
-/// connections to finish their in-flight requests.
+/// connections to finish their in-flight requests. [`Limits::DEFAULT`] apply.
 pub async fn serve(
     daemon: Arc<dyn Daemon>,
     unix: UnixSocket,
@@ -206,17 +240,38 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
+    serve_with_limits(daemon, unix, tcp, shutdown, grace, Limits::DEFAULT).await;
+}
+
+/// [`serve`] with other [`Limits`].
+pub async fn serve_with_limits(
+    daemon: Arc<dyn Daemon>,
+    unix: UnixSocket,
+    tcp: Option<TcpListener>,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+    limits: Limits,
+) {
     let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        // A free slot first: at the cap, clients wait in the backlog.
+        let slot = tokio::select! {
+            () = &mut shutdown => break,
+            slot = slots.clone().acquire_owned() => match slot {
+                Ok(slot) => slot,
+                Err(_) => break,
+            },
+        };
         tokio::select! {
             () = &mut shutdown => break,
             accepted = unix.listener.accept() => match accepted {
-                Ok((stream, _)) => spawn_connection(&graceful, daemon.clone(), stream),
+                Ok((stream, _)) => spawn_connection(&graceful, daemon.clone(), stream, slot, limits),
                 Err(e) => accept_failed(e).await,
             },
             accepted = accept_tcp(tcp.as_ref()) => match accepted {
-                Ok(stream) => spawn_connection(&graceful, daemon.clone(), stream),
+                Ok(stream) => spawn_connection(&graceful, daemon.clone(), stream, slot, limits),
                 Err(e) => accept_failed(e).await,
             },
         }
@@ -257,8 +312,14 @@ async fn accept_failed(e: io::Error) {
     tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
-fn spawn_connection<S>(graceful: &GracefulShutdown, daemon: Arc<dyn Daemon>, stream: S)
-where
+/// Serves one connection on a task of its own; `slot` is held until it ends.
+fn spawn_connection<S>(
+    graceful: &GracefulShutdown,
+    daemon: Arc<dyn Daemon>,
+    stream: S,
+    slot: OwnedSemaphorePermit,
+    limits: Limits,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |req: Request<Incoming>| {
@@ -267,13 +328,14 @@ where
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30))
+        .header_read_timeout(limits.header_timeout)
         .serve_connection(TokioIo::new(stream), service);
     let conn = graceful.watch(conn);
     tokio::spawn(async move {
         if let Err(e) = conn.await {
             tracing::debug!("connection ended with error: {e}");
         }
+        drop(slot);
     });
 }
 

@@ -63,6 +63,18 @@ async fn every_route_through_the_client() {
     assert_eq!(d.endpoint(owner("c1")).await.unwrap(), None);
     assert!(d.ipam_state().await.unwrap().allocations.is_empty());
 
+    // Unregistering keeps the address for a repeated ADD.
+    let a = d.allocate(alloc_req("c3")).await.unwrap();
+    let ep = d.create_endpoint(endpoint_create(&a)).await.unwrap();
+    assert_eq!(d.unregister_endpoint(owner("c3")).await.unwrap(), Some(ep));
+    assert_eq!(d.unregister_endpoint(owner("c3")).await.unwrap(), None);
+    assert_eq!(d.endpoint(owner("c3")).await.unwrap(), None);
+    assert_eq!(
+        d.allocate(alloc_req("c3")).await.unwrap().addresses,
+        a.addresses
+    );
+    assert!(d.release(owner("c3")).await.unwrap());
+
     // Release, and a double release.
     d.allocate(alloc_req("c2")).await.unwrap();
     assert!(d.release(owner("c2")).await.unwrap());

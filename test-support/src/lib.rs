@@ -15,6 +15,7 @@
 //!   [`ping_summary`] for traffic.
 //! - [`daemon`]: the real `sarena-daemon` binary on a private site (socket,
 //!   state, config, log), and raw HTTP for requests a client never sends;
+//!   [`Cni`]: the real `sarena-cni` run as a runtime runs it;
 //!   [`workspace_binary`] finds (or builds) the workspace's binaries.
 // Test code: a fixture fails its test by panicking, with the reason.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -26,6 +27,7 @@ pub mod daemon;
 mod host_stack;
 mod names;
 mod netns;
+mod plugin;
 mod pod;
 mod require;
 mod tc;
@@ -37,6 +39,7 @@ pub use command::{output_with_stdin, run, succeeds};
 pub use host_stack::HostStack;
 pub use names::unique;
 pub use netns::{HostLinkGuard, TestNetns, in_netns};
+pub use plugin::{Cni, CniRun};
 pub use pod::Pod;
 pub use require::{require, require_ebpf_object, require_root};
 pub use tc::{tc_program_ids, tc_programs};

@@ -21,3 +21,11 @@ pub struct Deleted {
     #[serde(default)]
     pub veth_removal: bool,
 }
+
+/// `{"endpoint": Endpoint | null}`: the answer to
+/// `DELETE /endpoints/{container_id}/{ifname}?allocation=keep`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unregistered {
+    /// The endpoint removed; null when there was none.
+    pub endpoint: Option<super::types::Endpoint>,
+}

@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::API_BASE;
-use super::bodies::{Deleted, Released};
+use super::bodies::{Deleted, Released, Unregistered};
 use super::daemon::Daemon;
 use super::error::{ApiErrorBody, ApiErrorKind, DaemonError};
 use super::path::{allocation_path, endpoint_path, endpoint_stats_path};
@@ -379,6 +379,16 @@ impl Daemon for HttpDaemon {
     async fn delete_endpoint_and_veth(&self, owner: Attachment) -> Result<Deleted, DaemonError> {
         self.delete(&format!("{}?veth=remove", endpoint_path(&owner)))
             .await
+    }
+
+    async fn unregister_endpoint(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<Endpoint>, DaemonError> {
+        let r: Unregistered = self
+            .delete(&format!("{}?allocation=keep", endpoint_path(&owner)))
+            .await?;
+        Ok(r.endpoint)
     }
 
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {

@@ -39,6 +39,13 @@ pub trait Daemon: Send + Sync {
             veth_removal: false,
         })
     }
+    /// `DELETE /endpoints/{container_id}/{ifname}?allocation=keep`: removes the
+    /// endpoint but keeps its allocation (under a lease again, as before it
+    /// was registered), so that a repeated ADD of the same attachment gets
+    /// the same address; returns the endpoint removed. No default: a
+    /// decorator that forgot it would silently release the address.
+    async fn unregister_endpoint(&self, owner: Attachment)
+    -> Result<Option<Endpoint>, DaemonError>;
     /// `GET /endpoints/{container_id}/{ifname}`.
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError>;
     /// `GET /endpoints`.

@@ -11,7 +11,7 @@ mod status;
 mod types;
 
 pub use crate::cni::validate::MAX_IFNAME_LEN;
-pub use bodies::{Deleted, Released};
+pub use bodies::{Deleted, Released, Unregistered};
 pub use client::{DEFAULT_SOCKET, DEFAULT_TIMEOUT, HttpDaemon};
 pub use daemon::Daemon;
 #[cfg(any(test, feature = "mocks"))]

@@ -181,6 +181,14 @@ impl Daemon for Switch {
         self.node()?.delete_endpoint_and_veth(owner).await
     }
 
+    /// Part of a repeated ADD (the allocation is kept for it): not while ADD is closed.
+    async fn unregister_endpoint(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<Endpoint>, DaemonError> {
+        self.node_for_add()?.unregister_endpoint(owner).await
+    }
+
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {
         self.node()?.endpoint(owner).await
     }

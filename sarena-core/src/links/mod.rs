@@ -2,6 +2,16 @@
 //!
 //! [`RtnetlinkLinks`] is the real backend; the plugin sequences are written and
 //! tested against the trait.
+//!
+//! # Ownership
+//!
+//! Both ends of every veth pair Sarena creates are born in link group
+//! [`LINK_GROUP`] (`ip link show group 1397902913`), set in the very request
+//! that creates them, so no crash can leave an unmarked pair behind. Every
+//! removal checks the mark first: a link of the right name that is not in the
+//! group (another plugin's `lxc…`, or one made by hand) is never deleted, and
+//! [`Links::list_host_links`] lists only marked links, so GC and the daemon's
+//! start-up sweep cannot touch anyone else's.
 
 use std::path::Path;
 
@@ -16,6 +26,18 @@ use crate::sysctl::SysctlError;
 mod rtnl;
 
 pub use rtnl::RtnetlinkLinks;
+
+/// The link group that marks a link as Sarena's ("SRNA" in ASCII).
+pub const LINK_GROUP: u32 = 0x5352_4e41;
+
+/// One of Sarena's host links, as listed by [`Links::list_host_links`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostLink {
+    /// Its name (`lxc…`).
+    pub ifname: String,
+    /// Its ifindex.
+    pub ifindex: u32,
+}
 
 /// What to create for one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,6 +143,15 @@ pub enum LinkError {
     /// A sysctl of a link (`rp_filter`) could not be written.
     #[error(transparent)]
     Sysctl(#[from] SysctlError),
+    /// A link of the name asked for exists but does not carry Sarena's mark
+    /// ([`LINK_GROUP`]): it belongs to someone else and was left alone.
+    #[error("link del {ifname}: not Sarena's (group {group}, not {LINK_GROUP}); left alone")]
+    NotOurs {
+        /// The link.
+        ifname: String,
+        /// The group it is in.
+        group: u32,
+    },
     /// Something else went wrong with the OS.
     #[error("{call} on {ifname}: {source}")]
     Io {
@@ -144,20 +175,25 @@ impl LinkError {
             LinkError::Sysctl(e) => e.errno(),
             LinkError::NoPodLink { .. }
             | LinkError::InvalidRoute { .. }
-            | LinkError::HostEndVanished { .. } => None,
+            | LinkError::HostEndVanished { .. }
+            | LinkError::NotOurs { .. } => None,
         }
     }
 }
 
 /// Netns and link operations the plugin sequences need.
+///
+/// Every removal deletes only links that carry Sarena's mark ([`LINK_GROUP`]):
+/// a link of the name asked for that does not is [`LinkError::NotOurs`].
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
 #[async_trait]
 pub trait Links: Send + Sync {
     /// Deletes the link `ifname` inside `netns` if it exists. `Ok(false)`: there was none.
     async fn remove_pod_link(&self, netns: &Path, ifname: &str) -> Result<bool, LinkError>;
-    /// Creates the veth pair: host end in the host netns (MTU set, `rp_filter` off, up),
-    /// pod end created inside `spec.netns` under its final name (down); an
-    /// existing link of that name there is an error (remove it first).
+    /// Creates the veth pair, both ends marked: host end in the host netns (MTU
+    /// set, `rp_filter` off, up), pod end created inside `spec.netns` under its
+    /// final name (down); an existing link of that name there is an error
+    /// (remove it first).
     async fn create_veth(&self, spec: &VethSpec) -> Result<VethPair, LinkError>;
     /// Puts addresses and routes on the pod interface and brings it up.
     async fn configure_pod(
@@ -184,8 +220,12 @@ pub trait Links: Send + Sync {
     ) -> Result<Option<PodIfaceState>, LinkError>;
     /// The ifindex of a host link, `Ok(None)` when it does not exist.
     async fn host_link_index(&self, host_ifname: &str) -> Result<Option<u32>, LinkError>;
-    /// Names of Sarena's host links (`lxc*`), for GC.
-    async fn list_host_links(&self) -> Result<Vec<String>, LinkError>;
+    /// Sarena's host links: `lxc*` and marked, for GC and the daemon's
+    /// start-up sweep.
+    async fn list_host_links(&self) -> Result<Vec<HostLink>, LinkError>;
+    /// Forgets whatever the backend keeps open for the pod netns at `netns`
+    /// (DEL calls it last: the pod is gone or going).
+    fn release_netns(&self, netns: &Path);
 }
 
 /// The host-side veth name for an attachment: `lxc` + the leading hex of

@@ -15,7 +15,7 @@ pub use error::NetlinkError;
 pub(crate) use error::errno;
 pub(crate) use netns::handle_in;
 pub(crate) use query::{
-    all_links, delete_link, delete_link_by_index, delete_link_by_name, link_by_name, link_index,
+    MarkedDeletion, all_links, delete_marked_link, link_by_name, link_group, link_index,
     link_is_up, link_mac, link_name,
 };
 pub(crate) use routes::{all_routes, route_ip};

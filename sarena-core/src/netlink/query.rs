@@ -52,6 +52,17 @@ pub(crate) fn link_mac(link: &LinkMessage) -> Option<MacAddr> {
     })
 }
 
+/// The link's group (`ip link show` prints it as `group N`; 0 by default).
+pub(crate) fn link_group(link: &LinkMessage) -> u32 {
+    link.attributes
+        .iter()
+        .find_map(|a| match a {
+            LinkAttribute::Group(group) => Some(*group),
+            _ => None,
+        })
+        .unwrap_or(0)
+}
+
 /// Whether the link is administratively up.
 pub(crate) fn link_is_up(link: &LinkMessage) -> bool {
     link.header.flags.contains(LinkFlags::Up)
@@ -59,11 +70,7 @@ pub(crate) fn link_is_up(link: &LinkMessage) -> bool {
 
 /// `ip link del` the link `index` (called `name`); `Ok(false)` when it was
 /// already gone.
-pub(crate) async fn delete_link(
-    handle: &Handle,
-    index: u32,
-    name: &str,
-) -> Result<bool, NetlinkError> {
+async fn delete_link(handle: &Handle, index: u32, name: &str) -> Result<bool, NetlinkError> {
     match handle.link().del(index).execute().await {
         Ok(()) => Ok(true),
         Err(e) if errno(&e) == Some(libc::ENODEV) => Ok(false),
@@ -71,26 +78,48 @@ pub(crate) async fn delete_link(
     }
 }
 
-/// Deletes the link `index` if it is still called `name`; `Ok(false)` when
-/// it is gone or has another name.
-pub(crate) async fn delete_link_by_index(
-    handle: &Handle,
-    index: u32,
-    name: &str,
-) -> Result<bool, NetlinkError> {
-    let mut links = handle.link().get().match_index(index).execute();
-    match links.try_next().await {
-        Ok(Some(link)) if link_name(&link) == Some(name) => delete_link(handle, index, name).await,
-        Ok(_) => Ok(false),
-        Err(e) if errno(&e) == Some(libc::ENODEV) => Ok(false),
-        Err(e) => Err(NetlinkError::new("link get", name, e)),
-    }
+/// What [`delete_marked_link`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MarkedDeletion {
+    /// The link carried the mark and is gone.
+    Removed,
+    /// There was no such link (or it went away meanwhile).
+    Absent,
+    /// The link exists but is not in `group`: it was left alone.
+    Foreign {
+        /// The group it is in.
+        group: u32,
+    },
 }
 
-/// `ip link del NAME`; `Ok(false)` when there is none.
-pub(crate) async fn delete_link_by_name(handle: &Handle, name: &str) -> Result<bool, NetlinkError> {
-    match link_by_name(handle, name).await? {
-        Some(link) => delete_link(handle, link.header.index, name).await,
-        None => Ok(false),
+/// Deletes the link called `name` (and, when `index` is given, with that
+/// ifindex) only if it is in `group`, the mark of whoever created it.
+pub(crate) async fn delete_marked_link(
+    handle: &Handle,
+    name: &str,
+    index: Option<u32>,
+    group: u32,
+) -> Result<MarkedDeletion, NetlinkError> {
+    let link = match index {
+        Some(index) => {
+            let mut links = handle.link().get().match_index(index).execute();
+            match links.try_next().await {
+                Ok(link) => link.filter(|l| link_name(l) == Some(name)),
+                Err(e) if errno(&e) == Some(libc::ENODEV) => None,
+                Err(e) => return Err(NetlinkError::new("link get", name, e)),
+            }
+        }
+        None => link_by_name(handle, name).await?,
+    };
+    let Some(link) = link else {
+        return Ok(MarkedDeletion::Absent);
+    };
+    match link_group(&link) {
+        found if found == group => Ok(if delete_link(handle, link.header.index, name).await? {
+            MarkedDeletion::Removed
+        } else {
+            MarkedDeletion::Absent
+        }),
+        found => Ok(MarkedDeletion::Foreign { group: found }),
     }
 }

@@ -17,7 +17,7 @@ use crate::api::{
 
 impl Node {
     /// Runs a blocking operation off the async workers when possible.
-    async fn blocking<T, F>(&self, f: F) -> Result<T, DaemonError>
+    pub(super) async fn blocking<T, F>(&self, f: F) -> Result<T, DaemonError>
     where
         T: Send + 'static,
         F: FnOnce(&Inner) -> Result<T, NodeError> + Send + 'static,
@@ -74,6 +74,14 @@ impl Daemon for Node {
 
     async fn delete_endpoint(&self, owner: Attachment) -> Result<bool, DaemonError> {
         self.blocking(move |n| n.delete_endpoint(&owner)).await
+    }
+
+    async fn unregister_endpoint(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<Endpoint>, DaemonError> {
+        self.blocking(move |n| n.unregister_endpoint(&owner, n.now()))
+            .await
     }
 
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {

@@ -7,8 +7,10 @@
 //! - `ops.rs`: the operations behind the trait (synchronous, explicit `now`);
 //! - `daemon.rs`: `impl Daemon for Node` over them;
 //! - `recovery.rs`: rebuilding the state from the store at [`Node::open`];
+//! - `veth_ledger.rs`: [`VethLedger`], the veth removals the daemon owes;
 //! - `with_dataplane.rs`: [`WithDataplane`]; `stats.rs`: what it adds to
-//!   the status and the per-endpoint counters;
+//!   the status and the per-endpoint counters; `start_up.rs`: its start-up
+//!   repair (stale endpoints, owed removals, unowned links, reconcile);
 //! - `config.rs`, `error.rs`: [`NodeConfig`], [`NodeError`].
 //!
 //! ```
@@ -33,6 +35,9 @@ mod recovery;
 mod stats;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod unregister_tests;
+mod veth_ledger;
 mod with_dataplane;
 
 use std::collections::{BTreeMap, HashMap};
@@ -45,7 +50,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use config::{ConfigError, DEFAULT_CONFIG_TOML, NodeConfig};
 pub use error::NodeError;
 pub use recovery::OpenReport;
-pub use with_dataplane::{AttachError, WithDataplane};
+#[cfg(any(test, feature = "mocks"))]
+pub use veth_ledger::MockVethLedger;
+pub use veth_ledger::{OwedRemoval, VethLedger};
+pub use with_dataplane::{AttachError, StartUpError, StartUpReport, WithDataplane};
 
 use crate::api::{Attachment, Endpoint};
 use crate::ipam::Allocator;

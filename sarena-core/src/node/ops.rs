@@ -16,7 +16,7 @@ use crate::api::{
     IpamState, RouteSpec,
 };
 use crate::ipam::IpamError;
-use crate::store::AllocationEntry;
+use crate::store::{AllocationEntry, OwedRemoval};
 
 fn check_owner(owner: &Attachment) -> Result<(), NodeError> {
     let bad = |field, reason: &str| {
@@ -247,6 +247,63 @@ impl Inner {
         st.forget(owner);
         tracing::debug!(?owner, "endpoint deleted");
         Ok(true)
+    }
+
+    /// [`Inner::delete_endpoint`], recording in the same transaction that the
+    /// endpoint's veth pair is to be removed; returns whether anything existed
+    /// and the endpoint that did.
+    pub(super) fn delete_endpoint_owing(
+        &self,
+        owner: &Attachment,
+    ) -> Result<(bool, Option<Endpoint>), NodeError> {
+        let mut st = self.lock()?;
+        let endpoint = st.endpoints.get(owner).cloned();
+        if endpoint.is_none() && !st.allocations.contains_key(owner) {
+            return Ok((false, None));
+        }
+        let owed: Vec<OwedRemoval> = endpoint
+            .iter()
+            .map(|e| OwedRemoval {
+                host_ifname: e.host_ifname.clone(),
+                host_ifindex: e.host_ifindex,
+            })
+            .collect();
+        self.store
+            .remove_owners_owing(std::slice::from_ref(owner), &owed)?;
+        st.forget(owner);
+        tracing::debug!(?owner, "endpoint deleted; veth removal owed");
+        Ok((true, endpoint))
+    }
+
+    /// `DELETE /endpoints/...?allocation=keep` at time `now`: removes the endpoint
+    /// but keeps its allocation, under a lease from `now` as before it was
+    /// registered, in one transaction; returns the endpoint removed.
+    pub(super) fn unregister_endpoint(
+        &self,
+        owner: &Attachment,
+        now: u64,
+    ) -> Result<Option<Endpoint>, NodeError> {
+        let mut guard = self.lock()?;
+        let st = &mut *guard;
+        let Some(endpoint) = st.endpoints.get(owner).cloned() else {
+            return Ok(None);
+        };
+        let Some(entry) = st.allocations.get(owner) else {
+            // An endpoint without an allocation (kept at start-up): nothing to
+            // keep, so it goes like a deletion.
+            self.store.remove_owners(std::slice::from_ref(owner))?;
+            st.forget(owner);
+            return Ok(Some(endpoint));
+        };
+        let entry = AllocationEntry {
+            lease_expires_at: renewed_lease(self.config.lease_seconds, now),
+            ..entry.clone()
+        };
+        self.store.unregister_endpoint(&entry)?;
+        st.endpoints.remove(owner);
+        st.allocations.insert(owner.clone(), entry);
+        tracing::debug!(?owner, "endpoint unregistered; allocation kept");
+        Ok(Some(endpoint))
     }
 
     /// The endpoint of `owner`.

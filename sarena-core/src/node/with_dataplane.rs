@@ -1,11 +1,17 @@
 //! [`WithDataplane`]: the node composed with its dataplane. A [`Daemon`] that
 //! wraps the endpoint registry (the [`Node`](super::Node)), keeps a
 //! [`Dataplane`] in step with it, and can take on removing deleted endpoints'
-//! veth pairs.
+//! veth pairs, durably (see [`VethLedger`]). Its start-up repair is in
+//! `start_up.rs`.
+
+mod start_up;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+pub use start_up::{StartUpError, StartUpReport};
 
 use crate::api::ApiErrorKind;
 use crate::api::{
@@ -13,7 +19,9 @@ use crate::api::{
     Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest, Health, IpamState,
 };
 use crate::dataplane::{Dataplane, DataplaneError};
-use crate::links::Links;
+use crate::links::{LinkError, Links};
+
+use super::veth_ledger::{OwedRemoval, VethLedger};
 
 /// The dataplane could not attach an endpoint being registered (answered as
 /// `internal`; the registration is not committed).
@@ -38,7 +46,55 @@ pub struct AttachError {
 pub struct WithDataplane {
     pub(super) registry: Arc<dyn Daemon>,
     pub(super) dataplane: Arc<dyn Dataplane>,
-    veths: Option<Arc<dyn Links>>,
+    veths: Option<VethRemoval>,
+}
+
+/// What removing deleted endpoints' veths takes: the links, the ledger of
+/// owed removals, and the channel to the task that settles them.
+#[derive(Clone)]
+struct VethRemoval {
+    links: Arc<dyn Links>,
+    ledger: Arc<dyn VethLedger>,
+    done: mpsc::UnboundedSender<OwedRemoval>,
+}
+
+impl VethRemoval {
+    /// Removes the link of `owed` (only if name, index and mark still
+    /// match) and hands the record to the settling task; a failure leaves it
+    /// owed for the next start.
+    async fn remove(&self, owed: OwedRemoval) {
+        let (ifindex, ifname) = (owed.host_ifindex, &owed.host_ifname);
+        match self.links.remove_host_link_index(ifindex, ifname).await {
+            Ok(existed) => tracing::debug!(%ifname, ifindex, existed, "veth removed"),
+            Err(error @ LinkError::NotOurs { .. }) => {
+                tracing::warn!(%ifname, ifindex, %error, "veth left alone")
+            }
+            Err(error) => {
+                tracing::warn!(%ifname, ifindex, %error, "could not remove veth; owed until the next start");
+                return;
+            }
+        }
+        // The settling task lives as long as any sender: it cannot be gone.
+        let _ = self.done.send(owed);
+    }
+}
+
+/// Settles removed veths' records, a batch per commit.
+async fn settle(ledger: Arc<dyn VethLedger>, mut done: mpsc::UnboundedReceiver<OwedRemoval>) {
+    const BATCH: usize = 256;
+    while let Some(first) = done.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match done.try_recv() {
+                Ok(more) => batch.push(more),
+                Err(_) => break,
+            }
+        }
+        let count = batch.len();
+        if let Err(error) = ledger.settle_removals(batch).await {
+            tracing::warn!(%error, count, "cannot settle veth removals; redone at the next start");
+        }
+    }
 }
 
 impl std::fmt::Debug for WithDataplane {
@@ -61,12 +117,20 @@ impl WithDataplane {
 
     /// Also takes on removing a deleted endpoint's veth pair, with `links`,
     /// when asked to ([`Daemon::delete_endpoint_and_veth`]): the endpoint is
-    /// removed and detached before the answer, the link after it, in the
-    /// background. If the daemon dies in between, the veth goes when the
-    /// pod's netns does (runtimes delete it after DEL), and an ADD of the
-    /// same attachment removes it as a stale link.
-    pub fn with_veth_removal(mut self, links: Arc<dyn Links>) -> Self {
-        self.veths = Some(links);
+    /// deleted and its veth's removal recorded in `ledger` in one commit, and
+    /// the endpoint detached, before the answer; the link goes after it, in
+    /// the background, and its record is settled then. A removal a killed
+    /// daemon still owes is done by [`WithDataplane::start_up`]. `ledger`
+    /// must keep the registry's own state (the daemon passes its `Node` as
+    /// both). Call inside a tokio runtime (the settling task is spawned).
+    pub fn with_veth_removal(mut self, links: Arc<dyn Links>, ledger: Arc<dyn VethLedger>) -> Self {
+        let (done, settled) = mpsc::unbounded_channel();
+        tokio::spawn(settle(ledger.clone(), settled));
+        self.veths = Some(VethRemoval {
+            links,
+            ledger,
+            done,
+        });
         self
     }
 
@@ -136,24 +200,41 @@ impl Daemon for WithDataplane {
     }
 
     async fn delete_endpoint_and_veth(&self, owner: Attachment) -> Result<Deleted, DaemonError> {
-        let (deleted, existing) = self.remove(owner).await?;
-        let (Some(endpoint), Some(links)) = (existing, self.veths.clone()) else {
+        let Some(veths) = self.veths.clone() else {
+            let (deleted, _) = self.remove(owner).await?;
             return Ok(Deleted {
                 deleted,
                 veth_removal: false,
             });
         };
-        tokio::spawn(async move {
-            let (ifindex, ifname) = (endpoint.host_ifindex, endpoint.host_ifname);
-            match links.remove_host_link_index(ifindex, &ifname).await {
-                Ok(existed) => tracing::debug!(%ifname, ifindex, existed, "veth removed"),
-                Err(error) => tracing::warn!(%ifname, ifindex, %error, "could not remove veth"),
-            }
-        });
+        let (deleted, existing) = veths.ledger.delete_owing_removal(owner).await?;
+        let Some(endpoint) = existing else {
+            return Ok(Deleted {
+                deleted,
+                veth_removal: false,
+            });
+        };
+        self.detach_logged(&endpoint).await;
+        let owed = OwedRemoval {
+            host_ifname: endpoint.host_ifname,
+            host_ifindex: endpoint.host_ifindex,
+        };
+        tokio::spawn(async move { veths.remove(owed).await });
         Ok(Deleted {
             deleted,
             veth_removal: true,
         })
+    }
+
+    async fn unregister_endpoint(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<Endpoint>, DaemonError> {
+        let removed = self.registry.unregister_endpoint(owner).await?;
+        if let Some(endpoint) = &removed {
+            self.detach_logged(endpoint).await;
+        }
+        Ok(removed)
     }
 
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {
@@ -198,238 +279,5 @@ impl Daemon for WithDataplane {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::{ApiErrorKind, MockDaemon};
-    use crate::dataplane::{DataplaneError, DataplaneMode, MockDataplane};
-    use mockall::Sequence;
-
-    fn create() -> EndpointCreate {
-        EndpointCreate {
-            owner: Attachment {
-                container_id: "c1".into(),
-                ifname: "eth0".into(),
-            },
-            pod: Default::default(),
-            host_ifname: "lxc0123456789ab".into(),
-            host_ifindex: 7,
-            host_mac: "02:00:00:00:00:01".parse().unwrap(),
-            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-            addresses: vec!["10.200.0.5/16".parse().unwrap()],
-            netns: "/var/run/netns/x".into(),
-        }
-    }
-
-    fn endpoint() -> Endpoint {
-        Endpoint {
-            created_at: 1,
-            ..provisional(&create())
-        }
-    }
-
-    fn wrap(registry: MockDaemon, mut dataplane: MockDataplane) -> WithDataplane {
-        dataplane.expect_mode().return_const(DataplaneMode::Kernel);
-        WithDataplane::new(Arc::new(registry), Arc::new(dataplane))
-    }
-
-    #[tokio::test]
-    async fn create_attaches_before_committing() {
-        let mut seq = Sequence::new();
-        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
-        dataplane
-            .expect_attach()
-            .times(1)
-            .in_sequence(&mut seq)
-            .returning(|_| Ok(()));
-        registry
-            .expect_create_endpoint()
-            .times(1)
-            .in_sequence(&mut seq)
-            .returning(|_| Ok(endpoint()));
-        dataplane.expect_detach().never();
-        let daemon = wrap(registry, dataplane);
-        assert_eq!(daemon.create_endpoint(create()).await.unwrap(), endpoint());
-    }
-
-    #[tokio::test]
-    async fn failed_attach_registers_nothing() {
-        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
-        dataplane.expect_attach().returning(|_| {
-            Err(DataplaneError::Netlink(crate::NetlinkError::new(
-                "route add",
-                "x",
-                rtnetlink::Error::RequestFailed,
-            )))
-        });
-        registry.expect_create_endpoint().never();
-        let err = wrap(registry, dataplane)
-            .create_endpoint(create())
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind(), Some(ApiErrorKind::Internal));
-        let Some(AttachError {
-            host_ifname,
-            source,
-        }) = err.local_source::<AttachError>()
-        else {
-            panic!("not an attach error: {err:?}");
-        };
-        assert_eq!(host_ifname, "lxc0123456789ab");
-        let chained = std::error::Error::source(&err)
-            .and_then(std::error::Error::source)
-            .map(ToString::to_string);
-        assert_eq!(
-            chained,
-            Some(source.to_string()),
-            "the dataplane's error is the source"
-        );
-        let body = err.to_body();
-        assert_eq!(body.kind, ApiErrorKind::Internal);
-        assert!(
-            body.message.starts_with("attaching lxc0123456789ab: "),
-            "{}",
-            body.message
-        );
-    }
-
-    #[tokio::test]
-    async fn failed_commit_detaches_again() {
-        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
-        dataplane.expect_attach().returning(|_| Ok(()));
-        registry
-            .expect_create_endpoint()
-            .returning(|_| Err(DaemonError::api(ApiErrorKind::Conflict, "no allocation")));
-        dataplane.expect_detach().times(1).returning(|_| Ok(()));
-        let err = wrap(registry, dataplane)
-            .create_endpoint(create())
-            .await
-            .unwrap_err();
-        assert_eq!(err.kind(), Some(ApiErrorKind::Conflict));
-    }
-
-    #[tokio::test]
-    async fn delete_detaches_what_existed_and_tolerates_detach_errors() {
-        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
-        registry
-            .expect_endpoint()
-            .returning(|_| Ok(Some(endpoint())));
-        registry.expect_delete_endpoint().returning(|_| Ok(true));
-        dataplane.expect_detach().times(1).returning(|_| {
-            Err(DataplaneError::Netlink(crate::NetlinkError::new(
-                "route del",
-                "x",
-                rtnetlink::Error::RequestFailed,
-            )))
-        });
-        assert!(
-            wrap(registry, dataplane)
-                .delete_endpoint(create().owner)
-                .await
-                .unwrap()
-        );
-    }
-
-    #[tokio::test]
-    async fn delete_of_unknown_endpoint_detaches_nothing() {
-        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
-        registry.expect_endpoint().returning(|_| Ok(None));
-        registry.expect_delete_endpoint().returning(|_| Ok(false));
-        dataplane.expect_detach().never();
-        assert!(
-            !wrap(registry, dataplane)
-                .delete_endpoint(create().owner)
-                .await
-                .unwrap()
-        );
-    }
-
-    #[tokio::test]
-    async fn delete_with_veth_removes_the_detached_endpoints_link_by_index() {
-        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
-        let ep = endpoint();
-        let (index, name) = (ep.host_ifindex, ep.host_ifname.clone());
-        registry
-            .expect_endpoint()
-            .returning(move |_| Ok(Some(endpoint())));
-        registry.expect_delete_endpoint().returning(|_| Ok(true));
-        dataplane.expect_detach().times(1).returning(|_| Ok(()));
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let tx = std::sync::Mutex::new(Some(tx));
-        let mut links = crate::links::MockLinks::new();
-        links
-            .expect_remove_host_link_index()
-            .withf(move |i, n| *i == index && n == name)
-            .times(1)
-            .returning(move |_, _| {
-                if let Some(tx) = tx.lock().unwrap().take() {
-                    let _ = tx.send(());
-                }
-                Ok(true)
-            });
-        let wrapped = wrap(registry, dataplane).with_veth_removal(Arc::new(links));
-        let answer = wrapped
-            .delete_endpoint_and_veth(create().owner)
-            .await
-            .unwrap();
-        assert_eq!(
-            answer,
-            Deleted {
-                deleted: true,
-                veth_removal: true
-            }
-        );
-        tokio::time::timeout(std::time::Duration::from_secs(5), rx)
-            .await
-            .unwrap()
-            .unwrap();
-    }
-
-    #[tokio::test]
-    async fn delete_with_veth_of_an_unknown_endpoint_leaves_the_links_to_the_caller() {
-        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
-        registry.expect_endpoint().returning(|_| Ok(None));
-        registry.expect_delete_endpoint().returning(|_| Ok(false));
-        dataplane.expect_detach().never();
-        let mut links = crate::links::MockLinks::new();
-        links.expect_remove_host_link_index().never();
-        let answer = wrap(registry, dataplane)
-            .with_veth_removal(Arc::new(links))
-            .delete_endpoint_and_veth(create().owner)
-            .await
-            .unwrap();
-        assert!(!answer.veth_removal && !answer.deleted, "{answer:?}");
-    }
-
-    #[tokio::test]
-    async fn gc_detaches_removed_endpoints_only() {
-        let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
-        let kept = Endpoint {
-            owner: Attachment {
-                container_id: "c2".into(),
-                ifname: "eth0".into(),
-            },
-            host_ifname: "lxcffffffffffff".into(),
-            ..endpoint()
-        };
-        let listed = vec![endpoint(), kept];
-        registry
-            .expect_endpoints()
-            .returning(move || Ok(listed.clone()));
-        registry.expect_gc().returning(|_| {
-            Ok(GcReport {
-                endpoints_removed: vec![create().owner],
-                allocations_released: vec![],
-            })
-        });
-        dataplane
-            .expect_detach()
-            .withf(|e| e.owner.container_id == "c1")
-            .times(1)
-            .returning(|_| Ok(()));
-        let report = wrap(registry, dataplane)
-            .gc(GcRequest::default())
-            .await
-            .unwrap();
-        assert_eq!(report.endpoints_removed.len(), 1);
-    }
-}
+#[path = "with_dataplane_tests.rs"]
+mod tests;

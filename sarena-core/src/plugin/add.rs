@@ -5,8 +5,11 @@
 //! endpoint's registration (8). ADD succeeds only if both of a pair do.
 //!
 //! Idempotence: step 2 removes a link left in the pod netns by a previous ADD of
-//! the same attachment and, when there was one, that ADD's endpoint at the daemon
-//! (which releases its address), so a repeated ADD starts from scratch.
+//! the same attachment and, when there was one, unregisters that ADD's endpoint
+//! at the daemon while keeping its allocation, so a repeated ADD (a runtime
+//! retrying after a timeout) replaces the link but keeps the address, and the
+//! pod MAC unless `MAC=` asks for another. An `IP=` the kept allocation does
+//! not hold releases it instead, so that the new request is served.
 //!
 //! Failure handling: the steps that create something register its undo on one
 //! [`Rollback`] stack: the address (5, also when the allocation's own outcome is
@@ -19,7 +22,8 @@
 //! deletion queue and cancellation.
 
 use crate::api::{
-    AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, EndpointCreate,
+    AllocateRequest, Allocation, ApiErrorKind, Attachment, Daemon, DaemonConfig, DaemonError,
+    Endpoint, EndpointCreate,
 };
 use crate::cni::CniResult;
 use crate::cni::result::{Interface, IpConfig, Route};
@@ -42,15 +46,17 @@ pub(crate) async fn add(
     validate(req, queue).await?;
     let (stale, config) =
         futures_util::join!(remove_stale_link(links, req), daemon_config(daemon, att));
-    if stale? {
-        remove_stale_endpoint(daemon, att).await?;
-    }
+    let previous = match stale? {
+        true => replace_stale_endpoint(daemon, req).await?,
+        false => None,
+    };
     let config = config?;
+    let pod_mac = req.requested_mac.or(previous.map(|e| e.pod_mac));
 
     let mut rollback = Rollback::new(daemon, links, queue, att);
     let attached = async {
         let allocation = allocate(daemon, req, &mut rollback).await?;
-        let pair = create_veth(links, req, &config, &mut rollback).await?;
+        let pair = create_veth(links, req, &config, pod_mac, &mut rollback).await?;
         let (configured, registered) = futures_util::join!(
             configure_pod(links, req, &allocation),
             register_endpoint(daemon, req, &pair, &allocation, &mut rollback)
@@ -89,13 +95,28 @@ async fn remove_stale_link(links: &dyn Links, req: &AddRequest) -> Result<bool, 
 }
 
 /// Step 2: with a stale link, the endpoint a previous ADD registered for it is stale
-/// too: deletes it (which releases its address).
-async fn remove_stale_endpoint(daemon: &dyn Daemon, att: &Attachment) -> Result<(), PluginError> {
-    daemon
-        .delete_endpoint(att.clone())
+/// too: unregisters it, keeping its allocation for step 5, unless the request
+/// asks for addresses it does not hold (then releases that too). Returns the
+/// endpoint removed, if any.
+async fn replace_stale_endpoint(
+    daemon: &dyn Daemon,
+    req: &AddRequest,
+) -> Result<Option<Endpoint>, PluginError> {
+    let att = &req.attachment;
+    let stale = |e| PluginError::daemon(Step::RemoveStaleEndpoint, att, e);
+    let previous = daemon
+        .unregister_endpoint(att.clone())
         .await
-        .map(drop)
-        .map_err(|e| PluginError::daemon(Step::RemoveStaleEndpoint, att, e))
+        .map_err(stale)?;
+    let holds_requested = |e: &Endpoint| {
+        req.requested_ips
+            .iter()
+            .all(|ip| e.addresses.iter().any(|a| a.addr() == *ip))
+    };
+    if previous.as_ref().is_some_and(|e| !holds_requested(e)) {
+        daemon.release(att.clone()).await.map_err(stale)?;
+    }
+    Ok(previous)
 }
 
 /// Steps 3–4: the daemon's config (MTU), the first request (which connects
@@ -130,11 +151,13 @@ async fn allocate(
 }
 
 /// Step 6: creates the veth pair (host end named after the attachment, pod end in the
-/// pod netns under its final name) and registers its removal.
+/// pod netns under its final name, with `pod_mac` when given) and registers its
+/// removal.
 async fn create_veth(
     links: &dyn Links,
     req: &AddRequest,
     config: &DaemonConfig,
+    pod_mac: Option<crate::mac::MacAddr>,
     rollback: &mut Rollback<'_>,
 ) -> Result<VethPair, PluginError> {
     let att = &req.attachment;
@@ -144,7 +167,7 @@ async fn create_veth(
             netns: req.netns.clone(),
             pod_ifname: att.ifname.clone(),
             mtu: config.mtu,
-            pod_mac: req.requested_mac,
+            pod_mac,
         })
         .await
         .map_err(|e| PluginError::link(Step::CreateVeth, att, e))?;
@@ -170,6 +193,10 @@ async fn configure_pod(
 
 /// Step 8: registers the endpoint (the daemon attaches the host end). Once it is, or
 /// may be, registered, undoing the allocation deletes the endpoint.
+///
+/// A conflict means an endpoint of an earlier ADD is still registered though
+/// step 2 found no link of it (an ADD killed while it rolled back): it is
+/// unregistered, keeping the allocation, and the registration retried once.
 async fn register_endpoint(
     daemon: &dyn Daemon,
     req: &AddRequest,
@@ -177,9 +204,22 @@ async fn register_endpoint(
     allocation: &Allocation,
     rollback: &mut Rollback<'_>,
 ) -> Result<(), PluginError> {
-    let registered = daemon
-        .create_endpoint(endpoint_create(req, pair, allocation))
-        .await;
+    let body = endpoint_create(req, pair, allocation);
+    let mut registered = daemon.create_endpoint(body.clone()).await;
+    if registered
+        .as_ref()
+        .is_err_and(|e| e.kind() == Some(ApiErrorKind::Conflict))
+    {
+        match daemon.unregister_endpoint(req.attachment.clone()).await {
+            Ok(Some(old)) => {
+                tracing::warn!(attachment = %AttachmentDisplay(&req.attachment),
+                    old_ifindex = old.host_ifindex, "replaced an endpoint whose link was gone");
+                registered = daemon.create_endpoint(body).await;
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot replace the registered endpoint"),
+        }
+    }
     if may_have_taken_effect(&registered) {
         rollback.endpoint_may_exist();
     }
@@ -259,3 +299,7 @@ fn cni_result(
 #[cfg(test)]
 #[path = "add_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "add_repeat_tests.rs"]
+mod repeat_tests;

@@ -330,60 +330,6 @@ async fn unreachable_daemon_at_registration_releases_the_address() {
 }
 
 #[tokio::test]
-async fn stale_link_from_a_previous_add_also_drops_its_endpoint_first() {
-    let mut seq = Sequence::new();
-    let mut d = MockDaemon::new();
-    let mut l = MockLinks::new();
-    l.expect_remove_pod_link()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, _| Ok(true));
-    // The config is fetched alongside the stale check.
-    d.expect_config()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|| Ok(config()));
-    d.expect_delete_endpoint()
-        .withf(|a| a == &att())
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_| Ok(true));
-    d.expect_allocate()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_| Ok(allocation()));
-    l.expect_create_veth()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_| Ok(pair()));
-    l.expect_configure_pod()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|_, _, _| Ok(()));
-    d.expect_create_endpoint()
-        .times(1)
-        .in_sequence(&mut seq)
-        .returning(|r| Ok(endpoint_from(&r)));
-    add(&d, &l, None, &add_req()).await.unwrap();
-}
-
-#[tokio::test]
-async fn stale_endpoint_that_cannot_be_removed_fails_before_allocation() {
-    let mut d = MockDaemon::new();
-    let mut l = MockLinks::new();
-    l.expect_remove_pod_link()
-        .times(1)
-        .returning(|_, _| Ok(true));
-    d.expect_config().times(1).returning(|| Ok(config()));
-    d.expect_delete_endpoint()
-        .times(1)
-        .returning(|_| Err(unreachable()));
-    let e = add(&d, &l, None, &add_req()).await.unwrap_err();
-    assert_eq!(e.step(), Some(Step::RemoveStaleEndpoint));
-    assert_eq!(e.to_cni().code, ErrorCode::TryAgainLater);
-}
-
-#[tokio::test]
 async fn transport_failure_at_registration_deletes_the_maybe_created_endpoint() {
     let (d, l) = mocks(At::Register, || DaemonError::Transport {
         method: "POST".into(),

@@ -10,6 +10,10 @@
 //! 2. Otherwise remove the host end of the veth (which takes the pod end with it).
 //! 3. When `CNI_NETNS` is given and can be opened, remove the pod end there too;
 //!    a missing or unopenable netns is fine.
+//! 4. Release whatever the links backend keeps open for that netns.
+//!
+//! Links that are not Sarena's ([`LinkError::NotOurs`]) are left alone; that
+//! is no failure of DEL.
 
 use std::path::Path;
 
@@ -40,6 +44,7 @@ pub(crate) async fn del(
             false
         });
     if daemon_removes_veth {
+        release_netns(links, req);
         tracing::info!(attachment = %AttachmentDisplay(att), "DEL done; the daemon removes the veth");
         return Ok(());
     }
@@ -51,6 +56,7 @@ pub(crate) async fn del(
     {
         errors.push(e);
     }
+    release_netns(links, req);
 
     PluginError::collect(Some(att), errors)?;
     tracing::info!(attachment = %AttachmentDisplay(att), "DEL done");
@@ -93,11 +99,11 @@ async fn delete_endpoint(
 /// Step 2: removes the host end of the veth (which takes the pod end with it).
 async fn remove_host_link(links: &dyn Links, att: &Attachment) -> Result<(), PluginError> {
     let host = host_ifname(&att.container_id, &att.ifname);
-    let existed = links
-        .remove_host_link(&host)
-        .await
-        .map_err(|e| PluginError::link(Step::RemoveHostLink, att, e))?;
-    tracing::debug!(ifname = %host, existed, "host link removed");
+    match links.remove_host_link(&host).await {
+        Ok(existed) => tracing::debug!(ifname = %host, existed, "host link removed"),
+        Err(e @ LinkError::NotOurs { .. }) => tracing::warn!(error = %e, "host link left alone"),
+        Err(e) => return Err(PluginError::link(Step::RemoveHostLink, att, e)),
+    }
     Ok(())
 }
 
@@ -116,7 +122,18 @@ async fn remove_pod_link(
             tracing::debug!(%path, error = %source, "netns gone; nothing to remove in it");
             Ok(())
         }
+        Err(e @ LinkError::NotOurs { .. }) => {
+            tracing::warn!(error = %e, "pod link left alone");
+            Ok(())
+        }
         Err(e) => Err(PluginError::link(Step::RemovePodLink, att, e)),
+    }
+}
+
+/// Step 4: the pod is gone or going; nothing of its netns need stay open.
+fn release_netns(links: &dyn Links, req: &DelRequest) {
+    if let Some(netns) = &req.netns {
+        links.release_netns(netns);
     }
 }
 

@@ -32,8 +32,17 @@ fn links_ok(existed: bool, with_netns: bool) -> MockLinks {
             .withf(|netns, ifname| netns == Path::new(NETNS) && ifname == "eth0")
             .times(1)
             .returning(move |_, _| Ok(existed));
+        expect_release(&mut l, 1);
     }
     l
+}
+
+/// The netns is released `times` times.
+fn expect_release(l: &mut MockLinks, times: usize) {
+    l.expect_release_netns()
+        .withf(|netns| netns == Path::new(NETNS))
+        .times(times)
+        .return_const(());
 }
 
 #[tokio::test]
@@ -61,6 +70,7 @@ async fn del_is_idempotent() {
     l.expect_remove_pod_link()
         .times(2)
         .returning(|_, _| Ok(false));
+    expect_release(&mut l, 2);
     del(&d, &l, None, &req(Some(NETNS))).await.unwrap();
     del(&d, &l, None, &req(Some(NETNS))).await.unwrap();
 }
@@ -89,6 +99,7 @@ async fn del_with_the_netns_gone_succeeds() {
     l.expect_remove_pod_link()
         .times(1)
         .returning(|_, _| Err(netns_gone()));
+    expect_release(&mut l, 1);
     del(&d, &l, None, &req(Some(NETNS))).await.unwrap();
 }
 
@@ -146,6 +157,7 @@ async fn all_failures_are_collected_and_every_step_still_runs() {
     l.expect_remove_pod_link()
         .times(1)
         .returning(|_, _| Err(netlink("link del")));
+    expect_release(&mut l, 1);
     let e = del(&d, &l, None, &req(Some(NETNS))).await.unwrap_err();
     let PluginError::Several { errors, .. } = &e else {
         panic!("{e:?}")
@@ -189,8 +201,55 @@ async fn a_daemon_that_removes_the_veth_leaves_the_links_alone() {
                 veth_removal: true,
             })
         });
-    // No expectation on the links: any call would fail the test.
-    del(&d, &MockLinks::new(), None, &req(Some(NETNS)))
-        .await
-        .unwrap();
+    // No expectation on the links but the netns's release: any other call
+    // would fail the test.
+    let mut l = MockLinks::new();
+    expect_release(&mut l, 1);
+    del(&d, &l, None, &req(Some(NETNS))).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_netns_is_released_after_the_links_are_removed() {
+    let mut seq = mockall::Sequence::new();
+    let mut d = MockDaemon::new();
+    d.expect_delete_endpoint_and_veth()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(answer(true)));
+    let mut l = MockLinks::new();
+    l.expect_remove_host_link()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(true));
+    l.expect_remove_pod_link()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _| Ok(false));
+    l.expect_release_netns()
+        .withf(|netns| netns == Path::new(NETNS))
+        .times(1)
+        .in_sequence(&mut seq)
+        .return_const(());
+    del(&d, &l, None, &req(Some(NETNS))).await.unwrap();
+}
+
+#[tokio::test]
+async fn links_that_are_not_sarenas_are_left_alone_without_failing_del() {
+    let mut d = MockDaemon::new();
+    d.expect_delete_endpoint_and_veth()
+        .times(1)
+        .returning(|_| Ok(answer(false)));
+    let not_ours = |ifname: &str| LinkError::NotOurs {
+        ifname: ifname.to_string(),
+        group: 0,
+    };
+    let mut l = MockLinks::new();
+    l.expect_remove_host_link()
+        .times(1)
+        .returning(move |n| Err(not_ours(n)));
+    l.expect_remove_pod_link()
+        .times(1)
+        .returning(move |_, n| Err(not_ours(n)));
+    expect_release(&mut l, 1);
+    del(&d, &l, None, &req(Some(NETNS))).await.unwrap();
 }

@@ -155,6 +155,7 @@ async fn del_replays_the_queue_first_then_deletes() {
     let mut l = MockLinks::new();
     l.expect_remove_host_link().returning(|_| Ok(true));
     l.expect_remove_pod_link().returning(|_, _| Ok(false));
+    l.expect_release_netns().times(1).return_const(());
     let p = plugin(d, l).with_delete_queue(queue.clone());
     assert_eq!(
         dispatch(&p, &attach_env("DEL"), &conf("1.1.0"))

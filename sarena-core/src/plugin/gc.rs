@@ -1,10 +1,12 @@
 //! GC: removes everything of Sarena's that the runtime no longer lists as valid:
-//! endpoints and allocations at the daemon (`POST /gc`) and host `lxc*` links.
+//! endpoints and allocations at the daemon (`POST /gc`) and Sarena's host
+//! links (`lxc*` and carrying its mark, [`crate::links::LINK_GROUP`]: another
+//! plugin's `lxc…` links are never touched).
 
 use std::collections::HashSet;
 
 use crate::api::{Daemon, GcRequest as DaemonGcRequest};
-use crate::links::{Links, host_ifname};
+use crate::links::{LinkError, Links, host_ifname};
 
 use super::error::PluginError;
 use super::request::GcRequest;
@@ -40,13 +42,17 @@ pub(crate) async fn gc(
         .map(|a| host_ifname(&a.container_id, &a.ifname))
         .collect();
     match links.list_host_links().await {
-        Ok(names) => {
-            for name in names
+        Ok(found) => {
+            for link in found
                 .into_iter()
-                .filter(|n| n.starts_with("lxc") && !keep.contains(n))
+                .filter(|l| l.ifname.starts_with("lxc") && !keep.contains(&l.ifname))
             {
-                match links.remove_host_link(&name).await {
+                let name = link.ifname;
+                match links.remove_host_link_index(link.ifindex, &name).await {
                     Ok(_) => tracing::info!(ifname = %name, "stale host link removed"),
+                    Err(LinkError::NotOurs { .. }) => {
+                        tracing::info!(ifname = %name, "not Sarena's any more; left alone")
+                    }
                     Err(source) => errors.push(PluginError::Link {
                         step: Step::RemoveHostLink,
                         attachment: None,

@@ -1,7 +1,11 @@
 use super::*;
 use crate::api::{ApiErrorKind, Attachment, DaemonError, GcReport, MockDaemon};
 use crate::cni::ErrorCode;
-use crate::links::MockLinks;
+use crate::links::{HostLink, MockLinks};
+
+fn link(ifname: String, ifindex: u32) -> HostLink {
+    HostLink { ifname, ifindex }
+}
 
 fn a(id: &str) -> Attachment {
     Attachment {
@@ -27,18 +31,18 @@ async fn gc_sends_the_valid_list_and_removes_only_stale_host_links() {
         });
     let mut l = MockLinks::new();
     let listed = vec![
-        host_ifname("keep1", "eth0"),
-        stale.clone(),
-        host_ifname("keep2", "eth0"),
+        link(host_ifname("keep1", "eth0"), 3),
+        link(stale.clone(), 4),
+        link(host_ifname("keep2", "eth0"), 5),
     ];
     l.expect_list_host_links()
         .times(1)
         .return_once(move || Ok(listed));
     let s = stale.clone();
-    l.expect_remove_host_link()
-        .withf(move |n| n == s)
+    l.expect_remove_host_link_index()
+        .withf(move |i, n| *i == 4 && n == s)
         .times(1)
-        .returning(|_| Ok(true));
+        .returning(|_, _| Ok(true));
     gc(&d, &l, &GcRequest { valid }).await.unwrap();
 }
 
@@ -51,7 +55,7 @@ async fn gc_links_ignore_non_sarena_names() {
     let mut l = MockLinks::new();
     l.expect_list_host_links()
         .times(1)
-        .returning(|| Ok(vec!["eth0".into(), "cni0".into()]));
+        .returning(|| Ok(vec![link("eth0".into(), 1), link("cni0".into(), 2)]));
     gc(&d, &l, &GcRequest { valid: vec![] }).await.unwrap();
 }
 
@@ -64,9 +68,32 @@ async fn gc_failures_are_collected_and_links_still_cleaned() {
     let mut l = MockLinks::new();
     l.expect_list_host_links()
         .times(1)
-        .returning(|| Ok(vec![host_ifname("x", "eth0")]));
-    l.expect_remove_host_link().times(1).returning(|_| Ok(true));
+        .returning(|| Ok(vec![link(host_ifname("x", "eth0"), 7)]));
+    l.expect_remove_host_link_index()
+        .times(1)
+        .returning(|_, _| Ok(true));
     let e = gc(&d, &l, &GcRequest { valid: vec![] }).await.unwrap_err();
     assert_eq!(e.step(), Some(Step::DaemonGc));
     assert_eq!(e.to_cni().code, ErrorCode::Daemon);
+}
+
+#[tokio::test]
+async fn a_link_that_stopped_being_ours_is_no_error() {
+    let mut d = MockDaemon::new();
+    d.expect_gc()
+        .times(1)
+        .returning(|_| Ok(GcReport::default()));
+    let mut l = MockLinks::new();
+    l.expect_list_host_links()
+        .times(1)
+        .returning(|| Ok(vec![link(host_ifname("x", "eth0"), 7)]));
+    l.expect_remove_host_link_index()
+        .times(1)
+        .returning(|_, n| {
+            Err(LinkError::NotOurs {
+                ifname: n.to_string(),
+                group: 0,
+            })
+        });
+    gc(&d, &l, &GcRequest { valid: vec![] }).await.unwrap();
 }

@@ -23,7 +23,8 @@ pub enum Operation {
 pub enum Step {
     /// ADD 2: delete a stale link of the same name in the pod netns.
     RemoveStaleLink,
-    /// ADD 2: delete the endpoint a previous ADD registered for that stale link.
+    /// ADD 2: unregister the endpoint a previous ADD registered for that stale
+    /// link (its allocation is kept).
     RemoveStaleEndpoint,
     /// ADD 4: `GET /daemon/config`.
     DaemonConfig,

@@ -11,6 +11,8 @@
 //! - `addresses`: address (canonical text) → owner: one row per address, so an
 //!   address can never be recorded for two owners;
 //! - `endpoints`: owner → [`Endpoint`] (JSON);
+//! - `veth_removals`: host ifindex → host ifname: veth pairs whose removal the
+//!   daemon owes (see [`OwedRemoval`]);
 //! - `meta`: schema version.
 
 use std::net::IpAddr;
@@ -20,6 +22,10 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTran
 use serde::{Deserialize, Serialize};
 
 use crate::api::{AllocatedAddress, Attachment, Endpoint, PodRef};
+
+mod removals;
+
+pub use removals::OwedRemoval;
 
 const ALLOCATIONS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("allocations");
 const ADDRESSES: TableDefinition<&str, (&str, &str)> = TableDefinition::new("addresses");
@@ -165,6 +171,8 @@ impl RedbStore {
                 .map_err(redb_err("open table"))?;
             txn.open_table(ADDRESSES).map_err(redb_err("open table"))?;
             txn.open_table(ENDPOINTS).map_err(redb_err("open table"))?;
+            txn.open_table(removals::VETH_REMOVALS)
+                .map_err(redb_err("open table"))?;
             let mut meta = txn.open_table(META).map_err(redb_err("open table"))?;
             let found = meta
                 .get("schema")
@@ -306,42 +314,32 @@ impl RedbStore {
         })
     }
 
+    /// Removes the endpoint of `entry`'s owner and rewrites its allocation
+    /// (under a lease again) atomically: the endpoint goes, the address stays.
+    pub fn unregister_endpoint(&self, entry: &AllocationEntry) -> Result<(), StoreError> {
+        let alloc_bytes = encode("allocation", entry)?;
+        self.write("unregister endpoint", |txn| {
+            let mut endpoints = txn.open_table(ENDPOINTS).map_err(redb_err("open table"))?;
+            endpoints
+                .remove(key(&entry.owner))
+                .map_err(redb_err("write"))?;
+            let mut allocations = txn
+                .open_table(ALLOCATIONS)
+                .map_err(redb_err("open table"))?;
+            allocations
+                .insert(key(&entry.owner), alloc_bytes.as_slice())
+                .map_err(redb_err("write"))?;
+            Ok(())
+        })
+    }
+
     /// Removes, for each owner, its endpoint, its allocation and the address rows it
     /// holds, all in one durable transaction.
     pub fn remove_owners(&self, owners: &[Attachment]) -> Result<(), StoreError> {
         if owners.is_empty() {
             return Ok(());
         }
-        self.write("remove", |txn| {
-            let mut endpoints = txn.open_table(ENDPOINTS).map_err(redb_err("open table"))?;
-            let mut allocations = txn
-                .open_table(ALLOCATIONS)
-                .map_err(redb_err("open table"))?;
-            let mut addresses = txn.open_table(ADDRESSES).map_err(redb_err("open table"))?;
-            for owner in owners {
-                endpoints.remove(key(owner)).map_err(redb_err("write"))?;
-                let removed = allocations.remove(key(owner)).map_err(redb_err("write"))?;
-                let Some(bytes) = removed else { continue };
-                let entry: AllocationEntry =
-                    serde_json::from_slice(bytes.value()).map_err(|source| StoreError::Decode {
-                        table: "allocations",
-                        key: format!("{owner:?}"),
-                        source,
-                    })?;
-                drop(bytes);
-                for a in &entry.addresses {
-                    let text = a.address.addr().to_string();
-                    let mine = addresses
-                        .get(text.as_str())
-                        .map_err(redb_err("read"))?
-                        .is_some_and(|v| owner_of(v.value()) == *owner);
-                    if mine {
-                        addresses.remove(text.as_str()).map_err(redb_err("write"))?;
-                    }
-                }
-            }
-            Ok(())
-        })
+        self.write("remove", |txn| remove_owners_in(txn, owners))
     }
 
     /// Removes address rows (repair of rows no allocation holds), in one transaction.
@@ -359,4 +357,36 @@ impl RedbStore {
             Ok(())
         })
     }
+}
+
+/// [`RedbStore::remove_owners`] inside `txn`.
+fn remove_owners_in(txn: &WriteTransaction, owners: &[Attachment]) -> Result<(), StoreError> {
+    let mut endpoints = txn.open_table(ENDPOINTS).map_err(redb_err("open table"))?;
+    let mut allocations = txn
+        .open_table(ALLOCATIONS)
+        .map_err(redb_err("open table"))?;
+    let mut addresses = txn.open_table(ADDRESSES).map_err(redb_err("open table"))?;
+    for owner in owners {
+        endpoints.remove(key(owner)).map_err(redb_err("write"))?;
+        let removed = allocations.remove(key(owner)).map_err(redb_err("write"))?;
+        let Some(bytes) = removed else { continue };
+        let entry: AllocationEntry =
+            serde_json::from_slice(bytes.value()).map_err(|source| StoreError::Decode {
+                table: "allocations",
+                key: format!("{owner:?}"),
+                source,
+            })?;
+        drop(bytes);
+        for a in &entry.addresses {
+            let text = a.address.addr().to_string();
+            let mine = addresses
+                .get(text.as_str())
+                .map_err(redb_err("read"))?
+                .is_some_and(|v| owner_of(v.value()) == *owner);
+            if mine {
+                addresses.remove(text.as_str()).map_err(redb_err("write"))?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -82,7 +82,8 @@ impl Metrics {
         registry.register(
             "sarena_operations",
             "Operations the daemon performed for the plugin (allocate = ADD's IPAM step, \
-             endpoint_create = ADD's registration, endpoint_delete = DEL, release, gc), by outcome \
+             endpoint_create = ADD's registration, endpoint_delete = DEL, endpoint_unregister = a \
+             repeated ADD replacing its endpoint, release, gc), by outcome \
              (ok, noop when there was nothing to do, else the API error kind)",
             operations.clone(),
         );

@@ -83,3 +83,21 @@ async fn operations_are_counted_by_outcome() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn unregister_is_passed_through_not_emulated() {
+    // The trait's default would delete the endpoint, address and all.
+    let mut inner = MockDaemon::new();
+    inner
+        .expect_unregister_endpoint()
+        .times(1)
+        .returning(|_| Ok(None));
+    inner.expect_delete_endpoint().never();
+    inner.expect_endpoint().never();
+    let operated = Operated::new(Arc::new(inner));
+    let owner = Attachment {
+        container_id: "c1".into(),
+        ifname: "eth0".into(),
+    };
+    assert_eq!(operated.unregister_endpoint(owner).await.unwrap(), None);
+}

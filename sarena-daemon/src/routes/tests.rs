@@ -91,6 +91,10 @@ fn route_table() {
         q("veth=remove"),
         Ok(Route::DeleteEndpoint(owner("c1"), true))
     );
+    assert_eq!(
+        q("allocation=keep"),
+        Ok(Route::UnregisterEndpoint(owner("c1")))
+    );
     assert_eq!(q("veth=keep").unwrap_err().kind, ApiErrorKind::BadRequest);
     assert_eq!(r("POST", "/v1/gc"), Ok(Route::Gc));
     let odd = Attachment {
@@ -348,6 +352,19 @@ async fn endpoint_lookup_release_delete() {
     );
     let a = call(&d, "GET", "/v1/endpoints", "").await;
     assert_eq!(a.body.as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn unregistering_answers_the_endpoint_removed() {
+    let mut d = MockDaemon::new();
+    d.expect_unregister_endpoint()
+        .returning(|o| Ok((o.container_id == "c1").then(|| endpoint("c1"))));
+    let a = call(&d, "DELETE", "/v1/endpoints/c1/eth0?allocation=keep", "").await;
+    assert_eq!(a.status, 200);
+    let answer: sarena_core::api::Unregistered = serde_json::from_value(a.body).unwrap();
+    assert_eq!(answer.endpoint, Some(endpoint("c1")));
+    let a = call(&d, "DELETE", "/v1/endpoints/c2/eth0?allocation=keep", "").await;
+    assert_eq!((a.status, a.body), (200, json!({"endpoint": null})));
 }
 
 #[tokio::test]

@@ -113,6 +113,9 @@ impl Daemon for Slow {
     async fn delete_endpoint(&self, _: Attachment) -> Result<bool, DaemonError> {
         Ok(false)
     }
+    async fn unregister_endpoint(&self, _: Attachment) -> Result<Option<Endpoint>, DaemonError> {
+        Ok(None)
+    }
     async fn endpoint(&self, _: Attachment) -> Result<Option<Endpoint>, DaemonError> {
         Ok(None)
     }
@@ -179,4 +182,92 @@ async fn shutdown_finishes_in_flight_requests_then_removes_the_socket() {
         .unwrap()
         .unwrap();
     assert!(tcp_client.health().await.unwrap_err().is_unreachable());
+}
+
+/// A server with `limits` on a fresh socket, over a daemon whose health
+/// answers at once; stopped when the returned sender is dropped.
+async fn limited_server(limits: Limits) -> (tempfile::TempDir, PathBuf, oneshot::Sender<()>) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sock");
+    let daemon = Arc::new(Slow {
+        started: Notify::new(),
+        release: Notify::new(),
+        finished: AtomicBool::new(false),
+    });
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(serve_with_limits(
+        daemon,
+        UnixSocket::bind(&path).unwrap(),
+        None,
+        async {
+            let _ = stopped.await;
+        },
+        Duration::from_secs(1),
+        limits,
+    ));
+    (dir, path, stop)
+}
+
+/// Opens a connection and sends the start of a request line, never the rest.
+async fn slow_loris(path: &Path) -> tokio::net::UnixStream {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::UnixStream::connect(path).await.unwrap();
+    stream.write_all(b"GET /v1/daemon/hea").await.unwrap();
+    stream
+}
+
+/// Reads until EOF; `true` when the peer closed the connection within `within`.
+async fn closed_within(stream: &mut tokio::net::UnixStream, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    matches!(
+        tokio::time::timeout(within, stream.read_to_end(&mut buf)).await,
+        Ok(Ok(_)) | Ok(Err(_))
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_loris_clients_are_cut_off_at_the_header_timeout() {
+    let limits = Limits {
+        max_connections: 64,
+        header_timeout: Duration::from_millis(300),
+    };
+    let (_dir, path, _stop) = limited_server(limits).await;
+    let mut slow = Vec::new();
+    for _ in 0..8 {
+        slow.push(slow_loris(&path).await);
+    }
+    // An idle connection that never sends a byte is cut off as well.
+    let mut idle = tokio::net::UnixStream::connect(&path).await.unwrap();
+    // Meanwhile a well-behaved client is served at once.
+    let started = std::time::Instant::now();
+    let client = HttpDaemon::new(path.to_str().unwrap()).unwrap();
+    assert!(client.health().await.unwrap().ready);
+    assert!(started.elapsed() < Duration::from_millis(250));
+    for stream in slow.iter_mut().chain(std::iter::once(&mut idle)) {
+        assert!(
+            closed_within(stream, Duration::from_secs(3)).await,
+            "a slow client was not cut off"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_connection_cap_new_clients_wait_until_a_slot_frees() {
+    let limits = Limits {
+        max_connections: 2,
+        header_timeout: Duration::from_millis(400),
+    };
+    let (_dir, path, _stop) = limited_server(limits).await;
+    let _held = [slow_loris(&path).await, slow_loris(&path).await];
+    let started = std::time::Instant::now();
+    let client = HttpDaemon::new(path.to_str().unwrap()).unwrap();
+    assert!(client.health().await.unwrap().ready);
+    let waited = started.elapsed();
+    // Served only once the header timeout freed a slot: the cap held, and
+    // the slow clients could not hold it for longer.
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
 }

@@ -1,11 +1,15 @@
 //! The real `sarena-daemon` binary in tests: a [`Site`] per daemon (a unique
 //! temp directory with its socket, state, config and log), a [`Running`]
-//! guard that SIGKILLs the child if a test fails, raw HTTP/1.1 for requests
-//! a well-behaved client never sends, and the API requests tests repeat.
+//! guard that SIGKILLs the child if a test fails, an [`EbpfNode`] (the daemon
+//! in `ebpf` mode with its plugin) for whole-stack tests, raw HTTP/1.1 for
+//! requests a well-behaved client never sends, and the API requests tests
+//! repeat.
 
+mod ebpf;
 mod raw;
 mod site;
 
+pub use ebpf::{EbpfNode, GATEWAY_DEVICE};
 pub use raw::{RawAnswer, free_loopback_addr, raw, raw_bytes, raw_tcp};
 pub use site::{Running, Site};
 

@@ -15,6 +15,7 @@ pub struct Site {
     /// The directory (removed on drop).
     pub dir: tempfile::TempDir,
     socket: Option<PathBuf>,
+    state: Option<PathBuf>,
 }
 
 impl Site {
@@ -25,13 +26,26 @@ impl Site {
             .prefix("sarena-d")
             .tempdir()
             .unwrap();
-        Site { dir, socket: None }
+        Site {
+            dir,
+            socket: None,
+            state: None,
+        }
     }
 
     /// A site of its own that serves on `socket` (someone else's).
     pub fn with_socket(socket: PathBuf) -> Site {
         Site {
             socket: Some(socket),
+            ..Site::new()
+        }
+    }
+
+    /// A site of its own (socket, config, log) whose daemon uses `state_dir`
+    /// (someone else's).
+    pub fn with_state_dir(state_dir: PathBuf) -> Site {
+        Site {
+            state: Some(state_dir),
             ..Site::new()
         }
     }
@@ -45,7 +59,9 @@ impl Site {
 
     /// The daemon's `--state-dir`.
     pub fn state_dir(&self) -> PathBuf {
-        self.dir.path().join("state")
+        self.state
+            .clone()
+            .unwrap_or_else(|| self.dir.path().join("state"))
     }
 
     /// Where the daemon's stderr goes.

@@ -13,7 +13,8 @@ use rtnetlink::{Handle, LinkUnspec, LinkVxlan};
 use crate::cluster::error::ClusterError;
 use crate::cluster::traits::Underlay;
 use crate::cluster::vxlan::VxlanDevice;
-use crate::netlink::{self, NetlinkError, errno, link_by_name};
+use crate::links::LINK_GROUP;
+use crate::netlink::{self, MarkedDeletion, NetlinkError, errno, link_by_name};
 
 fn mtu_of(link: &LinkMessage) -> u32 {
     link.attributes
@@ -133,7 +134,20 @@ pub(super) async fn ensure(handle: &Handle, device: &VxlanDevice) -> Result<u32,
                     device = name,
                     "recreating the VXLAN device with new parameters"
                 );
-                netlink::delete_link(handle, old.header.index, name).await?;
+                if let MarkedDeletion::Foreign { group } =
+                    netlink::delete_marked_link(handle, name, Some(old.header.index), LINK_GROUP)
+                        .await?
+                {
+                    tracing::warn!(
+                        device = name,
+                        group,
+                        "a device of that name is not Sarena's; not replaced"
+                    );
+                    return Err(ClusterError::NoDevice {
+                        name: name.to_owned(),
+                        reason: "a device of that name exists and is not Sarena's (another link group)",
+                    });
+                }
             }
             create(handle, device).await?
         }
@@ -180,6 +194,7 @@ async fn create(handle: &Handle, device: &VxlanDevice) -> Result<u32, ClusterErr
     let message = builder
         .mtu(device.mtu)
         .address(device.mac.octets().to_vec())
+        .link_group(LINK_GROUP)
         .up()
         .build();
     match handle.link().add(message).execute().await {
@@ -251,7 +266,20 @@ async fn sync_addresses(
 pub(super) async fn remove(handle: &Handle, name: &str) -> Result<bool, ClusterError> {
     match link_by_name(handle, name).await? {
         Some(link) if vxlan_params(&link).is_some() => {
-            Ok(netlink::delete_link(handle, link.header.index, name).await?)
+            match netlink::delete_marked_link(handle, name, Some(link.header.index), LINK_GROUP)
+                .await?
+            {
+                MarkedDeletion::Removed => Ok(true),
+                MarkedDeletion::Absent => Ok(false),
+                MarkedDeletion::Foreign { group } => {
+                    tracing::warn!(
+                        device = name,
+                        group,
+                        "a VXLAN device of that name is not Sarena's; left alone"
+                    );
+                    Ok(false)
+                }
+            }
         }
         _ => Ok(false),
     }

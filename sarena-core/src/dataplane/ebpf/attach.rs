@@ -50,9 +50,12 @@ impl State {
     /// can; every failure is reported.
     pub(super) fn detach(&mut self, endpoint: &Endpoint) -> Result<(), BpfError> {
         let mut errors = Vec::new();
-        // Only from our own device: a newer one may have taken the name.
-        // (tcx links of earlier versions are gone since the start-up reconcile.)
-        if host_ifindex(&endpoint.host_ifname) == Some(endpoint.host_ifindex) {
+        // Only from our own device, still carrying Sarena's mark: a newer one
+        // may have taken the name. (tcx links of earlier versions are gone
+        // since the start-up reconcile.)
+        if host_ifindex(&endpoint.host_ifname) == Some(endpoint.host_ifindex)
+            && carries_mark(&endpoint.host_ifname)
+        {
             for direction in Direction::ALL {
                 if let Err(e) = tc::detach(&endpoint.host_ifname, direction) {
                     errors.push(e);
@@ -62,6 +65,16 @@ impl State {
         self.maps.remove(endpoint, &mut errors);
         BpfError::collect("detach", &endpoint.host_ifname, errors)
     }
+}
+
+/// Whether the host device `ifname` is in Sarena's link group
+/// ([`crate::links::LINK_GROUP`]), per sysfs.
+fn carries_mark(ifname: &str) -> bool {
+    let path = format!("/sys/class/net/{ifname}/netdev_group");
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|group| group.trim().parse::<u32>().ok())
+        == Some(crate::links::LINK_GROUP)
 }
 
 /// The ifindex the host has under `ifname`, if any.

@@ -93,7 +93,10 @@ impl KernelDataplane {
         let index = match self.link_index(device).await? {
             Some(index) => index,
             None => {
-                let message = LinkVeth::new(device, peer).up().build();
+                let message = LinkVeth::new(device, peer)
+                    .link_group(crate::links::LINK_GROUP)
+                    .up()
+                    .build();
                 match self.handle.link().add(message).execute().await {
                     Ok(()) => {}
                     Err(e) if netlink::errno(&e) == Some(libc::EEXIST) => {}
@@ -134,12 +137,16 @@ impl KernelDataplane {
         Ok(())
     }
 
-    /// Removes the node-global objects: the gateway device and the nftables
+    /// Removes the node-global objects: the gateway device (only if it
+    /// carries Sarena's mark, [`crate::links::LINK_GROUP`]) and the nftables
     /// tables (per-pod routes go with their veths). For uninstall and tests.
     pub async fn teardown(&self) -> Result<(), DataplaneError> {
         let device = &self.names.gateway_device;
-        if let Some(index) = self.link_index(device).await? {
-            netlink::delete_link(&self.handle, index, device).await?;
+        let group = crate::links::LINK_GROUP;
+        if let netlink::MarkedDeletion::Foreign { group } =
+            netlink::delete_marked_link(&self.handle, device, None, group).await?
+        {
+            tracing::warn!(%device, group, "the gateway device is not Sarena's; left alone");
         }
         masquerade::apply(&self.names.nft_table, &[], false)?;
         antispoof::remove(&self.names.nft_table).await

@@ -6,18 +6,20 @@ use std::os::fd::AsRawFd;
 use rtnetlink::packet_route::link::{InfoData, InfoKind, InfoVeth};
 use rtnetlink::{Handle, LinkMessageBuilder, LinkUnspec, LinkVeth};
 
-use crate::links::{LinkError, VethPair, VethSpec};
+use crate::links::{LINK_GROUP, LinkError, VethPair, VethSpec};
 use crate::mac::MacAddr;
-use crate::netlink::{NetlinkError, delete_link_by_name, errno, link_index};
+use crate::netlink::{MarkedDeletion, NetlinkError, delete_marked_link, errno, link_index};
 use crate::sysctl;
 
-/// `ip link add HOST mtu M address HMAC up type veth peer name IFNAME mtu M address PMAC netns FD`:
-/// one request, the peer born in the pod netns under its final name.
+/// `ip link add HOST mtu M address HMAC group G up type veth peer name IFNAME mtu M address PMAC group G netns FD`:
+/// one request, the peer born in the pod netns under its final name, both
+/// ends born with Sarena's mark ([`LINK_GROUP`]).
 ///
 /// The peer never exists in the host netns, so two pods' `eth0` can never meet.
-/// If the host name is taken (a half-done earlier ADD of the same attachment),
-/// the stale link is removed and creation retried once; if the pod name is
-/// taken in the pod netns (the caller did not remove it first), that is an error.
+/// If the host name is taken by a link of Sarena's (a half-done earlier ADD of
+/// the same attachment), the stale link is removed and creation retried once;
+/// a link of that name that is not Sarena's is left alone and is an error, as
+/// is the pod name taken in the pod netns (the caller did not remove it first).
 pub(crate) async fn create(
     host: &Handle,
     netns: &File,
@@ -30,12 +32,14 @@ pub(crate) async fn create(
             .name(spec.pod_ifname.clone())
             .mtu(spec.mtu)
             .address(pod_mac.octets().to_vec())
+            .link_group(LINK_GROUP)
             .setns_by_fd(netns.as_raw_fd())
             .build();
         LinkMessageBuilder::<LinkVeth>::new_with_info_kind(InfoKind::Veth)
             .name(spec.host_ifname.clone())
             .mtu(spec.mtu)
             .address(host_mac.octets().to_vec())
+            .link_group(LINK_GROUP)
             .up()
             .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
             .build()
@@ -44,20 +48,33 @@ pub(crate) async fn create(
         Ok(()) => {}
         Err(e) if errno(&e) == Some(libc::EEXIST) => {
             // Either name may be taken: the host one by a stale link of an
-            // earlier ADD (removed here), the pod one by whatever the caller
-            // did not remove first (an error).
-            if !delete_link_by_name(host, &spec.host_ifname).await? {
-                return Err(LinkError::PodIfnameTaken {
-                    ifname: spec.pod_ifname.clone(),
-                    source: NetlinkError::new("link add", &spec.pod_ifname, e),
-                });
+            // earlier ADD (removed here, or by the daemon meanwhile), the pod
+            // one by whatever the caller did not remove first (an error).
+            let removed =
+                match delete_marked_link(host, &spec.host_ifname, None, LINK_GROUP).await? {
+                    MarkedDeletion::Removed => true,
+                    MarkedDeletion::Absent => false,
+                    MarkedDeletion::Foreign { group } => {
+                        return Err(LinkError::NotOurs {
+                            ifname: spec.host_ifname.clone(),
+                            group,
+                        });
+                    }
+                };
+            if removed {
+                tracing::warn!(host_ifname = %spec.host_ifname, "removed a stale host link; retrying");
             }
-            tracing::warn!(host_ifname = %spec.host_ifname, "removed a stale host link; retrying");
-            host.link()
-                .add(message())
-                .execute()
-                .await
-                .map_err(|e| NetlinkError::new("link add", &spec.host_ifname, e))?;
+            match host.link().add(message()).execute().await {
+                Ok(()) => {}
+                // The host name is free, so the pod name is taken.
+                Err(e) if errno(&e) == Some(libc::EEXIST) && !removed => {
+                    return Err(LinkError::PodIfnameTaken {
+                        ifname: spec.pod_ifname.clone(),
+                        source: NetlinkError::new("link add", &spec.pod_ifname, e),
+                    });
+                }
+                Err(e) => return Err(NetlinkError::new("link add", &spec.host_ifname, e).into()),
+            }
         }
         Err(e) => return Err(NetlinkError::new("link add", &spec.host_ifname, e).into()),
     }
@@ -70,7 +87,9 @@ pub(crate) async fn create(
             pod_mac,
         }),
         Err(error) => {
-            if let Err(cleanup) = delete_link_by_name(host, &spec.host_ifname).await {
+            if let Err(cleanup) =
+                delete_marked_link(host, &spec.host_ifname, None, LINK_GROUP).await
+            {
                 tracing::warn!(%cleanup, "could not remove the half-created veth");
             }
             Err(error)
