@@ -15,7 +15,7 @@ use crate::sysctl::SysctlError;
 
 mod rtnl;
 
-pub use rtnl::RtnetlinkLinks;
+pub use rtnl::{RtnetlinkLinks, link_local};
 
 /// What to create for one pod.
 #[derive(Debug, Clone, PartialEq, Eq)]

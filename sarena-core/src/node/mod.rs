@@ -7,6 +7,7 @@
 //! - `ops.rs`: the operations behind the trait (synchronous, explicit `now`);
 //! - `daemon.rs`: `impl Daemon for Node` over them;
 //! - `recovery.rs`: rebuilding the state from the store at [`Node::open`];
+//! - `routes.rs`: what a pod is told: its gateways and routes ([`pod_routes`]);
 //! - `with_dataplane.rs`: [`WithDataplane`];
 //! - `config.rs`, `error.rs`: [`NodeConfig`], [`NodeError`].
 //!
@@ -26,9 +27,12 @@
 
 mod config;
 mod daemon;
+#[cfg(test)]
+mod dual_stack_tests;
 mod error;
 mod ops;
 mod recovery;
+mod routes;
 #[cfg(test)]
 mod tests;
 mod with_dataplane;
@@ -43,6 +47,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use config::{ConfigError, DEFAULT_CONFIG_TOML, NodeConfig};
 pub use error::NodeError;
 pub use recovery::OpenReport;
+pub use routes::{pod_gateway, pod_routes};
 pub use with_dataplane::{AttachError, WithDataplane};
 
 use crate::api::{Attachment, Endpoint};

@@ -1,7 +1,10 @@
 //! [`RtnetlinkLinks`]: the [`Links`] trait over rtnetlink.
 
+mod ipv6;
 mod pod;
 mod veth;
+
+pub use ipv6::link_local;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
