@@ -25,11 +25,11 @@ const PAYLOAD: usize = EthHdr::LEN + Ipv6Hdr::LEN;
 /// (link-local, multicast, elsewhere, expiring) goes to the host stack.
 #[inline(always)]
 pub fn try_ipv6(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
+    counters::ipv6_from_pod(ifindex);
     let eth: *mut EthHdr = ptr_at(ctx, 0, DropReason::MalformedEthernet)?;
     let ip: *mut Ipv6Hdr = ptr_at(ctx, EthHdr::LEN, DropReason::MalformedIpv6)?;
     // SAFETY: both pointers were bounds-checked against data_end above.
     let (eth, ip) = unsafe { (&mut *eth, &mut *ip) };
-    counters::ipv6_from_pod(ifindex);
     let end = packet_end(ctx, ip).ok_or(DropReason::MalformedIpv6)?;
     let upper = exthdr::upper(ctx, ip, end)?;
     let source = antispoof::source6(&ip.src_addr, ifindex)?;
