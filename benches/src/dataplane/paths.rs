@@ -2,7 +2,7 @@
 //! real plugin (Sarena eBPF, Sarena kernel, ptp + host-local), or the raw
 //! veth pair. Everything is torn down on drop.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -10,6 +10,7 @@ use super::raw_veth::{self, RawVethPair};
 use super::results::PathKind;
 use super::rr;
 use crate::BenchError;
+use crate::node::exec::first_ipv6;
 use crate::node::{Bins, Contender, NodeNetns, Pod, run_cmd};
 
 /// Where a path's client and server live.
@@ -19,8 +20,8 @@ pub struct Endpoints {
     pub client_ns: PathBuf,
     /// The server's netns.
     pub server_ns: PathBuf,
-    /// The server's address.
-    pub server_ip: Ipv4Addr,
+    /// The server's address (of the path's family).
+    pub server_ip: IpAddr,
 }
 
 /// Two pods on one node; the pods are deleted (CNI DEL) before the node
@@ -90,8 +91,8 @@ impl PreparedPath {
 
 fn contender(kind: PathKind) -> Option<Contender> {
     match kind {
-        PathKind::RawVeth => None,
-        PathKind::SarenaEbpf => Some(Contender::SarenaEbpf),
+        PathKind::RawVeth | PathKind::RawVeth6 => None,
+        PathKind::SarenaEbpf | PathKind::SarenaEbpf6 => Some(Contender::SarenaEbpf),
         PathKind::SarenaKernel => Some(Contender::SarenaKernel),
         PathKind::PtpHostLocal => Some(Contender::PtpHostLocal),
     }
@@ -120,13 +121,13 @@ pub fn prepare(
 ) -> Result<PreparedPath, BenchError> {
     let path = match contender(kind) {
         None => {
-            let pair = RawVethPair::new()?;
+            let pair = RawVethPair::new(kind.ipv6())?;
             PreparedPath {
                 kind,
                 endpoints: Endpoints {
                     client_ns: pair.client_netns().to_owned(),
                     server_ns: pair.server_netns().to_owned(),
-                    server_ip: raw_veth::SERVER_IP,
+                    server_ip: RawVethPair::server_ip(kind.ipv6()),
                 },
                 mtu: Some(raw_veth::MTU),
                 setup: Setup::Raw(pair),
@@ -136,7 +137,11 @@ pub fn prepare(
             let bins = bins.ok_or_else(|| BenchError::Input {
                 what: format!("{}: the binaries were not located", kind.label()),
             })?;
-            let node = NodeNetns::start(contender, node_index, bins)?;
+            let node = if kind.ipv6() {
+                NodeNetns::start_dual_stack(contender, node_index, bins)?
+            } else {
+                NodeNetns::start(contender, node_index, bins)?
+            };
             let client = Pod::new("dp-client")?;
             let server = Pod::new("dp-server")?;
             let pair = PodPair {
@@ -146,9 +151,14 @@ pub fn prepare(
             };
             pair.node.add_ok(&pair.client)?;
             let added = pair.node.add_ok(&pair.server)?;
-            let server_ip = added.ip.ok_or_else(|| BenchError::Verify {
+            let server_ip = if kind.ipv6() {
+                added.json.as_ref().and_then(first_ipv6).map(IpAddr::V6)
+            } else {
+                added.ip.map(IpAddr::V4)
+            };
+            let server_ip = server_ip.ok_or_else(|| BenchError::Verify {
                 what: format!(
-                    "{}: ADD of the server pod gave no IPv4 address",
+                    "{}: ADD of the server pod gave no address of the path's family",
                     kind.label()
                 ),
             })?;

@@ -21,15 +21,21 @@ pub enum PathKind {
     SarenaKernel,
     /// Two pods made by the reference ptp + host-local plugins.
     PtpHostLocal,
+    /// [`PathKind::RawVeth`] over IPv6 (the floor of the IPv6 rows).
+    RawVeth6,
+    /// Two dual-stack pods made by sarena-cni, daemon in eBPF mode, over IPv6.
+    SarenaEbpf6,
 }
 
 impl PathKind {
     /// Every path, in report order.
-    pub const ALL: [PathKind; 4] = [
+    pub const ALL: [PathKind; 6] = [
         PathKind::RawVeth,
         PathKind::SarenaEbpf,
         PathKind::SarenaKernel,
         PathKind::PtpHostLocal,
+        PathKind::RawVeth6,
+        PathKind::SarenaEbpf6,
     ];
 
     /// The name used in tables.
@@ -39,7 +45,28 @@ impl PathKind {
             PathKind::SarenaEbpf => "Sarena eBPF mode",
             PathKind::SarenaKernel => "Sarena kernel mode",
             PathKind::PtpHostLocal => "ptp + host-local",
+            PathKind::RawVeth6 => "raw veth pair, IPv6",
+            PathKind::SarenaEbpf6 => "Sarena eBPF mode, IPv6",
         }
+    }
+
+    /// Whether the path carries IPv6 (else IPv4).
+    pub fn ipv6(self) -> bool {
+        matches!(self, PathKind::RawVeth6 | PathKind::SarenaEbpf6)
+    }
+
+    /// The raw veth pair of the path's family, its ratios' denominator.
+    pub fn baseline(self) -> PathKind {
+        if self.ipv6() {
+            PathKind::RawVeth6
+        } else {
+            PathKind::RawVeth
+        }
+    }
+
+    /// Whether the path is a raw veth pair (no plugin, no node).
+    pub fn is_raw(self) -> bool {
+        matches!(self, PathKind::RawVeth | PathKind::RawVeth6)
     }
 }
 
@@ -128,6 +155,9 @@ pub struct DataplaneResults {
     pub paths: Vec<PathResult>,
     /// The eBPF counters check, when the eBPF path was measured.
     pub ebpf_check: Option<EbpfCheck>,
+    /// The same check of the IPv6 eBPF path (IPv6 redirects required).
+    #[serde(default)]
+    pub ebpf6_check: Option<EbpfCheck>,
     /// Checks that could not be made, with why.
     #[serde(default)]
     pub check_errors: Vec<String>,
@@ -165,17 +195,18 @@ impl PathSummary {
     }
 }
 
-/// Sets every path's ratios to the raw veth pair's medians (none without a
-/// raw veth path).
+/// Sets every path's ratios to the medians of the raw veth pair of its
+/// family (none without that raw veth path).
 pub fn fill_ratios(paths: &mut [PathResult]) {
-    let Some(raw) = paths
+    let raws: Vec<(PathKind, PathSummary)> = paths
         .iter()
-        .find(|p| p.path == PathKind::RawVeth)
-        .map(|p| p.summary.clone())
-    else {
-        return;
-    };
+        .filter(|p| p.path.is_raw())
+        .map(|p| (p.path, p.summary.clone()))
+        .collect();
     for p in paths.iter_mut() {
+        let Some((_, raw)) = raws.iter().find(|(k, _)| *k == p.path.baseline()) else {
+            continue;
+        };
         let s = &mut p.summary;
         s.gbits_ratio_to_raw = ratio(s.gbits_median, raw.gbits_median);
         s.rr_ratio_to_raw = ratio(s.rr_median, raw.rr_median);
