@@ -113,8 +113,7 @@ fn dropped_by(table: &str, rule: &str) -> u64 {
     let chain = run(&["nft", "list", "chain", "inet", table, "antispoof"]);
     let line = chain
         .lines()
-        .filter(|l| l.contains(rule) && l.contains("drop"))
-        .last()
+        .rfind(|l| l.contains(rule) && l.contains("drop"))
         .unwrap_or_else(|| panic!("no rule {rule:?} in {chain}"));
     let after = line.split("counter packets ").nth(1).unwrap();
     after.split(' ').next().unwrap().parse().unwrap()

@@ -111,7 +111,7 @@ pub fn exchange_raw(pod: &Pod, frame: Vec<u8>, wanted: fn(&[u8]) -> bool) -> Opt
                     (&raw mut from).cast(),
                     &mut len,
                 );
-                if n > 0 && from.sll_pkttype != libc::PACKET_OUTGOING as u8 {
+                if n > 0 && from.sll_pkttype != libc::PACKET_OUTGOING {
                     buf.truncate(n as usize);
                     if wanted(&buf) {
                         found = Some(buf);
