@@ -68,43 +68,13 @@ e2e_init() {
   log "run $RUN_ID, work dir $WORK"
 }
 
-# --- addresses -----------------------------------------------------------------
+# --- addresses: lib-addr.sh ----------------------------------------------------
 
-# pick_subnet: a random 10.X.Y.0/24 no route or address on this host uses.
-# Sets POD_SUBNET, POD_PREFIX (10.X.Y) and POD_GATEWAY.
-pick_subnet() {
-  local a b tries=0 used
-  used=$(ip -4 route show table all; ip -4 -o addr show)
-  while :; do
-    a=$((100 + $(od -An -N1 -tu1 /dev/urandom) % 100))
-    b=$(($(od -An -N1 -tu1 /dev/urandom)))
-    # 10.200/16 is Sarena's default pool, 10.88/16 podman's.
-    if [ "$a" != 200 ] && ! grep -q "10\.$a\.$b\." <<<"$used"; then break; fi
-    tries=$((tries + 1))
-    [ "$tries" -lt 50 ] || fail "no free 10.X.Y.0/24 found"
-  done
-  POD_PREFIX="10.$a.$b"
-  POD_SUBNET="$POD_PREFIX.0/24"
-  POD_GATEWAY="$POD_PREFIX.1"
-}
+# shellcheck source=e2e/lib-addr.sh
+source "$E2E_DIR/lib-addr.sh"
 
-# host_address: a unique /32 in the host netns, on a dummy link of this run
-# (or on lo if the kernel has no dummy driver): the "host" address pods must
-# reach (traffic stays inside this machine).
-# Sets HOST_IP and HOST_DUMMY.
-host_address() {
-  HOST_IP="198.18.$(($(od -An -N1 -tu1 /dev/urandom))).$((1 + $(od -An -N1 -tu1 /dev/urandom) % 254))"
-  HOST_DUMMY="sed$RUN_ID"
-  if ip link add "$HOST_DUMMY" type dummy 2>/dev/null; then
-    defer "ip link del $HOST_DUMMY"
-    ip link set "$HOST_DUMMY" up
-  else
-    # Kernel without the dummy driver: the address goes on lo.
-    HOST_DUMMY=lo
-  fi
-  ip addr add "$HOST_IP/32" dev "$HOST_DUMMY"
-  defer "ip addr del $HOST_IP/32 dev $HOST_DUMMY"
-}
+
+
 
 # --- modes: which plugin is under test --------------------------------------------
 
@@ -125,10 +95,13 @@ mode_setup() {
       PLUGIN_DIR=${E2E_PLUGIN_DIR:-/usr/lib/cni}
       mkdir -p "$WORK/host-local"
       BASE_PLUGINS=$(jq -cn --arg subnet "$POD_SUBNET" --arg gw "$POD_GATEWAY" \
+        --arg subnet6 "${POD_SUBNET6:-}" --arg gw6 "${POD_GATEWAY6:-}" \
         --arg dir "$WORK/host-local" '[{type:"ptp", ipMasq:false, mtu:1500,
           ipam:{type:"host-local", dataDir:$dir,
-                ranges:[[{subnet:$subnet, gateway:$gw}]],
-                routes:[{dst:"0.0.0.0/0"}]}}]')
+                ranges:([[{subnet:$subnet, gateway:$gw}]]
+                  + (if $subnet6 == "" then [] else [[{subnet:$subnet6, gateway:$gw6}]] end)),
+                routes:([{dst:"0.0.0.0/0"}]
+                  + (if $subnet6 == "" then [] else [{dst:"::/0"}] end))}}]')
       MODE_LABEL="ref (ptp+host-local)"
       ;;
     sarena)
@@ -165,7 +138,8 @@ write_conflist() {
 # dir holding sarena-cni plus copies of the reference plugins for chaining.
 # SARENA_BIN_DIR (default target/release, else target/debug) holds
 # sarena-cni and sarena-daemon; SARENA_DAEMON_CONFIG may name a TOML template
-# in which @SUBNET@ and @GATEWAY@ are replaced; SARENA_DATAPLANE picks the
+# in which @SUBNET@ and @GATEWAY@ (and @SUBNET6@, @GATEWAY6@) are replaced;
+# after pick_subnet6 the default config's pool is dual-stack; SARENA_DATAPLANE picks the
 # dataplane of the default config (ebpf, the default, or kernel). With
 # NODE_NS set (see node_setup) the daemon runs in that netns, its pins on the
 # node's private bpffs.
@@ -193,15 +167,22 @@ sarena_start() {
   mkdir -p "$SARENA_STATE"
   local cfg="$WORK/sarena.toml"
   if [ -n "${SARENA_DAEMON_CONFIG:-}" ]; then
-    sed -e "s|@SUBNET@|$POD_SUBNET|g" -e "s|@GATEWAY@|$POD_GATEWAY|g" "$SARENA_DAEMON_CONFIG" >"$cfg"
+    sed -e "s|@SUBNET@|$POD_SUBNET|g" -e "s|@GATEWAY@|$POD_GATEWAY|g" \
+      -e "s|@SUBNET6@|${POD_SUBNET6:-}|g" -e "s|@GATEWAY6@|${POD_GATEWAY6:-}|g" \
+      "$SARENA_DAEMON_CONFIG" >"$cfg"
   else
+    local cidrs="\"$POD_SUBNET\"" gateways="\"$POD_GATEWAY\""
+    if [ -n "${POD_SUBNET6:-}" ]; then
+      cidrs+=", \"$POD_SUBNET6\""
+      gateways+=", \"$POD_GATEWAY6\""
+    fi
     cat >"$cfg" <<EOF
 dataplane = "${SARENA_DATAPLANE:-ebpf}"
 masquerade = false
 [[ipam.pools]]
 name = "e2e"
-cidrs = ["$POD_SUBNET"]
-gateways = ["$POD_GATEWAY"]
+cidrs = [$cidrs]
+gateways = [$gateways]
 EOF
   fi
   # The daemon replays the plugin's deletion queue from
@@ -307,7 +288,8 @@ node_setup() {
 # veth IFNAME, summed over CPUs (bpftool on the pinned counters map; layout
 # of sarena_common::EndpointCounters). FIELD: from_pod_packets,
 # to_pod_packets, redirected_packets, arp_replies, host_stack_flow_packets,
-# host_flows_recorded, drops (all reasons) or drop:N (reason N).
+# host_flows_recorded, ndp_replies, ipv6_from_pod_packets,
+# ipv6_redirected_packets, drops (all reasons) or drop:N (reason N).
 ebpf_counter() {
   local ifname=$1 field=$2 ifindex idx key json
   ifindex=$(node_exec cat "/sys/class/net/$ifname/ifindex") || fail "no host veth $ifname"
@@ -318,6 +300,9 @@ ebpf_counter() {
     arp_replies) idx='[5]' ;;
     host_stack_flow_packets) idx='[6]' ;;
     host_flows_recorded) idx='[7]' ;;
+    ndp_replies) idx='[8]' ;;
+    ipv6_from_pod_packets) idx='[9]' ;;
+    ipv6_redirected_packets) idx='[10]' ;;
     drops) idx="[$(seq -s, 12 27)]" ;;
     drop:*) idx="[$((12 + ${field#drop:}))]" ;;
     *) fail "ebpf_counter: unknown field $field" ;;
@@ -333,14 +318,6 @@ ebpf_counter() {
     [.values[].value as $v | $idx[] | . as $i | $v | u64($i)] | add' <<<"$json"
 }
 
-# remove_host_address IP: deletes IP/32 from whichever host link carries it.
-remove_host_address() {
-  local dev
-  for dev in $(ip -o -4 addr show | awk -v a="$1/32" '$4 == a {print $2}'); do
-    ip addr del "$1/32" dev "${dev%%@*}"
-  done
-  return 0
-}
 
 # sarena_node_cleanup: after the daemon stopped, removes this run's gateway
 # address, and the link that carried it if the daemon created that link
@@ -357,6 +334,7 @@ sarena_node_cleanup() {
   dev=$(ip -o -4 addr show | awk -v a="$POD_GATEWAY/32" '$4 == a {print $2}' | head -n1)
   dev=${dev%%@*}
   remove_host_address "$POD_GATEWAY"
+  [ -z "${POD_GATEWAY6:-}" ] || remove_host_address "$POD_GATEWAY6"
   [ -n "$dev" ] || return 0
   if ! grep -qxF "$dev" <<<"$SARENA_LINKS_BEFORE" && [ -z "$(ip -o -4 addr show dev "$dev")" ]; then
     ip link del "$dev"
@@ -369,25 +347,28 @@ sarena_get() {
   curl -sf --max-time 5 --unix-socket "$SARENA_SOCKET" "http://sarena/v1$1"
 }
 
-# mode_assert_holding N: the IPAM of the mode under test holds exactly N
-# addresses (and, for Sarena, N endpoints): the positive twin of
-# mode_assert_released, so that an empty state at the end means something.
+# mode_assert_holding N: the IPAM of the mode under test holds the
+# addresses of exactly N pods, one per family (and, for Sarena, N
+# endpoints): the positive twin of mode_assert_released, so that an empty
+# state at the end means something.
 mode_assert_holding() {
-  local n=$1
+  local n=$1 addresses=$1
+  [ -z "${POD_SUBNET6:-}" ] || addresses=$((2 * n))
   case "$MODE" in
     ref)
       local held
       held=$(find "$WORK/host-local" -type f ! -name lock ! -name 'last_reserved_ip*' | wc -l)
-      [ "$held" = "$n" ] || fail "host-local holds $held addresses, expected $n"
-      pass "host-local holds $n addresses"
+      [ "$held" = "$addresses" ] || fail "host-local holds $held addresses, expected $addresses"
+      pass "host-local holds $addresses addresses"
       ;;
     sarena)
       local eps ipam
       eps=$(sarena_get /endpoints) || fail "GET /v1/endpoints failed"
       [ "$(jq 'length' <<<"$eps")" = "$n" ] || fail "daemon has not $n endpoints: $eps"
       ipam=$(sarena_get /ipam) || fail "GET /v1/ipam failed"
-      [ "$(jq '.allocations | length' <<<"$ipam")" = "$n" ] || fail "daemon has not $n allocations: $ipam"
-      pass "daemon: $n endpoints and $n allocations"
+      [ "$(jq '.allocations | length' <<<"$ipam")" = "$addresses" ] ||
+        fail "daemon has not $addresses allocated addresses: $ipam"
+      pass "daemon: $n endpoints and $addresses allocated addresses"
       ;;
     custom) ;;
   esac
@@ -462,16 +443,6 @@ new_netns() {
   ip -n "$1" link set lo up
 }
 
-# host_if_for IP: the host link the host routes IP through, directly (not
-# via a gateway: that would be the default route, not the pod's own link).
-host_if_for() {
-  local r
-  r=$(ip -o -4 route get "$1") || fail "no host route to $1"
-  if [[ "$r" == *" via "* ]]; then
-    fail "the host routes pod address $1 via a gateway, not through the pod's link: $r"
-  fi
-  sed -n 's/.* dev \([^ ]*\).*/\1/p' <<<"$r"
-}
 
 # assert_result_ok JSON: the ADD result has an IP and a sandbox interface
 # with a MAC (podman needs the MAC).
@@ -489,23 +460,6 @@ ping_ok() {
   pass "$what"
 }
 
-# assert_gone IP HOSTIF: no host link HOSTIF, no route to IP. Sarena's
-# daemon removes the veth right after answering DEL, so the link gets up to
-# 2 s to go.
-assert_gone() {
-  local ip=$1 hostif=$2 i
-  if [ -n "$hostif" ]; then
-    for ((i = 0; i < 40; i++)); do
-      ip link show "$hostif" >/dev/null 2>&1 || break
-      sleep 0.05
-    done
-    ! ip link show "$hostif" >/dev/null 2>&1 || fail "host link $hostif of $ip still exists"
-  fi
-  if ip -4 route show table all | grep -Eq "(^|[^0-9.])${ip//./\\.}(/32)?( |$)"; then
-    fail "a route to $ip is still there: $(ip -4 route show table all | grep -F "$ip")"
-  fi
-  pass "no link $hostif, no route to $ip"
-}
 
 # assert_no_cache DIR...: no libcni cache entry of this run's network.
 assert_no_cache() {

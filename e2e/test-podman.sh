@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# podman 4.3 with its CNI backend: two containers from a busybox-static rootfs
-# on the network under test ping each other and the host (and the host pings
-# them); `podman rm` tears them down; nothing is left (link, route, netns,
-# libcni cache entry, IPAM state).
+# podman 4.3 with its CNI backend: two dual-stack containers from a
+# busybox-static rootfs on the network under test ping each other and the
+# host over both families (and the host pings them); `podman rm` tears them
+# down; nothing is left (link, route, netns, libcni cache entry, IPAM
+# state). E2E_DUAL_STACK=0: IPv4 only.
 # podman runs entirely from private config: CONTAINERS_CONF (network_backend
 # "cni", cni_plugin_dirs, network_config_dir, runc, cgroupfs, ulimits) and
 # CONTAINERS_STORAGE_CONF (graphroot/runroot), all in the work dir.
@@ -15,6 +16,7 @@ e2e_init podman
 command -v podman >/dev/null || fail "podman missing: run scripts/setup-e2e.sh"
 command -v runc >/dev/null || fail "runc missing: run scripts/setup-e2e.sh"
 pick_subnet
+[ "${E2E_DUAL_STACK:-1}" = 0 ] || pick_subnet6
 mode_setup "${1:-sarena}"
 host_address
 
@@ -69,7 +71,7 @@ pass "podman $(pm version --format '{{.Client.Version}}') with the cni backend s
 # Containers live under the cgroup /$NET_NAME (--cgroup-parent), removed at
 # exit. (conmon itself always goes to podman's shared libpod_parent/conmon.)
 defer "remove_cgroup $NET_NAME"
-declare -A C IP HOSTIF SANDBOX
+declare -A C IP IP6 HOSTIF SANDBOX
 for p in a b; do
   C[$p]="se-$RUN_ID-$p"
   make_rootfs "$WORK/rootfs-$p"
@@ -86,7 +88,15 @@ for p in a b; do
   pm exec "${C[$p]}" ip -4 -o addr show dev eth0 | grep -qF " ${IP[$p]}/" ||
     fail "${C[$p]}: eth0 does not carry ${IP[$p]}"
   HOSTIF[$p]=$(host_if_for "${IP[$p]}")
-  pass "podman run ${C[$p]}: ${IP[$p]} mac $mac via host link ${HOSTIF[$p]}, netns ${SANDBOX[$p]}"
+  if [ -n "${POD_SUBNET6:-}" ]; then
+    IP6[$p]=$(jq -r --arg n "$NET_NAME" '.[0].NetworkSettings.Networks[$n].GlobalIPv6Address' <<<"$info")
+    [ -n "${IP6[$p]}" ] && [ "${IP6[$p]}" != null ] || fail "podman inspect shows no IPv6 for ${C[$p]}"
+    pm exec "${C[$p]}" ip -6 -o addr show dev eth0 | grep -qF " ${IP6[$p]}/" ||
+      fail "${C[$p]}: eth0 does not carry ${IP6[$p]}"
+    [ "$(host_if_for "${IP6[$p]}")" = "${HOSTIF[$p]}" ] ||
+      fail "the host routes ${IP6[$p]} elsewhere than ${HOSTIF[$p]}"
+  fi
+  pass "podman run ${C[$p]}: ${IP[$p]} ${IP6[$p]:-} mac $mac via host link ${HOSTIF[$p]}, netns ${SANDBOX[$p]}"
 done
 
 mode_assert_holding 2
@@ -97,6 +107,12 @@ ping_ok "container a -> host" pm exec "${C[a]}" ping -c1 -W3 "$HOST_IP"
 ping_ok "container b -> host" pm exec "${C[b]}" ping -c1 -W3 "$HOST_IP"
 ping_ok "host -> container a" ping -c1 -W3 "${IP[a]}"
 ping_ok "host -> container b" ping -c1 -W3 "${IP[b]}"
+if [ -n "${POD_SUBNET6:-}" ]; then
+  ping_ok "container a -> container b over IPv6" pm exec "${C[a]}" ping -c1 -W3 "${IP6[b]}"
+  ping_ok "container b -> container a over IPv6" pm exec "${C[b]}" ping -c1 -W3 "${IP6[a]}"
+  ping_ok "container a -> host over IPv6" pm exec "${C[a]}" ping -c1 -W3 "$HOST_IP6"
+  ping_ok "host -> container b over IPv6" ping -c1 -W3 "${IP6[b]}"
+fi
 
 for p in a b; do
   pm rm -f -t 0 "${C[$p]}" >/dev/null || fail "podman rm ${C[$p]}"
@@ -106,6 +122,7 @@ pass "podman rm both containers"
 
 for p in a b; do
   assert_gone "${IP[$p]}" "${HOSTIF[$p]}"
+  [ -z "${IP6[$p]:-}" ] || assert_gone "${IP6[$p]}" ""
   [ ! -e "${SANDBOX[$p]}" ] || fail "podman's netns ${SANDBOX[$p]} still exists"
 done
 pass "podman's netns files are gone"

@@ -2,9 +2,11 @@
 //! stream) and a 1-byte request/response rate over one TCP connection, for
 //! Sarena eBPF mode, Sarena kernel mode and reference ptp + host-local (two
 //! pods each, made by the real plugin on a throwaway [`NodeNetns`]), and a raw
-//! veth pair between two netns; interleaved rounds, medians, ratios to the raw
-//! veth pair, and the machine's CPU cost from `/proc/stat`. The Service
-//! paths (issue 11) do the same pod → ClusterIP → pod through kube-proxy's
+//! veth pair between two netns; and over IPv6, Sarena eBPF mode (two
+//! dual-stack pods) against a raw veth pair over IPv6 (issue 19).
+//! Interleaved rounds, medians, ratios to the raw veth pair of the same
+//! family, and the machine's CPU cost from `/proc/stat`. The Service paths
+//! (issue 11) do the same pod → ClusterIP → pod through kube-proxy's
 //! iptables-mode rules on their own nodes ([`service`]), checked by the
 //! rules' and the eBPF programs' counters ([`service_check`]); the eBPF
 //! paths also report their programs' own cost per run ([`prog_stats`]).
@@ -153,16 +155,23 @@ impl DataplaneResults {
             .iter()
             .map(|(path, why)| format!("{}: {why}", path.label()))
             .collect();
-        let ebpf_measured = self
-            .paths
-            .iter()
-            .any(|p| p.path == PathKind::SarenaEbpf && !p.samples.is_empty());
-        match &self.ebpf_check {
-            Some(c) if !c.passed => problems.push(format!("eBPF check: {}", c.describe())),
-            None if ebpf_measured && self.check_errors.is_empty() => {
-                problems.push("eBPF check: counters not read".into())
+        for (kind, check) in [
+            (PathKind::SarenaEbpf, &self.ebpf_check),
+            (PathKind::SarenaEbpf6, &self.ebpf6_check),
+        ] {
+            let measured = self
+                .paths
+                .iter()
+                .any(|p| p.path == kind && !p.samples.is_empty());
+            match check {
+                Some(c) if !c.passed => {
+                    problems.push(format!("eBPF check of {}: {}", kind.label(), c.describe()))
+                }
+                None if measured && self.check_errors.is_empty() => {
+                    problems.push(format!("eBPF check of {}: counters not read", kind.label()))
+                }
+                _ => {}
             }
-            _ => {}
         }
         problems.extend(self.check_errors.iter().cloned());
         problems.extend(self.service_problems());
@@ -204,7 +213,7 @@ fn load_average() -> Option<f64> {
 /// measured or the binaries are missing.
 pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
     opts.validate()?;
-    let needs_bins = opts.paths.iter().any(|p| *p != PathKind::RawVeth);
+    let needs_bins = opts.paths.iter().any(|p| !p.is_raw());
     let bins = match (&opts.bins, needs_bins) {
         (Some(b), _) => Some(b.clone()),
         (None, true) => Some(Bins::locate()?),
@@ -228,27 +237,30 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
     let stats_sysctl = prog_stats::sysctl_enabled();
     let (programs, mut check_errors) = rounds::ebpf_programs(&prepared);
     let services_before = service_check::snapshots(&prepared);
-    let ebpf = prepared.iter().position(|p| p.kind == PathKind::SarenaEbpf);
-    let counters_before = ebpf.and_then(|i| rounds::ebpf_counters(&prepared[i]));
+    let ebpf_paths = [PathKind::SarenaEbpf, PathKind::SarenaEbpf6]
+        .map(|kind| prepared.iter().position(|p| p.kind == kind));
+    let counters_before = ebpf_paths.map(|i| i.and_then(|i| rounds::ebpf_counters(&prepared[i])));
     let measured = rounds::measure(&prepared, opts, &programs);
-    let ebpf_check = match (ebpf, counters_before) {
-        (Some(i), Some(before)) => {
-            let after = rounds::ebpf_counters(&prepared[i]);
-            let iperf_bytes = measured.samples[i]
-                .iter()
-                .map(|s| s.iperf.report.bytes)
-                .sum();
-            match (before, after) {
-                (Ok(before), Some(Ok(after))) => Some(EbpfCheck::new(&before, &after, iperf_bytes)),
-                (Err(e), _) | (_, Some(Err(e))) => {
-                    check_errors.push(format!("eBPF counters: {e}"));
-                    None
-                }
-                (Ok(_), None) => None,
+    let ([p4, p6], [b4, b6]) = (ebpf_paths, counters_before);
+    let [ebpf_check, ebpf6_check] = [(p4, b4), (p6, b6)].map(|(i, before)| {
+        let (i, before) = (i?, before?);
+        let after = rounds::ebpf_counters(&prepared[i]);
+        let iperf_bytes = measured.samples[i]
+            .iter()
+            .map(|s| s.iperf.report.bytes)
+            .sum();
+        let ipv6 = prepared[i].kind.ipv6();
+        match (before, after) {
+            (Ok(before), Some(Ok(after))) => {
+                Some(EbpfCheck::new(&before, &after, iperf_bytes, ipv6))
             }
+            (Err(e), _) | (_, Some(Err(e))) => {
+                check_errors.push(format!("eBPF counters: {e}"));
+                None
+            }
+            (Ok(_), None) => None,
         }
-        _ => None,
-    };
+    });
     let (services, service_errors) =
         service_check::finish(&prepared, services_before, &measured.samples, stats_sysctl);
     check_errors.extend(service_errors);
@@ -282,6 +294,7 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
         load_average: (load_before, load_after),
         paths,
         ebpf_check,
+        ebpf6_check,
         check_errors,
         skipped,
         services: Some(services),

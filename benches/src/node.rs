@@ -42,6 +42,8 @@ pub struct NodeNetns {
     config: serde_json::Value,
     subnet: String,
     gateway: Ipv4Addr,
+    /// The IPv6 half of a dual-stack pool (Sarena only).
+    subnet6: Option<String>,
     stderr_log: File,
     work: tempfile::TempDir,
 }
@@ -106,6 +108,30 @@ fn plugin_setup(
 impl NodeNetns {
     /// Starts a node for `contender`; `index` picks its pod subnet 10.(150+index).0.0/16.
     pub fn start(contender: Contender, index: u8, bins: &Bins) -> Result<NodeNetns, BenchError> {
+        NodeNetns::start_with(contender, index, bins, false)
+    }
+
+    /// [`NodeNetns::start`] with a dual-stack pool: `fd00:(150+index)::/64`
+    /// beside the IPv4 subnet (Sarena contenders only).
+    pub fn start_dual_stack(
+        contender: Contender,
+        index: u8,
+        bins: &Bins,
+    ) -> Result<NodeNetns, BenchError> {
+        if !contender.is_sarena() {
+            return Err(BenchError::Input {
+                what: format!("{}: dual-stack nodes are Sarena's only", contender.label()),
+            });
+        }
+        NodeNetns::start_with(contender, index, bins, true)
+    }
+
+    fn start_with(
+        contender: Contender,
+        index: u8,
+        bins: &Bins,
+        dual_stack: bool,
+    ) -> Result<NodeNetns, BenchError> {
         if index >= 100 {
             return Err(BenchError::Input {
                 what: format!("node index {index} (must be < 100)"),
@@ -125,6 +151,7 @@ impl NodeNetns {
             .map_err(|e| BenchError::io("create", &stderr_path, e))?;
         let subnet = format!("10.{}.0.0/16", 150 + index);
         let gateway = Ipv4Addr::new(10, 150 + index, 0, 1);
+        let subnet6 = dual_stack.then(|| format!("fd00:{}::/64", 150 + u16::from(index)));
         let (plugin, cni_path, config) =
             plugin_setup(contender, index, bins, work.path(), &subnet, gateway);
         let mut node = NodeNetns {
@@ -138,6 +165,7 @@ impl NodeNetns {
             config,
             subnet,
             gateway,
+            subnet6,
             stderr_log,
             work,
         };
@@ -154,9 +182,13 @@ impl NodeNetns {
         } else {
             "kernel"
         };
+        let v6 = self
+            .subnet6
+            .as_ref()
+            .map_or(String::new(), |s| format!(", \"{s}\""));
         let toml = format!(
             "mtu = 1500\ndataplane = \"{dataplane}\"\nmasquerade = false\n\n[[ipam.pools]]\n\
-             name = \"bench\"\ncidrs = [\"{}\"]\ngateways = [\"{}\"]\n",
+             name = \"bench\"\ncidrs = [\"{}\"{v6}]\ngateways = [\"{}\"]\n",
             self.subnet, self.gateway
         );
         let config = dir.join("sarena.toml");

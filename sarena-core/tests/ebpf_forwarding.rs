@@ -10,13 +10,13 @@
 
 mod ebpf;
 
+use ebpf::raw::send_raw_frames;
 use ebpf::{GATEWAY, pod};
 use sarena_core::dataplane::ebpf::AyaDataplane;
 use sarena_core::dataplane::{Dataplane, KernelDataplane, NodeNetwork};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_test_support::{
-    HostStack, PinDir, Pod, in_netns, require_ebpf_object, require_root, run, tc_programs,
-    tcp_exchange,
+    HostStack, PinDir, Pod, require_ebpf_object, require_root, run, tc_programs, tcp_exchange,
 };
 
 fn node() -> NodeNetwork {
@@ -126,44 +126,6 @@ async fn pods_ping_and_talk_tcp_through_the_programs_alone() {
         !run(&["ip", "-o", "-4", "addr"]).contains(&format!(" {GATEWAY}/")),
         "the gateway address exists on the host; the test proves nothing"
     );
-}
-
-/// Sends raw Ethernet frames out of the pod's `eth0` (AF_PACKET, from a
-/// thread inside the pod's netns).
-fn send_raw_frames(pod: &Pod, frames: Vec<Vec<u8>>) {
-    in_netns(&pod.netns.path(), move || {
-        // SAFETY: plain socket calls with valid arguments; the fd is closed below.
-        unsafe {
-            let proto = (libc::ETH_P_ALL as u16).to_be() as i32;
-            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto);
-            assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-            let ifindex = libc::if_nametoindex(c"eth0".as_ptr());
-            assert!(ifindex > 0);
-            let mut addr: libc::sockaddr_ll = std::mem::zeroed();
-            addr.sll_family = libc::AF_PACKET as u16;
-            addr.sll_protocol = proto as u16;
-            addr.sll_ifindex = ifindex as i32;
-            addr.sll_halen = 6;
-            for frame in &frames {
-                let sent = libc::sendto(
-                    fd,
-                    frame.as_ptr().cast(),
-                    frame.len(),
-                    0,
-                    (&raw const addr).cast(),
-                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
-                );
-                assert!(
-                    sent == frame.len() as isize,
-                    "sendto: {}",
-                    std::io::Error::last_os_error()
-                );
-            }
-            libc::close(fd);
-        }
-    })
-    .join()
-    .unwrap();
 }
 
 #[tokio::test]

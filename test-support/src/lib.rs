@@ -9,7 +9,7 @@
 //!   run, and commands whose failure says what ran and what it printed.
 //! - [`TestNetns`], [`HostLinkGuard`], [`in_netns`], [`Pod`], [`PinDir`],
 //!   [`HostStack`]: kernel objects under unique names, removed on drop even
-//!   when the test fails.
+//!   when the test fails; [`SysctlGuard`] puts a kernel parameter back.
 //! - [`tc_program_ids`], [`tc_programs`]: what `tc` reports attached, an
 //!   oracle independent of the dataplane's own queries; [`tcp_exchange`] and
 //!   [`ping_summary`] for traffic.
@@ -30,6 +30,7 @@ mod netns;
 mod plugin;
 mod pod;
 mod require;
+mod sysctl;
 mod tc;
 mod traffic;
 
@@ -42,5 +43,6 @@ pub use netns::{HostLinkGuard, TestNetns, in_netns};
 pub use plugin::{Cni, CniRun};
 pub use pod::Pod;
 pub use require::{require, require_ebpf_object, require_root};
+pub use sysctl::SysctlGuard;
 pub use tc::{tc_program_ids, tc_programs};
-pub use traffic::{ping_summary, tcp_exchange};
+pub use traffic::{ping_summary, tcp_exchange, tcp_exchange_at, tcp_exchange_to};

@@ -2,12 +2,13 @@
 //! a throwaway netns, a veth pair, an address and routes via the gateway,
 //! and the registry entry describing it.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::Command;
 
 use ipnet::IpNet;
-use sarena_core::api::{Attachment, Endpoint, PodRef, RouteSpec};
+use sarena_core::api::{AllocatedAddress, Attachment, Endpoint, PodRef};
 use sarena_core::links::{Links, PodIfaceConfig, RtnetlinkLinks, VethSpec, host_ifname};
+use sarena_core::node::{pod_gateway, pod_routes};
 
 use crate::names::unique;
 use crate::netns::{HostLinkGuard, TestNetns};
@@ -26,6 +27,15 @@ impl Pod {
     /// A pod with `address` (CIDR, e.g. `10.252.0.10/16`) on `eth0`, a host
     /// route to `gateway` and a default route via it; MTU 1500.
     pub async fn new(links: &RtnetlinkLinks, address: &str, gateway: &str) -> Pod {
+        Pod::with_addresses(links, &[(address, gateway)]).await
+    }
+
+    /// A pod with `(address, pool gateway)` pairs of either family or both
+    /// (e.g. `[("10.252.0.10/24", "10.252.0.1"), ("fd00:252::10/64",
+    /// "fd00:252::1")]`) on `eth0`, configured as an ADD would: the
+    /// gateways and routes the daemon hands out (`sarena_core::node::pod_routes`:
+    /// IPv6 via `fe80::1`); MTU 1500.
+    pub async fn with_addresses(links: &RtnetlinkLinks, addresses: &[(&str, &str)]) -> Pod {
         let netns = TestNetns::new();
         let container = unique("ctr");
         let spec = VethSpec {
@@ -37,22 +47,21 @@ impl Pod {
         };
         let guard = HostLinkGuard(spec.host_ifname.clone());
         let pair = links.create_veth(&spec).await.unwrap();
-        let gw: IpAddr = gateway.parse().unwrap();
-        let address: IpNet = address.parse().unwrap();
+        let allocated: Vec<AllocatedAddress> = addresses
+            .iter()
+            .map(|(address, gateway)| {
+                let address: IpNet = address.parse().unwrap();
+                AllocatedAddress {
+                    address,
+                    gateway: pod_gateway(&address, gateway.parse().unwrap()),
+                    pool: "test".into(),
+                }
+            })
+            .collect();
+        let addresses: Vec<IpNet> = allocated.iter().map(|a| a.address).collect();
         let config = PodIfaceConfig {
-            addresses: vec![address],
-            routes: vec![
-                RouteSpec {
-                    dst: IpNet::from(gw),
-                    gw: None,
-                    mtu: None,
-                },
-                RouteSpec {
-                    dst: "0.0.0.0/0".parse().unwrap(),
-                    gw: Some(gw),
-                    mtu: None,
-                },
-            ],
+            addresses: addresses.clone(),
+            routes: pod_routes(&allocated),
         };
         links
             .configure_pod(&spec.netns, "eth0", &config)
@@ -68,7 +77,7 @@ impl Pod {
             host_ifindex: pair.host_ifindex,
             host_mac: pair.host_mac,
             pod_mac: pair.pod_mac,
-            addresses: vec![address],
+            addresses,
             netns: spec.netns.display().to_string(),
             created_at: 0,
         };
@@ -87,10 +96,26 @@ impl Pod {
 
     /// The pod's (first) IPv4 address.
     pub fn ip(&self) -> Ipv4Addr {
-        match self.endpoint.addresses[0].addr() {
-            IpAddr::V4(a) => a,
-            IpAddr::V6(a) => panic!("{a}: the fixture makes IPv4 pods"),
-        }
+        self.endpoint
+            .addresses
+            .iter()
+            .find_map(|a| match a.addr() {
+                IpAddr::V4(a) => Some(a),
+                IpAddr::V6(_) => None,
+            })
+            .unwrap_or_else(|| panic!("{:?}: no IPv4 address", self.endpoint.addresses))
+    }
+
+    /// The pod's (first) IPv6 address.
+    pub fn ip6(&self) -> Ipv6Addr {
+        self.endpoint
+            .addresses
+            .iter()
+            .find_map(|a| match a.addr() {
+                IpAddr::V6(a) => Some(a),
+                IpAddr::V4(_) => None,
+            })
+            .unwrap_or_else(|| panic!("{:?}: no IPv6 address", self.endpoint.addresses))
     }
 
     /// The host end of the pod's veth.
@@ -103,7 +128,12 @@ impl Pod {
         self.ping_addr(&to.ip().to_string(), count)
     }
 
-    /// `ping` from this pod to the address `to`; true when every echo was
+    /// `ping` over IPv6 from this pod to `to`; true when every echo was answered.
+    pub fn ping6(&self, to: &Pod, count: u32) -> bool {
+        self.ping_addr(&to.ip6().to_string(), count)
+    }
+
+    /// `ping` from this pod to the address `to` (either family); true when every echo was
     /// answered (each within 1 s, sent every 0.2 s).
     pub fn ping_addr(&self, to: &str, count: u32) -> bool {
         let out = Command::new("ip")

@@ -1,20 +1,37 @@
 //! Traffic between pods, and reading what `ping` reports.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::process::Output;
 use std::time::Duration;
 
 use crate::netns::in_netns;
 use crate::pod::Pod;
 
-/// One TCP connection from `a` to `b` carrying `len` bytes; returns what the
-/// server counted (and asserts the client was told the same).
+/// One TCP connection from `a` to `b`'s IPv4 address carrying `len` bytes;
+/// returns what the server counted (and asserts the client was told the same).
 pub fn tcp_exchange(a: &Pod, b: &Pod, len: usize) -> usize {
-    let b_ip = b.ip();
+    tcp_exchange_to(a, b, IpAddr::V4(b.ip()), len)
+}
+
+/// [`tcp_exchange`] to `b_ip`, one of `b`'s addresses (either family).
+pub fn tcp_exchange_to(a: &Pod, b: &Pod, b_ip: IpAddr, len: usize) -> usize {
+    tcp_exchange_at(a, b, SocketAddr::from((b_ip, 0)), None, len)
+}
+
+/// [`tcp_exchange`] with `b` listening on `listen` (port 0: any) and `a`
+/// connecting to `connect` (e.g. a Service address the host translates to
+/// `listen`), or to where `b` listens when `None`.
+pub fn tcp_exchange_at(
+    a: &Pod,
+    b: &Pod,
+    listen: SocketAddr,
+    connect: Option<SocketAddr>,
+    len: usize,
+) -> usize {
     let (tx, rx) = std::sync::mpsc::channel();
     let server = in_netns(&b.netns.path(), move || {
-        let listener = TcpListener::bind(SocketAddr::from((b_ip, 0))).unwrap();
+        let listener = TcpListener::bind(listen).unwrap();
         tx.send(listener.local_addr().unwrap().port()).unwrap();
         let (mut conn, _) = listener.accept().unwrap();
         let mut total = 0;
@@ -30,10 +47,9 @@ pub fn tcp_exchange(a: &Pod, b: &Pod, len: usize) -> usize {
         total
     });
     let port = rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let target = connect.unwrap_or(SocketAddr::new(listen.ip(), port));
     let client = in_netns(&a.netns.path(), move || {
-        let mut conn =
-            TcpStream::connect_timeout(&SocketAddr::from((b_ip, port)), Duration::from_secs(5))
-                .unwrap();
+        let mut conn = TcpStream::connect_timeout(&target, Duration::from_secs(5)).unwrap();
         conn.set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
         conn.write_all(&vec![0x5a; len]).unwrap();

@@ -2,7 +2,7 @@
 //! pod's netns, a client (`-c … -J`, one stream) in the client pod's netns,
 //! the machine's CPU sampled around the client's run.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -71,13 +71,18 @@ pub fn parse_report(json: &str) -> Result<IperfReport, BenchError> {
 }
 
 /// Whether the process `pid` sees a TCP socket in LISTEN state on `port` in
-/// its network namespace (`/proc/<pid>/net/tcp`).
+/// its network namespace (`/proc/<pid>/net/tcp` and `tcp6`).
 pub fn listens(pid: u32, port: u16) -> bool {
-    let sockets = crate::node::process(pid).and_then(|p| p.tcp());
-    sockets.is_ok_and(|sockets| {
-        sockets
-            .iter()
-            .any(|s| s.state == TcpState::Listen && s.local_address.port() == port)
+    let Ok(process) = crate::node::process(pid) else {
+        return false;
+    };
+    // `/proc/PID/net/tcp` lists IPv4 sockets only, `tcp6` the IPv6 ones.
+    [process.tcp(), process.tcp6()].into_iter().any(|sockets| {
+        sockets.is_ok_and(|sockets| {
+            sockets
+                .iter()
+                .any(|s| s.state == TcpState::Listen && s.local_address.port() == port)
+        })
     })
 }
 
@@ -118,7 +123,7 @@ impl IperfRun {
 /// Starts the one-shot server in `server_ns` and waits until it listens.
 fn start_server(
     server_ns: &Path,
-    server_ip: Ipv4Addr,
+    server_ip: IpAddr,
     cpu: Option<usize>,
 ) -> Result<std::process::Child, BenchError> {
     let mut cmd = Command::new("iperf3");

@@ -2,7 +2,7 @@
 //! real plugin (Sarena eBPF, Sarena kernel, ptp + host-local), or the raw
 //! veth pair. Everything is torn down on drop.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use super::results::PathKind;
 use super::rr;
 use super::service::{self, KubeProxyRules};
 use crate::BenchError;
+use crate::node::exec::first_ipv6;
 use crate::node::{Bins, NodeNetns, Pod, run_cmd};
 
 /// Where a path's client and server live.
@@ -20,16 +21,16 @@ pub struct Endpoints {
     pub client_ns: PathBuf,
     /// The server's netns.
     pub server_ns: PathBuf,
-    /// The server's address.
-    pub server_ip: Ipv4Addr,
+    /// The server's address (of the path's family).
+    pub server_ip: IpAddr,
     /// The ClusterIP the client dials instead of `server_ip` (Service
     /// paths: its rules DNAT it to the server).
-    pub cluster_ip: Option<Ipv4Addr>,
+    pub cluster_ip: Option<IpAddr>,
 }
 
 impl Endpoints {
     /// The address the client connects to.
-    pub fn dial_ip(&self) -> Ipv4Addr {
+    pub fn dial_ip(&self) -> IpAddr {
         self.cluster_ip.unwrap_or(self.server_ip)
     }
 
@@ -135,13 +136,13 @@ pub fn prepare(
 ) -> Result<PreparedPath, BenchError> {
     let path = match kind.contender() {
         None => {
-            let pair = RawVethPair::new()?;
+            let pair = RawVethPair::new(kind.ipv6())?;
             PreparedPath {
                 kind,
                 endpoints: Endpoints {
                     client_ns: pair.client_netns().to_owned(),
                     server_ns: pair.server_netns().to_owned(),
-                    server_ip: raw_veth::SERVER_IP,
+                    server_ip: RawVethPair::server_ip(kind.ipv6()),
                     cluster_ip: None,
                 },
                 mtu: Some(raw_veth::MTU),
@@ -153,7 +154,11 @@ pub fn prepare(
             let bins = bins.ok_or_else(|| BenchError::Input {
                 what: format!("{}: the binaries were not located", kind.label()),
             })?;
-            let node = NodeNetns::start(contender, node_index, bins)?;
+            let node = if kind.ipv6() {
+                NodeNetns::start_dual_stack(contender, node_index, bins)?
+            } else {
+                NodeNetns::start(contender, node_index, bins)?
+            };
             let client = Pod::new("dp-client")?;
             let server = Pod::new("dp-server")?;
             let pair = PodPair {
@@ -163,17 +168,26 @@ pub fn prepare(
             };
             pair.node.add_ok(&pair.client)?;
             let added = pair.node.add_ok(&pair.server)?;
-            let server_ip = added.ip.ok_or_else(|| BenchError::Verify {
+            let server_ip = if kind.ipv6() {
+                added.json.as_ref().and_then(first_ipv6).map(IpAddr::V6)
+            } else {
+                added.ip.map(IpAddr::V4)
+            };
+            let server_ip = server_ip.ok_or_else(|| BenchError::Verify {
                 what: format!(
-                    "{}: ADD of the server pod gave no IPv4 address",
+                    "{}: ADD of the server pod gave no address of the path's family",
                     kind.label()
                 ),
             })?;
             let mtu = mtu_of(pair.server.netns_name());
-            let service = if kind.is_service() {
-                Some(KubeProxyRules::install(&pair.node, server_ip)?)
-            } else {
-                None
+            let service = match (kind.is_service(), server_ip) {
+                (false, _) => None,
+                (true, IpAddr::V4(v4)) => Some(KubeProxyRules::install(&pair.node, v4)?),
+                (true, IpAddr::V6(_)) => {
+                    return Err(BenchError::Input {
+                        what: format!("{}: Service paths are IPv4 only", kind.label()),
+                    });
+                }
             };
             PreparedPath {
                 kind,
@@ -181,7 +195,9 @@ pub fn prepare(
                     client_ns: pair.client.netns_path().to_owned(),
                     server_ns: pair.server.netns_path().to_owned(),
                     server_ip,
-                    cluster_ip: service.as_ref().map(KubeProxyRules::cluster_ip),
+                    cluster_ip: service
+                        .as_ref()
+                        .map(|s| IpAddr::V4(KubeProxyRules::cluster_ip(s))),
                 },
                 mtu,
                 service,

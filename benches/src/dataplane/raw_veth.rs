@@ -7,8 +7,11 @@
 //! ip -n A addr add 10.99.0.1/24 dev eth0; ip -n B addr add 10.99.0.2/24 dev eth0
 //! ip -n A link set eth0 up; ip -n B link set eth0 up
 //! ```
+//!
+//! Over IPv6 the addresses are `fd00:99::1/64` and `fd00:99::2/64`, added
+//! `nodad` (usable at once, like Sarena's pods').
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use crate::BenchError;
@@ -19,6 +22,10 @@ use crate::node::{Netns, run_cmd, unique_name};
 pub const CLIENT_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 1);
 /// The server side's address.
 pub const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 99, 0, 2);
+/// The client side's IPv6 address.
+pub const CLIENT_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 1);
+/// The server side's IPv6 address.
+pub const SERVER_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 2);
 /// The pair's MTU: the same as the pods' on the nodes.
 pub const MTU: u32 = 1500;
 
@@ -31,8 +38,9 @@ pub struct RawVethPair {
 }
 
 impl RawVethPair {
-    /// Creates two fresh namespaces and the pair between them.
-    pub fn new() -> Result<RawVethPair, BenchError> {
+    /// Creates two fresh namespaces and the pair between them, with IPv4
+    /// addresses or (`ipv6`) IPv6 ones.
+    pub fn new(ipv6: bool) -> Result<RawVethPair, BenchError> {
         let client = Netns::create(&unique_name("dp-raw-client"))?;
         let server = Netns::create(&unique_name("dp-raw-server"))?;
         let mtu = MTU.to_string();
@@ -58,15 +66,35 @@ impl RawVethPair {
                 &mtu,
             ],
         )?;
-        for (ns, ip) in [(&client, CLIENT_IP), (&server, SERVER_IP)] {
-            let cidr = format!("{ip}/24");
-            run_cmd(
-                "ip",
-                &["-n", ns.name(), "addr", "add", &cidr, "dev", "eth0"],
-            )?;
+        let addresses = if ipv6 {
+            [
+                (&client, format!("{CLIENT_IP6}/64")),
+                (&server, format!("{SERVER_IP6}/64")),
+            ]
+        } else {
+            [
+                (&client, format!("{CLIENT_IP}/24")),
+                (&server, format!("{SERVER_IP}/24")),
+            ]
+        };
+        for (ns, cidr) in addresses {
+            let mut args = vec!["-n", ns.name(), "addr", "add", &cidr, "dev", "eth0"];
+            if ipv6 {
+                args.push("nodad");
+            }
+            run_cmd("ip", &args)?;
             run_cmd("ip", &["-n", ns.name(), "link", "set", "eth0", "up"])?;
         }
         Ok(RawVethPair { client, server })
+    }
+
+    /// The server's address over IPv4 or (`ipv6`) IPv6.
+    pub fn server_ip(ipv6: bool) -> IpAddr {
+        if ipv6 {
+            IpAddr::V6(SERVER_IP6)
+        } else {
+            IpAddr::V4(SERVER_IP)
+        }
     }
 
     /// The client namespace's path.

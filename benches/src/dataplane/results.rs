@@ -31,11 +31,15 @@ pub enum PathKind {
     SarenaKernelService,
     /// ptp + host-local, through a ClusterIP.
     PtpHostLocalService,
+    /// [`PathKind::RawVeth`] over IPv6 (the floor of the IPv6 rows).
+    RawVeth6,
+    /// Two dual-stack pods made by sarena-cni, daemon in eBPF mode, over IPv6.
+    SarenaEbpf6,
 }
 
 impl PathKind {
     /// Every path, in report order.
-    pub const ALL: [PathKind; 7] = [
+    pub const ALL: [PathKind; 9] = [
         PathKind::RawVeth,
         PathKind::SarenaEbpf,
         PathKind::SarenaKernel,
@@ -43,6 +47,8 @@ impl PathKind {
         PathKind::SarenaEbpfService,
         PathKind::SarenaKernelService,
         PathKind::PtpHostLocalService,
+        PathKind::RawVeth6,
+        PathKind::SarenaEbpf6,
     ];
 
     /// The name used in tables.
@@ -55,14 +61,18 @@ impl PathKind {
             PathKind::SarenaEbpfService => "Sarena eBPF mode → ClusterIP",
             PathKind::SarenaKernelService => "Sarena kernel mode → ClusterIP",
             PathKind::PtpHostLocalService => "ptp + host-local → ClusterIP",
+            PathKind::RawVeth6 => "raw veth pair, IPv6",
+            PathKind::SarenaEbpf6 => "Sarena eBPF mode, IPv6",
         }
     }
 
     /// Who makes the pods (`None`: the raw veth pair).
     pub fn contender(self) -> Option<Contender> {
         match self {
-            PathKind::RawVeth => None,
-            PathKind::SarenaEbpf | PathKind::SarenaEbpfService => Some(Contender::SarenaEbpf),
+            PathKind::RawVeth | PathKind::RawVeth6 => None,
+            PathKind::SarenaEbpf | PathKind::SarenaEbpfService | PathKind::SarenaEbpf6 => {
+                Some(Contender::SarenaEbpf)
+            }
             PathKind::SarenaKernel | PathKind::SarenaKernelService => Some(Contender::SarenaKernel),
             PathKind::PtpHostLocal | PathKind::PtpHostLocalService => Some(Contender::PtpHostLocal),
         }
@@ -87,6 +97,25 @@ impl PathKind {
             PathKind::PtpHostLocalService => PathKind::PtpHostLocal,
             other => other,
         }
+    }
+
+    /// Whether the path carries IPv6 (else IPv4).
+    pub fn ipv6(self) -> bool {
+        matches!(self, PathKind::RawVeth6 | PathKind::SarenaEbpf6)
+    }
+
+    /// The raw veth pair of the path's family, its ratios' denominator.
+    pub fn baseline(self) -> PathKind {
+        if self.ipv6() {
+            PathKind::RawVeth6
+        } else {
+            PathKind::RawVeth
+        }
+    }
+
+    /// Whether the path is a raw veth pair (no plugin, no node).
+    pub fn is_raw(self) -> bool {
+        matches!(self, PathKind::RawVeth | PathKind::RawVeth6)
     }
 }
 
@@ -183,6 +212,9 @@ pub struct DataplaneResults {
     pub paths: Vec<PathResult>,
     /// The eBPF counters check, when the eBPF path was measured.
     pub ebpf_check: Option<EbpfCheck>,
+    /// The same check of the IPv6 eBPF path (IPv6 redirects required).
+    #[serde(default)]
+    pub ebpf6_check: Option<EbpfCheck>,
     /// Checks that could not be made, with why.
     #[serde(default)]
     pub check_errors: Vec<String>,
@@ -230,17 +262,18 @@ impl PathSummary {
     }
 }
 
-/// Sets every path's ratios to the raw veth pair's medians (none without a
-/// raw veth path).
+/// Sets every path's ratios to the medians of the raw veth pair of its
+/// family (none without that raw veth path).
 pub fn fill_ratios(paths: &mut [PathResult]) {
-    let Some(raw) = paths
+    let raws: Vec<(PathKind, PathSummary)> = paths
         .iter()
-        .find(|p| p.path == PathKind::RawVeth)
-        .map(|p| p.summary.clone())
-    else {
-        return;
-    };
+        .filter(|p| p.path.is_raw())
+        .map(|p| (p.path, p.summary.clone()))
+        .collect();
     for p in paths.iter_mut() {
+        let Some((_, raw)) = raws.iter().find(|(k, _)| *k == p.path.baseline()) else {
+            continue;
+        };
         let s = &mut p.summary;
         s.gbits_ratio_to_raw = ratio(s.gbits_median, raw.gbits_median);
         s.rr_ratio_to_raw = ratio(s.rr_median, raw.rr_median);

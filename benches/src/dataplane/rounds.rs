@@ -23,7 +23,7 @@ pub fn prepare_all(
     let mut node_index = opts.first_node_index;
     for &kind in &opts.paths {
         let index = node_index;
-        if kind != PathKind::RawVeth {
+        if !kind.is_raw() {
             node_index += 1;
         }
         match paths::prepare(kind, index, bins) {

@@ -6,7 +6,7 @@
 //! (`host_stack_flow_packets`), redirecting nothing pod → pod. Counters are
 //! read after the wait for a quiet machine and after the last round.
 
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use sarena_common::EndpointCounters;
 use serde::{Deserialize, Serialize};
@@ -48,9 +48,9 @@ pub struct ServiceCheck {
     /// The path.
     pub path: PathKind,
     /// Its ClusterIP.
-    pub cluster_ip: Ipv4Addr,
+    pub cluster_ip: IpAddr,
     /// The endpoint (the server pod).
-    pub server_ip: Ipv4Addr,
+    pub server_ip: IpAddr,
     /// Per Service port.
     pub ports: Vec<PortCheck>,
     /// Bytes `KUBE-FORWARD` accepted as established connections.

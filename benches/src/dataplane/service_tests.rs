@@ -63,8 +63,8 @@ fn endpoints() -> Endpoints {
     Endpoints {
         client_ns: PathBuf::from("/run/netns/c"),
         server_ns: PathBuf::from("/run/netns/s"),
-        server_ip: Ipv4Addr::new(10, 195, 0, 3),
-        cluster_ip: Some(Ipv4Addr::new(10, 100, 7, 9)),
+        server_ip: Ipv4Addr::new(10, 195, 0, 3).into(),
+        cluster_ip: Some(Ipv4Addr::new(10, 100, 7, 9).into()),
     }
 }
 
@@ -204,7 +204,9 @@ fn results(checks: Vec<ServiceCheck>) -> DataplaneResults {
                 ..EndpointCounters::default()
             },
             IPERF_BYTES,
+            false,
         )),
+        ebpf6_check: None,
         check_errors: Vec::new(),
         skipped: Vec::new(),
         services: Some(ServiceResults {

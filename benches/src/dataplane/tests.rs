@@ -109,6 +109,33 @@ fn summary_takes_medians_and_ratios_are_to_the_raw_veth_pair() {
 }
 
 #[test]
+fn ipv6_rows_are_compared_with_the_raw_veth_pair_over_ipv6() {
+    let mut paths = vec![
+        path(PathKind::RawVeth, vec![sample(1, 20.0, 40_000.0)]),
+        path(PathKind::SarenaEbpf, vec![sample(1, 19.0, 38_000.0)]),
+        path(PathKind::RawVeth6, vec![sample(1, 16.0, 36_000.0)]),
+        path(PathKind::SarenaEbpf6, vec![sample(1, 15.2, 34_200.0)]),
+    ];
+    fill_ratios(&mut paths);
+    let ratio = |i: usize| paths[i].summary.gbits_ratio_to_raw.unwrap();
+    assert!((ratio(1) - 0.95).abs() < 1e-9);
+    assert!((ratio(3) - 15.2 / 16.0).abs() < 1e-9, "to the IPv6 pair");
+    assert_eq!(paths[2].summary.rr_ratio_to_raw, Some(1.0));
+    assert!(PathKind::SarenaEbpf6.ipv6() && !PathKind::SarenaEbpf.ipv6());
+    assert!(PathKind::ALL.contains(&PathKind::SarenaEbpf6));
+    let md = DataplaneResults { paths, ..results() }.markdown();
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| Sarena eBPF mode, IPv6 |"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(row.contains("0.95 ✓"), "{row}");
+    // An IPv6 path alone has no ratio.
+    let mut alone = vec![path(PathKind::SarenaEbpf6, vec![sample(1, 10.0, 1.0)])];
+    fill_ratios(&mut alone);
+    assert_eq!(alone[0].summary.gbits_ratio_to_raw, None);
+}
+
+#[test]
 fn without_a_raw_veth_path_there_are_no_ratios() {
     let mut paths = vec![path(PathKind::SarenaKernel, vec![sample(1, 10.0, 1.0)])];
     fill_ratios(&mut paths);
@@ -130,6 +157,7 @@ fn results() -> DataplaneResults {
             ..Default::default()
         },
         12_437_500_000,
+        false,
     );
     DataplaneResults {
         rounds: 1,
@@ -147,6 +175,7 @@ fn results() -> DataplaneResults {
         load_average: (Some(0.5), Some(1.25)),
         paths,
         ebpf_check: Some(ebpf_check),
+        ebpf6_check: None,
         check_errors: Vec::new(),
         skipped: vec![(PathKind::PtpHostLocal, "ptp exploded".into())],
         services: None,

@@ -177,6 +177,17 @@ pub fn rss_floor_kib(scratch: &Path) -> Option<u64> {
     if ok { read_rss_file(&file) } else { None }
 }
 
+/// The first IPv6 address of a CNI result (`ips[].address`, "x:y::z/len").
+pub fn first_ipv6(result: &serde_json::Value) -> Option<std::net::Ipv6Addr> {
+    result
+        .get("ips")?
+        .as_array()?
+        .iter()
+        .filter_map(|ip| ip.get("address")?.as_str())
+        .filter_map(|a| a.split('/').next()?.parse().ok())
+        .next()
+}
+
 /// The first IPv4 address of a CNI result (`ips[].address`, "a.b.c.d/len").
 pub fn first_ipv4(result: &serde_json::Value) -> Option<Ipv4Addr> {
     result

@@ -18,7 +18,10 @@ fn ratio(v: Option<f64>, is_sarena: bool) -> String {
 }
 
 fn is_sarena(p: &PathResult) -> bool {
-    matches!(p.path, PathKind::SarenaEbpf | PathKind::SarenaKernel)
+    matches!(
+        p.path,
+        PathKind::SarenaEbpf | PathKind::SarenaKernel | PathKind::SarenaEbpf6
+    )
 }
 
 impl DataplaneResults {
@@ -173,6 +176,9 @@ impl DataplaneResults {
                      counters could not be read).\n"
                 );
             }
+        }
+        if let Some(c) = &self.ebpf6_check {
+            let _ = writeln!(md, "IPv6 eBPF path check: {}.\n", c.describe());
         }
         for e in &self.check_errors {
             let _ = writeln!(md, "**Check not made**: {e}\n");

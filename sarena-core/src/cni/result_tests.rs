@@ -422,3 +422,81 @@ fn bad_prev_results_are_error_6_naming_prev_result() {
     let e = CniResult::from_json(&json!({"ips": 1}), v1).unwrap_err();
     assert!(!e.details.is_empty());
 }
+
+#[test]
+fn a_sarena_dual_stack_result_converts_to_and_from_every_version() {
+    let route = |dst: &str, gw: Option<&str>| Route {
+        dst: dst.parse().unwrap(),
+        gw: gw.map(|g| g.parse().unwrap()),
+        mtu: None,
+        advmss: None,
+        priority: None,
+        table: None,
+        scope: None,
+    };
+    let r = CniResult {
+        interfaces: vec![
+            Interface {
+                name: "lxc0123456789ab".into(),
+                mac: Some("0a:58:0a:f4:00:01".into()),
+                ..Interface::default()
+            },
+            Interface {
+                name: "eth0".into(),
+                mac: Some("0a:58:0a:f4:00:05".into()),
+                mtu: Some(1500),
+                sandbox: Some("/var/run/netns/blue".into()),
+                ..Interface::default()
+            },
+        ],
+        ips: vec![
+            IpConfig {
+                address: "10.201.0.2/24".parse().unwrap(),
+                gateway: Some("10.201.0.1".parse().unwrap()),
+                interface: Some(1),
+            },
+            IpConfig {
+                address: "fd00:201::2/64".parse().unwrap(),
+                gateway: Some("fe80::1".parse().unwrap()),
+                interface: Some(1),
+            },
+        ],
+        routes: vec![
+            route("10.201.0.1/32", None),
+            route("0.0.0.0/0", Some("10.201.0.1")),
+            route("fe80::1/128", None),
+            route("::/0", Some("fe80::1")),
+        ],
+        dns: Dns::default(),
+    };
+    let v02 = r.to_json(Version::V0_2_0).unwrap();
+    assert_eq!(
+        v02["ip6"],
+        json!({"ip": "fd00:201::2/64", "gateway": "fe80::1",
+               "routes": [{"dst": "fe80::1/128"}, {"dst": "::/0", "gw": "fe80::1"}]})
+    );
+    assert_eq!(v02["ip4"]["ip"], "10.201.0.2/24");
+    let v04 = r.to_json(Version::V0_4_0).unwrap();
+    assert_eq!(v04["ips"][1]["version"], "6");
+    assert_eq!(v04["ips"][1]["interface"], 1);
+    for v in [
+        Version::V0_1_0,
+        Version::V0_2_0,
+        Version::V0_3_0,
+        Version::V0_3_1,
+        Version::V0_4_0,
+        Version::V1_0_0,
+        Version::V1_1_0,
+    ] {
+        let back = CniResult::from_json(&r.to_json(v).unwrap(), v).unwrap();
+        let addresses: Vec<_> = back.ips.iter().map(|ip| (ip.address, ip.gateway)).collect();
+        let want: Vec<_> = r.ips.iter().map(|ip| (ip.address, ip.gateway)).collect();
+        assert_eq!(addresses, want, "{v}");
+        assert_eq!(
+            back.routes, r.routes,
+            "{v}: routes survive (dst and gw only)"
+        );
+        let indexed = !matches!(v, Version::V0_1_0 | Version::V0_2_0);
+        assert_eq!(back.ips[1].interface.is_some(), indexed, "{v}");
+    }
+}

@@ -10,7 +10,7 @@
 mod error;
 pub mod kernel;
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 
 use async_trait::async_trait;
 use ipnet::IpNet;
@@ -21,6 +21,13 @@ pub use error::DataplaneError;
 pub use kernel::KernelDataplane;
 
 pub mod ebpf;
+
+/// The pods' IPv6 next hop, on every pod's link: the default route of an
+/// IPv6 pod goes via this link-local address, which the host end of its
+/// veth answers for (the eBPF programs' neighbour-discovery responder; in
+/// kernel mode the address itself, on every pod's host veth). A pool's own
+/// IPv6 gateway address stays the host's, never a pod's.
+pub const POD_IPV6_GATEWAY: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
 
 /// Which dataplane the daemon runs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -7,6 +7,8 @@
 //! Ownership and durability live one level up, in [`crate::node::Node`].
 
 mod allocator;
+#[cfg(test)]
+mod dual_stack_tests;
 mod interval;
 mod pool;
 #[cfg(test)]

@@ -25,7 +25,7 @@ use crate::sysctl::SysctlError;
 
 mod rtnl;
 
-pub use rtnl::RtnetlinkLinks;
+pub use rtnl::{RtnetlinkLinks, link_local};
 
 /// The link group that marks a link as Sarena's ("SRNA" in ASCII).
 pub const LINK_GROUP: u32 = 0x5352_4e41;

@@ -43,7 +43,10 @@ gateways = ["10.200.0.1"]
 reserved = []
 namespaces = []
 
-# A per-namespace, dual-stack pool:
+# A per-namespace, dual-stack pool. Its pods get one address of each family in
+# one ADD (both or neither); the IPv6 one is routed via the link-local fe80::1,
+# which the host end of each pod's veth answers for, so the IPv6 gateway (here
+# the default, fd00:201::1) is an address of the host, never a pod's next hop.
 # [[ipam.pools]]
 # name = "team-a"
 # cidrs = ["10.201.0.0/24", "fd00:201::/64"]

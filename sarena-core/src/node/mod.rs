@@ -7,6 +7,7 @@
 //! - `ops.rs`: the operations behind the trait (synchronous, explicit `now`);
 //! - `daemon.rs`: `impl Daemon for Node` over them;
 //! - `recovery.rs`: rebuilding the state from the store at [`Node::open`];
+//! - `routes.rs`: what a pod is told: its gateways and routes ([`pod_routes`]);
 //! - `veth_ledger.rs`: [`VethLedger`], the veth removals the daemon owes;
 //! - `with_dataplane.rs`: [`WithDataplane`]; `stats.rs`: what it adds to
 //!   the status and the per-endpoint counters; `start_up.rs`: its start-up
@@ -29,9 +30,12 @@
 
 mod config;
 mod daemon;
+#[cfg(test)]
+mod dual_stack_tests;
 mod error;
 mod ops;
 mod recovery;
+mod routes;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -50,6 +54,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use config::{ConfigError, DEFAULT_CONFIG_TOML, NodeConfig};
 pub use error::NodeError;
 pub use recovery::OpenReport;
+pub use routes::{pod_gateway, pod_routes};
 #[cfg(any(test, feature = "mocks"))]
 pub use veth_ledger::MockVethLedger;
 pub use veth_ledger::{OwedRemoval, VethLedger};

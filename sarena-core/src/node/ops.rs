@@ -13,7 +13,7 @@ use ipnet::IpNet;
 use super::{Inner, NodeError, State};
 use crate::api::{
     AllocateRequest, Allocation, AllocationRecord, Attachment, Endpoint, EndpointCreate, GcReport,
-    IpamState, RouteSpec,
+    IpamState,
 };
 use crate::ipam::IpamError;
 use crate::store::{AllocationEntry, OwedRemoval};
@@ -34,40 +34,19 @@ fn check_owner(owner: &Attachment) -> Result<(), NodeError> {
     Ok(())
 }
 
-/// The routes for a pod: a host route to each gateway, a default route via it.
-fn routes(entry: &AllocationEntry) -> Vec<RouteSpec> {
-    let mut out = Vec::with_capacity(entry.addresses.len() * 2);
-    for a in &entry.addresses {
-        let (host, any) = match a.gateway {
-            IpAddr::V4(_) => (32, IpAddr::from([0u8; 4])),
-            IpAddr::V6(_) => (128, IpAddr::from([0u8; 16])),
-        };
-        if let (Ok(h), Ok(d)) = (IpNet::new(a.gateway, host), IpNet::new(any, 0)) {
-            out.push(RouteSpec {
-                dst: h,
-                gw: None,
-                mtu: None,
-            });
-            out.push(RouteSpec {
-                dst: d,
-                gw: Some(a.gateway),
-                mtu: None,
-            });
-        }
-    }
-    out
-}
-
 /// When an allocation made (or re-requested) at `now` expires without an endpoint.
 fn renewed_lease(lease_seconds: u64, now: u64) -> Option<u64> {
     (lease_seconds > 0).then(|| now.saturating_add(lease_seconds))
 }
 
+/// The answer for `entry`: its addresses with the gateways the pod routes
+/// through (see [`super::routes`]), and the routes through them.
 fn allocation_of(entry: &AllocationEntry) -> Allocation {
+    let addresses = super::routes::as_pod_sees(&entry.addresses);
     Allocation {
         owner: entry.owner.clone(),
-        addresses: entry.addresses.clone(),
-        routes: routes(entry),
+        routes: super::routes::pod_routes(&addresses),
+        addresses,
         lease_expires_at: entry.lease_expires_at,
     }
 }

@@ -14,3 +14,8 @@ pub const GATEWAY: &str = "10.251.0.1";
 pub async fn pod(links: &RtnetlinkLinks, host: u8) -> Pod {
     Pod::in_subnet(links, GATEWAY, host).await
 }
+
+pub mod ipv6;
+pub mod raw;
+
+pub mod frames6;

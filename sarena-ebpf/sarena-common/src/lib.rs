@@ -5,8 +5,15 @@
 //! `aya::Pod` so they can be used as map keys and values from user space.
 #![no_std]
 
-/// Name of the endpoint map: [`EndpointKey`] → [`EndpointInfo`] (hash, pinned).
+/// Name of the endpoint map: [`EndpointKey`] (IPv4) → [`EndpointInfo`] (hash, pinned).
 pub const ENDPOINTS_MAP: &str = "SARENA_ENDPOINTS";
+/// Name of the IPv6 endpoint map: [`Endpoint6Key`] → [`EndpointInfo`] (hash, pinned).
+/// A map of its own, so the IPv4 map's layout and pins stay as they were.
+pub const ENDPOINTS6_MAP: &str = "SARENA_ENDPOINTS6";
+/// Name of the veths map: host ifindex (`u32`) → [`EndpointInfo`] (hash,
+/// pinned): the MACs of each attached endpoint, for answers to frames whose
+/// source names no address entry (link-local neighbour solicitations).
+pub const VETHS_MAP: &str = "SARENA_VETHS";
 /// Name of the counters map: host ifindex (`u32`) → [`EndpointCounters`] (per-CPU hash, pinned).
 pub const COUNTERS_MAP: &str = "SARENA_COUNTERS";
 /// Name of the host-stack flows map: [`FlowKey`] → [`FlowState`] (LRU hash, pinned).
@@ -16,7 +23,7 @@ pub const HOST_FLOWS_MAP: &str = "SARENA_HOST_FLOWS";
 pub const FROM_CONTAINER_PROG: &str = "from_container";
 /// Name of the program on the egress of each pod's host-side veth.
 pub const TO_CONTAINER_PROG: &str = "to_container";
-/// Capacity of the endpoint map (pod addresses on one node).
+/// Capacity of each endpoint map (pod addresses of one family on one node).
 pub const MAX_ENDPOINTS: u32 = 16384;
 /// Capacity of the host-stack flows map: flows between two pods of this node
 /// that the host stack handled (Services, hostPort, NodePort), at once. The
@@ -28,7 +35,7 @@ pub const HOST_FLOW_REFRESH_NS: u64 = 1_000_000_000;
 
 /// Key of the endpoint map: an IPv4 pod address.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct EndpointKey {
     /// The address octets in network order, as they appear in the packet.
     pub addr: [u8; 4],
@@ -41,7 +48,22 @@ impl EndpointKey {
     }
 }
 
-/// Value of the endpoint map: where a pod address lives on this node.
+/// Key of the IPv6 endpoint map: an IPv6 pod address.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Endpoint6Key {
+    /// The address octets in network order, as they appear in the packet.
+    pub addr: [u8; 16],
+}
+
+impl Endpoint6Key {
+    /// Key for the address given as its sixteen octets.
+    pub const fn new(addr: [u8; 16]) -> Self {
+        Endpoint6Key { addr }
+    }
+}
+
+/// Value of both endpoint maps: where a pod address lives on this node.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct EndpointInfo {
@@ -80,10 +102,27 @@ pub enum DropReason {
     /// An ARP packet whose sender address is not one of the sending pod's
     /// addresses (gratuitous ARP for another address included).
     SpoofedArp = 5,
+    /// Truncated IPv6 header, bad version, or a payload length beyond the
+    /// end of the frame.
+    MalformedIpv6 = 6,
+    /// An IPv6 extension header that runs past the end of the packet, a
+    /// Hop-by-Hop header anywhere but first, or a chain longer than the
+    /// programs walk ([`MAX_IPV6_EXT_HEADERS`]).
+    MalformedIpv6Ext = 7,
+    /// An IPv6 packet whose source is neither one of the sending pod's
+    /// addresses nor link-local (nor `::` for neighbour discovery and MLD).
+    SpoofedSourceIpv6 = 8,
+    /// Neighbour discovery claiming an address that is not the pod's (an
+    /// advertisement or a duplicate-address probe for another address), or
+    /// a router advertisement or redirect from a pod.
+    SpoofedNdp = 9,
+    /// A neighbour solicitation or advertisement that is truncated, or whose
+    /// hop limit is not 255 or code not 0 (RFC 4861 7.1).
+    MalformedNdp = 10,
 }
 
 /// Number of [`DropReason`]s in use.
-pub const DROP_REASONS: usize = 6;
+pub const DROP_REASONS: usize = 11;
 /// Slots in [`EndpointCounters::drops`]: room for later reasons without a
 /// new counters layout.
 pub const DROP_SLOTS: usize = 16;
@@ -91,9 +130,18 @@ pub const DROP_SLOTS: usize = 16;
 const _: () = assert!(DROP_REASONS <= DROP_SLOTS);
 
 /// Spare `u64` slots in [`EndpointCounters`] for later counters (zero today).
-pub const SPARE_COUNTERS: usize = 4;
+/// There were 4; the IPv6 counters took 3 of them, so the layout (and the
+/// size of the pinned counters map's values) stayed the same.
+pub const SPARE_COUNTERS: usize = 1;
+
+/// How many IPv6 extension headers the programs walk before they give up on
+/// a packet ([`DropReason::MalformedIpv6Ext`]).
+pub const MAX_IPV6_EXT_HEADERS: usize = 8;
 
 /// Per-endpoint counters, one value per CPU (user space sums them).
+///
+/// The packet, byte and redirect counters cover both families; the `ipv6_*`
+/// ones are the IPv6 share of them (IPv4's is the difference).
 ///
 /// With the `user` feature it serializes with serde under its field names,
 /// which are the names readers (the daemon's API, its metrics) show.
@@ -120,6 +168,13 @@ pub struct EndpointCounters {
     /// Host-stack flows recorded by `to_container` for traffic to this pod
     /// (new entries in the host-stack flows map).
     pub host_flows_recorded: u64,
+    /// Neighbour solicitations from this pod answered by the program.
+    pub ndp_replies: u64,
+    /// IPv6 frames received from the pod (counted in `from_pod_packets` too).
+    pub ipv6_from_pod_packets: u64,
+    /// IPv6 frames from this pod redirected into another local pod (counted
+    /// in `redirected_packets` too).
+    pub ipv6_redirected_packets: u64,
     /// Reserved for later counters; zero.
     pub spare: [u64; SPARE_COUNTERS],
     /// Frames dropped, by [`DropReason`] (slots past [`DROP_REASONS`] are zero).
@@ -137,6 +192,9 @@ impl EndpointCounters {
         self.arp_replies += other.arp_replies;
         self.host_stack_flow_packets += other.host_stack_flow_packets;
         self.host_flows_recorded += other.host_flows_recorded;
+        self.ndp_replies += other.ndp_replies;
+        self.ipv6_from_pod_packets += other.ipv6_from_pod_packets;
+        self.ipv6_redirected_packets += other.ipv6_redirected_packets;
         for (d, o) in self.spare.iter_mut().zip(other.spare.iter()) {
             *d += *o;
         }
@@ -226,6 +284,25 @@ impl FlowKey {
         }
     }
 
+    /// The key of an IPv6 flow.
+    pub const fn ipv6(
+        saddr: [u8; 16],
+        daddr: [u8; 16],
+        sport: [u8; 2],
+        dport: [u8; 2],
+        proto: u8,
+    ) -> Self {
+        FlowKey {
+            saddr,
+            daddr,
+            sport,
+            dport,
+            proto,
+            family: FLOW_FAMILY_IPV6,
+            pad: [0; 2],
+        }
+    }
+
     /// The other direction of the same flow.
     pub const fn reversed(&self) -> Self {
         FlowKey {
@@ -258,6 +335,8 @@ mod user {
     // SAFETY: plain `#[repr(C)]` data without implicit padding or pointers;
     // every bit pattern is valid.
     unsafe impl aya::Pod for super::EndpointKey {}
+    // SAFETY: as above (16 octets).
+    unsafe impl aya::Pod for super::Endpoint6Key {}
     // SAFETY: as above (4 + 4 + 6 + 6 = 20 bytes, alignment 4, no padding).
     unsafe impl aya::Pod for super::EndpointInfo {}
     // SAFETY: as above (only u64 fields).
@@ -275,11 +354,16 @@ mod tests {
     #[test]
     fn layouts_have_no_implicit_padding() {
         assert_eq!(core::mem::size_of::<EndpointKey>(), 4);
+        assert_eq!(core::mem::size_of::<Endpoint6Key>(), 16);
         assert_eq!(core::mem::size_of::<EndpointInfo>(), 20);
         assert_eq!(
             core::mem::size_of::<EndpointCounters>(),
-            8 * (8 + SPARE_COUNTERS + DROP_SLOTS)
+            8 * (11 + SPARE_COUNTERS + DROP_SLOTS)
         );
+        // The size pinned maps were created with: the IPv6 counters live in
+        // what were spare slots.
+        assert_eq!(core::mem::size_of::<EndpointCounters>(), 224);
+        assert_eq!(core::mem::offset_of!(EndpointCounters, drops), 96);
         assert_eq!(core::mem::size_of::<FlowKey>(), 40);
         assert_eq!(core::mem::align_of::<FlowKey>(), 1);
         assert_eq!(core::mem::size_of::<FlowState>(), 16);
@@ -287,7 +371,9 @@ mod tests {
 
     #[test]
     fn the_last_drop_reason_is_counted_by_drop_reasons() {
-        assert_eq!(DropReason::SpoofedArp as usize, DROP_REASONS - 1);
+        assert_eq!(DropReason::MalformedNdp as usize, DROP_REASONS - 1);
+        // Reasons keep their slots across versions (pinned counters).
+        assert_eq!(DropReason::SpoofedArp as usize, 5);
     }
 
     #[test]
@@ -305,6 +391,24 @@ mod tests {
         // ICMP echo: the identifier in both ports, so request and reply meet.
         let echo = FlowKey::ipv4([10, 0, 0, 1], [10, 0, 0, 2], [0, 7], [0, 7], 1);
         assert_eq!(echo.reversed().sport, echo.sport);
+    }
+
+    #[test]
+    fn an_ipv6_flow_key_holds_whole_addresses_and_its_family() {
+        let mut a = [0u8; 16];
+        a[0] = 0xfd;
+        a[15] = 2;
+        let mut b = a;
+        b[15] = 3;
+        let request = FlowKey::ipv6(a, b, [0x9c, 0x40], [0, 80], 6);
+        assert_eq!(request.family, FLOW_FAMILY_IPV6);
+        let reply = request.reversed();
+        assert_eq!((reply.saddr, reply.daddr), (b, a));
+        assert_eq!((reply.sport, reply.dport), ([0, 80], [0x9c, 0x40]));
+        assert_eq!(reply.family, FLOW_FAMILY_IPV6);
+        // The same addresses of the other family are another flow.
+        let v4 = FlowKey::ipv4([0xfd, 0, 0, 0], [0xfd, 0, 0, 0], [0; 2], [0; 2], 6);
+        assert_ne!(v4.family, request.family);
     }
 
     #[test]
@@ -327,7 +431,14 @@ mod tests {
         b.drops[3] = 1;
         b.drops[DropReason::SpoofedSource as usize] = 9;
         b.spare[0] = 2;
+        b.ndp_replies = 3;
+        b.ipv6_from_pod_packets = 4;
+        b.ipv6_redirected_packets = 5;
+        a.ndp_replies = 1;
         a.add(&b);
+        assert_eq!(a.ndp_replies, 4);
+        assert_eq!(a.ipv6_from_pod_packets, 4);
+        assert_eq!(a.ipv6_redirected_packets, 5);
         assert_eq!(a.from_pod_packets, 3);
         assert_eq!(a.to_pod_bytes, 5);
         assert_eq!(a.host_stack_flow_packets, 5);

@@ -1,16 +1,63 @@
 //! A pod may only speak as itself: the source of what it sends must be one
-//! of its own addresses, registered in the endpoint map with its veth.
+//! of its own addresses, registered in the endpoint maps with its veth.
 
-use sarena_common::{EndpointInfo, EndpointKey};
+use sarena_common::{DropReason, Endpoint6Key, EndpointInfo, EndpointKey};
 
-use crate::SARENA_ENDPOINTS;
+use crate::{SARENA_ENDPOINTS, SARENA_ENDPOINTS6};
 
-/// The endpoint entry of `addr` when it is one of the addresses of the pod
-/// behind the host veth `ifindex`; `None` for any other address.
+/// The endpoint entry of `addr` when it is one of the IPv4 addresses of the
+/// pod behind the host veth `ifindex`; `None` for any other address.
 #[inline(always)]
 pub fn pod_address(addr: [u8; 4], ifindex: u32) -> Option<EndpointInfo> {
     let entry = SARENA_ENDPOINTS.get_ptr(EndpointKey::new(addr))?;
     // SAFETY: a map value pointer returned by the lookup helper.
     let entry = unsafe { *entry };
     (entry.ifindex == ifindex).then_some(entry)
+}
+
+/// The endpoint entry of `addr` when it is one of the IPv6 addresses of the
+/// pod behind the host veth `ifindex`; `None` for any other address.
+#[inline(always)]
+pub fn pod_address6(addr: [u8; 16], ifindex: u32) -> Option<EndpointInfo> {
+    let entry = SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(addr))?;
+    // SAFETY: a map value pointer returned by the lookup helper.
+    let entry = unsafe { *entry };
+    (entry.ifindex == ifindex).then_some(entry)
+}
+
+/// What an IPv6 source address the pod used is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Source6 {
+    /// One of the pod's own addresses.
+    Pod,
+    /// A link-local address (`fe80::/10`): it names the pod's end of its own
+    /// veth, the only other end of which is the host, and the kernel never
+    /// forwards a packet with such a source off the link. Neighbour
+    /// discovery uses it; the programs never redirect it.
+    LinkLocal,
+    /// `::`: duplicate-address detection and MLD before the pod has an
+    /// address. Only ICMPv6 may use it.
+    Unspecified,
+}
+
+/// Whether `addr` is in `fe80::/10`.
+#[inline(always)]
+pub fn is_link_local(addr: &[u8; 16]) -> bool {
+    addr[0] == 0xfe && addr[1] & 0xc0 == 0x80
+}
+
+/// Classifies the source `addr` of an IPv6 packet from the pod behind
+/// `ifindex`; any address that is not the pod's (another pod's, an
+/// outsider's, a multicast one) is [`DropReason::SpoofedSourceIpv6`].
+#[inline(always)]
+pub fn source6(addr: &[u8; 16], ifindex: u32) -> Result<Source6, DropReason> {
+    if *addr == [0; 16] {
+        Ok(Source6::Unspecified)
+    } else if is_link_local(addr) {
+        Ok(Source6::LinkLocal)
+    } else if pod_address6(*addr, ifindex).is_some() {
+        Ok(Source6::Pod)
+    } else {
+        Err(DropReason::SpoofedSourceIpv6)
+    }
 }

@@ -56,6 +56,25 @@ pub fn arp_reply(ifindex: u32) {
     with(ifindex, |c| c.arp_replies += 1);
 }
 
+/// A neighbour solicitation from the pod behind `ifindex` answered by the program.
+#[inline(always)]
+pub fn ndp_reply(ifindex: u32) {
+    with(ifindex, |c| c.ndp_replies += 1);
+}
+
+/// An IPv6 frame sent by the pod behind `ifindex` (also counted by [`from_pod`]).
+#[inline(always)]
+pub fn ipv6_from_pod(ifindex: u32) {
+    with(ifindex, |c| c.ipv6_from_pod_packets += 1);
+}
+
+/// An IPv6 frame from the pod behind `ifindex` redirected into another pod
+/// (also counted by [`redirected`]).
+#[inline(always)]
+pub fn ipv6_redirected(ifindex: u32) {
+    with(ifindex, |c| c.ipv6_redirected_packets += 1);
+}
+
 /// A frame dropped on the interface `ifindex`.
 #[inline(always)]
 pub fn dropped(ifindex: u32, reason: DropReason) {

@@ -11,18 +11,29 @@
 //! Failure modes are lopsided on purpose: an entry too many (a stale one, an
 //! address reused by a new pod) only sends a flow through the host stack,
 //! which forwards it correctly; an entry missing for a translated flow would
-//! break it. Hence: anything whose flow cannot be told (IPv4 fragments,
-//! truncated L4 headers, ICMP other than echo) goes to the host stack
-//! without a lookup, and entries are never removed by the programs; the LRU
+//! break it. Hence: anything whose flow cannot be told (fragments of either
+//! family, truncated L4 headers, ICMP and ICMPv6 other than echo) goes to
+//! the host stack without a lookup, and entries are never removed by the programs; the LRU
 //! map evicts the least recently used one when full.
 
 use aya_ebpf::{helpers::bpf_ktime_get_ns, programs::TcContext};
-use network_types::{eth::EthHdr, ip::Ipv4Hdr};
+use network_types::{
+    eth::EthHdr,
+    ip::{Ipv4Hdr, Ipv6Hdr},
+};
 use sarena_common::{DropReason, FlowKey, FlowState, HOST_FLOW_REFRESH_NS};
 
-use crate::{SARENA_HOST_FLOWS, counters, packet::ptr_at};
+use crate::{
+    SARENA_HOST_FLOWS, counters,
+    exthdr::Upper,
+    packet::{ptr_at, read},
+};
 
 const IPPROTO_ICMP: u8 = 1;
+/// ICMPv6's protocol number.
+pub const IPPROTO_ICMPV6: u8 = 58;
+const ICMPV6_ECHO_REQUEST: u8 = 128;
+const ICMPV6_ECHO_REPLY: u8 = 129;
 const IPPROTO_TCP: u8 = 6;
 const IPPROTO_UDP: u8 = 17;
 const IPPROTO_SCTP: u8 = 132;
@@ -31,8 +42,9 @@ const ICMP_ECHO_REQUEST: u8 = 8;
 /// More-fragments flag and fragment offset, in the host-order `frags` word.
 const IP_MF_OFFSET: u16 = 0x3fff;
 
-/// The first bytes of an ICMP header: type, code, checksum, identifier.
+/// The first bytes of an ICMP or ICMPv6 header: type, code, checksum, identifier.
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct IcmpEcho {
     kind: u8,
     code: u8,
@@ -73,6 +85,37 @@ pub fn key_of(ctx: &TcContext, ip: &Ipv4Hdr) -> Option<FlowKey> {
         sport,
         dport,
         ip.proto,
+    ))
+}
+
+/// The key of an IPv6 frame's own direction, its upper layer at `upper`, or
+/// `None` when its flow cannot be told from this frame (fragments, a
+/// truncated upper-layer header, ICMPv6 other than echo).
+#[inline(always)]
+pub fn key_of6(ctx: &TcContext, ip: &Ipv6Hdr, upper: &Upper) -> Option<FlowKey> {
+    if upper.fragment {
+        return None;
+    }
+    let (sport, dport) = match upper.proto {
+        IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP => {
+            let ports: [u8; 4] = read(ctx, upper.offset)?;
+            ([ports[0], ports[1]], [ports[2], ports[3]])
+        }
+        IPPROTO_ICMPV6 => {
+            let icmp: IcmpEcho = read(ctx, upper.offset)?;
+            if icmp.kind != ICMPV6_ECHO_REQUEST && icmp.kind != ICMPV6_ECHO_REPLY {
+                return None;
+            }
+            (icmp.id, icmp.id)
+        }
+        _ => ([0; 2], [0; 2]),
+    };
+    Some(FlowKey::ipv6(
+        ip.src_addr,
+        ip.dst_addr,
+        sport,
+        dport,
+        upper.proto,
     ))
 }
 

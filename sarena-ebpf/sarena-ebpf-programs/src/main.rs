@@ -1,11 +1,12 @@
 //! Sarena's TC programs, attached (cls_bpf on clsact) to each pod's host-side veth.
 //!
-//! - [`from_container`] (ingress): frames the pod sends. IPv4 and ARP whose
-//!   source is not one of the pod's addresses are dropped. ARP requests for
-//!   any address but the pod's own are answered with the host end's MAC; IPv4
-//!   to another local endpoint is forwarded straight into that pod unless the
-//!   host stack handled its flow (see [`flows`]); everything else goes on to
-//!   the host stack.
+//! - [`from_container`] (ingress): frames the pod sends. IPv4, IPv6, ARP and
+//!   neighbour discovery whose source is not one of the pod's addresses are
+//!   dropped (see [`antispoof`]). ARP requests and neighbour solicitations for
+//!   any address but the pod's own are answered with the host end's MAC
+//!   ([`arp`], [`ndp`]); IPv4 and IPv6 to another local endpoint are forwarded
+//!   straight into that pod unless the host stack handled their flow (see
+//!   [`flows`]); everything else goes on to the host stack.
 //! - [`to_container`] (egress): frames the host stack sends to the pod;
 //!   counted, flows from other local pods recorded, and passed.
 //!
@@ -16,8 +17,12 @@
 mod antispoof;
 mod arp;
 mod counters;
+mod exthdr;
 mod flows;
 mod forward;
+mod ipv4;
+mod ipv6;
+mod ndp;
 mod packet;
 
 use aya_ebpf::{
@@ -27,15 +32,27 @@ use aya_ebpf::{
 };
 use packet::verdict;
 use sarena_common::{
-    EndpointCounters, EndpointInfo, EndpointKey, FlowKey, FlowState, MAX_ENDPOINTS, MAX_HOST_FLOWS,
+    Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, FlowKey, FlowState, MAX_ENDPOINTS,
+    MAX_HOST_FLOWS,
 };
 
-/// Pod address → where it lives (filled by user space, pinned).
+/// IPv4 pod address → where it lives (filled by user space, pinned).
 #[map(name = "SARENA_ENDPOINTS")]
 static SARENA_ENDPOINTS: HashMap<EndpointKey, EndpointInfo> = HashMap::pinned(MAX_ENDPOINTS, 0);
 
+/// IPv6 pod address → where it lives (filled by user space, pinned).
+#[map(name = "SARENA_ENDPOINTS6")]
+static SARENA_ENDPOINTS6: HashMap<Endpoint6Key, EndpointInfo> = HashMap::pinned(MAX_ENDPOINTS, 0);
+
 /// `BPF_F_NO_PREALLOC`: entries are allocated when user space inserts them.
 const NO_PREALLOC: u32 = 1;
+
+/// Host veth ifindex → its endpoint's MACs (filled by user space at attach,
+/// pinned): what the neighbour-discovery responder answers with when the
+/// solicitation comes from a link-local address, which no address entry
+/// names. Not preallocated, like the counters.
+#[map(name = "SARENA_VETHS")]
+static SARENA_VETHS: HashMap<u32, EndpointInfo> = HashMap::pinned(MAX_ENDPOINTS, NO_PREALLOC);
 
 /// Host veth ifindex → counters (entries created by user space, pinned).
 /// Not preallocated: a preallocated per-CPU map of this size would take

@@ -5,9 +5,16 @@ use core::mem;
 use aya_ebpf::programs::TcContext;
 use sarena_common::DropReason;
 
-/// Bytes made linear before parsing: Ethernet, the largest IPv4 header and
-/// the first 8 bytes of the L4 header (ports, or ICMP type to identifier).
-const PULL_LEN: u32 = 14 + 60 + 8;
+/// Bytes made linear before parsing: Ethernet and the larger of the largest
+/// IPv4 header with the first 8 bytes of the L4 header (ports, or ICMP type
+/// to identifier), and the IPv6 header with a neighbour solicitation and its
+/// link-layer address option (IPv6 extension headers are read with a
+/// helper, wherever they are).
+const PULL_LEN: u32 = max(14 + 60 + 8, 14 + 40 + 32);
+
+const fn max(a: u32, b: u32) -> u32 {
+    if a > b { a } else { b }
+}
 
 /// Ifindex of the device the frame is on.
 #[inline(always)]
@@ -43,6 +50,22 @@ pub fn ptr_at<T>(ctx: &TcContext, offset: usize, reason: DropReason) -> Result<*
         return Err(reason);
     }
     Ok((start + offset) as *mut T)
+}
+
+/// The `T` at `offset`: read directly when the frame's linear part holds it,
+/// with `bpf_skb_load_bytes` otherwise; `None` past the end of the frame.
+/// `T` must be at least 2 bytes: `offset` may vary, and the check for one
+/// byte compiles to `start + offset < end`, from which the verifier learns
+/// nothing.
+#[inline(always)]
+pub fn read<T: Copy>(ctx: &TcContext, offset: usize) -> Option<T> {
+    let start = ctx.data();
+    if start + offset + mem::size_of::<T>() <= ctx.data_end() {
+        // SAFETY: bounds-checked against data_end just above; the frame
+        // holds no alignment guarantee, hence the unaligned read.
+        return Some(unsafe { core::ptr::read_unaligned((start + offset) as *const T) });
+    }
+    ctx.load(offset).ok()
 }
 
 /// TC verdicts as the programs return them. The bindings' integer type

@@ -1,22 +1,33 @@
-//! The two maps the programs share with the daemon, and what the daemon
-//! writes into and removes from them.
+//! The maps the programs share with the daemon, and what the daemon writes
+//! into and removes from them.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
 
 use aya::Ebpf;
 use aya::maps::{HashMap as BpfHashMap, Map, MapData, PerCpuHashMap, PerCpuValues};
-use sarena_common::{COUNTERS_MAP, ENDPOINTS_MAP, EndpointCounters, EndpointInfo, EndpointKey};
+use sarena_common::{
+    COUNTERS_MAP, ENDPOINTS_MAP, ENDPOINTS6_MAP, Endpoint6Key, EndpointCounters, EndpointInfo,
+    EndpointKey, VETHS_MAP,
+};
 
-use super::entries;
+use super::entries::{self, AddressKey};
 use super::error::{BpfError, is_not_found};
 use crate::api::Endpoint;
 
-/// `SARENA_ENDPOINTS` (pod address → endpoint) and `SARENA_COUNTERS`
-/// (host ifindex → per-CPU counters), as pinned.
+/// `SARENA_ENDPOINTS` and `SARENA_ENDPOINTS6` (pod address → endpoint),
+/// `SARENA_VETHS` (host ifindex → endpoint) and `SARENA_COUNTERS` (host
+/// ifindex → per-CPU counters), as pinned.
 pub(super) struct Maps {
-    endpoints: BpfHashMap<MapData, EndpointKey, EndpointInfo>,
+    endpoints: AddressMap<EndpointKey>,
+    endpoints6: AddressMap<Endpoint6Key>,
+    veths: BpfHashMap<MapData, u32, EndpointInfo>,
     counters: PerCpuHashMap<MapData, u32, EndpointCounters>,
+}
+
+/// One endpoint map: pod addresses of one family → endpoint.
+struct AddressMap<K> {
+    name: &'static str,
+    map: BpfHashMap<MapData, K, EndpointInfo>,
 }
 
 fn map_error(
@@ -34,15 +45,95 @@ fn take(ebpf: &mut Ebpf, map: &'static str) -> Result<Map, BpfError> {
     ebpf.take_map(map).ok_or(BpfError::NoMap { map })
 }
 
+fn hash_map<K: aya::Pod>(
+    ebpf: &mut Ebpf,
+    name: &'static str,
+) -> Result<BpfHashMap<MapData, K, EndpointInfo>, BpfError> {
+    BpfHashMap::try_from(take(ebpf, name)?).map_err(map_error("open map", name))
+}
+
+impl<K: AddressKey> AddressMap<K> {
+    fn take(ebpf: &mut Ebpf, name: &'static str) -> Result<Self, BpfError> {
+        Ok(AddressMap {
+            name,
+            map: hash_map(ebpf, name)?,
+        })
+    }
+
+    /// Every entry, sorted by key.
+    fn entries(&self) -> Result<Vec<(K, EndpointInfo)>, BpfError> {
+        let mut out = Vec::new();
+        for item in self.map.iter() {
+            out.push(item.map_err(map_error("iterate", self.name))?);
+        }
+        out.sort_by_key(|(k, _)| *k);
+        Ok(out)
+    }
+
+    /// Writes `wanted`; `true` when an entry was missing or different.
+    fn write(&mut self, wanted: Vec<(K, EndpointInfo)>) -> Result<bool, BpfError> {
+        let mut changed = false;
+        for (key, info) in wanted {
+            if self.map.get(&key, 0).ok() != Some(info) {
+                self.map
+                    .insert(key, info, 0)
+                    .map_err(map_error("insert endpoint", key.ip()))?;
+                changed = true;
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Removes the entries of `keys` that still point at `ifindex` (an
+    /// address may already belong to a newer endpoint); failures are added
+    /// to `errors`.
+    fn remove(&mut self, keys: impl Iterator<Item = K>, ifindex: u32, errors: &mut Vec<BpfError>) {
+        for key in keys {
+            if let Ok(info) = self.map.get(&key, 0)
+                && info.ifindex == ifindex
+                && let Err(e) = self.map.remove(&key)
+            {
+                errors.push(map_error("remove endpoint", key.ip())(e));
+            }
+        }
+    }
+
+    /// Removes every entry that is not `wanted`; returns the addresses of
+    /// the entries that belong to no endpoint.
+    fn remove_unknown(
+        &mut self,
+        wanted: &BTreeMap<K, EndpointInfo>,
+    ) -> Result<BTreeSet<String>, BpfError> {
+        let mut removed = BTreeSet::new();
+        let keys: Vec<K> = self.map.keys().filter_map(Result::ok).collect();
+        for key in keys {
+            let current = self.map.get(&key, 0).ok();
+            if current.is_none() || wanted.get(&key) != current.as_ref() {
+                // Wrong or unknown: removed here; attach writes the right one back.
+                self.map
+                    .remove(&key)
+                    .map_err(map_error("remove endpoint", key.ip()))?;
+                if !wanted.contains_key(&key) {
+                    removed.insert(key.ip().to_string());
+                }
+            }
+        }
+        Ok(removed)
+    }
+}
+
 impl Maps {
-    /// Takes both maps out of the loaded object.
+    /// Takes the maps out of the loaded object.
     pub(super) fn take(ebpf: &mut Ebpf) -> Result<Self, BpfError> {
-        let endpoints = BpfHashMap::try_from(take(ebpf, ENDPOINTS_MAP)?)
-            .map_err(map_error("open map", ENDPOINTS_MAP))?;
+        let endpoints = AddressMap::take(ebpf, ENDPOINTS_MAP)?;
+        let endpoints6 = AddressMap::take(ebpf, ENDPOINTS6_MAP)?;
+        let veths = hash_map(ebpf, VETHS_MAP)?;
         let counters = PerCpuHashMap::try_from(take(ebpf, COUNTERS_MAP)?)
             .map_err(map_error("open map", COUNTERS_MAP))?;
         Ok(Maps {
             endpoints,
+            endpoints6,
+            veths,
             counters,
         })
     }
@@ -62,23 +153,28 @@ impl Maps {
         }
     }
 
-    /// Every endpoint entry, sorted by address.
-    pub(super) fn entries(&self) -> Result<Vec<(Ipv4Addr, EndpointInfo)>, BpfError> {
-        let mut out = Vec::new();
-        for item in self.endpoints.iter() {
-            let (k, v) = item.map_err(map_error("iterate", ENDPOINTS_MAP))?;
-            out.push((Ipv4Addr::from(k.addr), v));
-        }
-        out.sort_by_key(|(a, _)| *a);
-        Ok(out)
+    /// Every IPv4 endpoint entry, sorted by address.
+    pub(super) fn entries(&self) -> Result<Vec<(EndpointKey, EndpointInfo)>, BpfError> {
+        self.endpoints.entries()
     }
 
-    /// Counters first (kept when present), then the endpoint entries;
-    /// `true` when something was missing or different.
+    /// Every IPv6 endpoint entry, sorted by address.
+    pub(super) fn entries6(&self) -> Result<Vec<(Endpoint6Key, EndpointInfo)>, BpfError> {
+        self.endpoints6.entries()
+    }
+
+    /// The veth entry of `host_ifindex`, if any.
+    pub(super) fn veth(&self, host_ifindex: u32) -> Option<EndpointInfo> {
+        self.veths.get(&host_ifindex, 0).ok()
+    }
+
+    /// Counters first (kept when present), then the veth's entry, then the
+    /// address entries; `true` when something was missing or different.
     pub(super) fn write(&mut self, endpoint: &Endpoint) -> Result<bool, BpfError> {
         let ifname = &endpoint.host_ifname;
+        let ifindex = endpoint.host_ifindex;
         let mut changed = false;
-        if self.counters.get(&endpoint.host_ifindex, 0).is_err() {
+        if self.counters.get(&ifindex, 0).is_err() {
             let cpus_error = |source| BpfError::Cpus {
                 ifname: ifname.clone(),
                 source,
@@ -87,38 +183,42 @@ impl Maps {
             let zero = PerCpuValues::try_from(vec![EndpointCounters::default(); cpus])
                 .map_err(cpus_error)?;
             self.counters
-                .insert(endpoint.host_ifindex, zero, 0)
+                .insert(ifindex, zero, 0)
                 .map_err(map_error("insert counters", ifname))?;
             changed = true;
         }
-        for (key, info) in entries::endpoint_entries(endpoint) {
-            if self.endpoints.get(&key, 0).ok() != Some(info) {
-                self.endpoints
-                    .insert(key, info, 0)
-                    .map_err(map_error("insert endpoint", Ipv4Addr::from(key.addr)))?;
-                changed = true;
-            }
+        let info = entries::endpoint_info(endpoint);
+        if self.veth(ifindex) != Some(info) {
+            self.veths
+                .insert(ifindex, info, 0)
+                .map_err(map_error("insert veth", ifname))?;
+            changed = true;
         }
+        changed |= self.endpoints.write(entries::ipv4_entries(endpoint))?;
+        changed |= self.endpoints6.write(entries::ipv6_entries(endpoint))?;
         Ok(changed)
     }
 
-    /// Removes `endpoint`'s entries (only those still pointing at its
-    /// ifindex: an address may already belong to a newer endpoint) and its
-    /// counters; failures are added to `errors`.
+    /// Removes `endpoint`'s address entries (only those still pointing at
+    /// its ifindex), its veth's entry and its counters; failures are added
+    /// to `errors`.
     pub(super) fn remove(&mut self, endpoint: &Endpoint, errors: &mut Vec<BpfError>) {
-        for addr in entries::ipv4_addresses(&endpoint.addresses) {
-            let key = EndpointKey::new(addr.octets());
-            if let Ok(info) = self.endpoints.get(&key, 0)
-                && info.ifindex == endpoint.host_ifindex
-                && let Err(e) = self.endpoints.remove(&key)
-            {
-                errors.push(map_error("remove endpoint", addr)(e));
-            }
-        }
-        if let Err(e) = self.counters.remove(&endpoint.host_ifindex)
+        let ifindex = endpoint.host_ifindex;
+        let v4 = entries::ipv4_addresses(&endpoint.addresses).map(|a| EndpointKey::new(a.octets()));
+        self.endpoints.remove(v4, ifindex, errors);
+        let v6 =
+            entries::ipv6_addresses(&endpoint.addresses).map(|a| Endpoint6Key::new(a.octets()));
+        self.endpoints6.remove(v6, ifindex, errors);
+        let ifname = &endpoint.host_ifname;
+        if let Err(e) = self.veths.remove(&ifindex)
             && !is_not_found(&e)
         {
-            errors.push(map_error("remove counters", &endpoint.host_ifname)(e));
+            errors.push(map_error("remove veth", ifname)(e));
+        }
+        if let Err(e) = self.counters.remove(&ifindex)
+            && !is_not_found(&e)
+        {
+            errors.push(map_error("remove counters", ifname)(e));
         }
     }
 
@@ -128,32 +228,25 @@ impl Maps {
         &mut self,
         endpoints: &[Endpoint],
     ) -> Result<BTreeSet<String>, BpfError> {
-        let mut wanted_entries = BTreeMap::new();
-        for endpoint in endpoints {
-            for (key, info) in entries::endpoint_entries(endpoint) {
-                wanted_entries.insert(key.addr, info);
-            }
-        }
-        let wanted_ifindexes: BTreeSet<u32> = endpoints.iter().map(|e| e.host_ifindex).collect();
+        let v4: BTreeMap<_, _> = endpoints.iter().flat_map(entries::ipv4_entries).collect();
+        let v6: BTreeMap<_, _> = endpoints.iter().flat_map(entries::ipv6_entries).collect();
+        let mut removed = self.endpoints.remove_unknown(&v4)?;
+        removed.extend(self.endpoints6.remove_unknown(&v6)?);
 
-        let mut removed = BTreeSet::new();
-        let keys: Vec<EndpointKey> = self.endpoints.keys().filter_map(Result::ok).collect();
-        for key in keys {
-            let current = self.endpoints.get(&key, 0).ok();
-            if current.is_none() || wanted_entries.get(&key.addr) != current.as_ref() {
-                // Wrong or unknown: removed here; attach writes the right one back.
-                let addr = Ipv4Addr::from(key.addr);
-                self.endpoints
-                    .remove(&key)
-                    .map_err(map_error("remove endpoint", addr))?;
-                if !wanted_entries.contains_key(&key.addr) {
-                    removed.insert(addr.to_string());
-                }
+        let wanted: BTreeMap<u32, EndpointInfo> = endpoints
+            .iter()
+            .map(|e| (e.host_ifindex, entries::endpoint_info(e)))
+            .collect();
+        let veths: Vec<u32> = self.veths.keys().filter_map(Result::ok).collect();
+        for ifindex in veths {
+            if wanted.get(&ifindex) != self.veth(ifindex).as_ref() {
+                // Unknown or outdated: attach writes the right one back.
+                let _ = self.veths.remove(&ifindex);
             }
         }
         let ifindexes: Vec<u32> = self.counters.keys().filter_map(Result::ok).collect();
         for ifindex in ifindexes {
-            if !wanted_ifindexes.contains(&ifindex) {
+            if !wanted.contains_key(&ifindex) {
                 let _ = self.counters.remove(&ifindex);
             }
         }

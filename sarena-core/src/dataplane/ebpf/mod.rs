@@ -14,8 +14,8 @@
 //!
 //! # What the host must provide
 //!
-//! The programs forward pod → pod traffic on this node and answer the pods'
-//! ARP requests. Everything else (pod → host, pod → outside, and the way back)
+//! The programs forward pod → pod traffic of both families on this node and
+//! answer the pods' ARP requests and neighbour solicitations. Everything else (pod → host, pod → outside, and the way back)
 //! goes through the host stack, which therefore still needs, per pod, a route
 //! to the pod address via its host veth, and masquerading for the pools. In the
 //! daemon, pass the kernel dataplane to [`AyaDataplane::with_host_stack`] so
@@ -42,7 +42,7 @@ mod reconcile;
 pub mod tc;
 
 use std::collections::BTreeSet;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -50,7 +50,7 @@ use async_trait::async_trait;
 use aya::Ebpf;
 pub use error::BpfError;
 pub use pins::{Direction, PinnedAttachment};
-pub use sarena_common::{DropReason, EndpointCounters, EndpointInfo, EndpointKey};
+pub use sarena_common::{DropReason, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey};
 pub use tc::TcAttachment;
 
 use super::{Dataplane, DataplaneError, DataplaneMode, NodeNetwork, ReconcileReport};
@@ -111,9 +111,28 @@ impl AyaDataplane {
         Ok(self.lock().maps.counters(host_ifindex)?)
     }
 
-    /// Every entry of the endpoint map, sorted by address.
+    /// Every entry of the IPv4 endpoint map, sorted by address.
     pub fn endpoint_entries(&self) -> Result<Vec<(Ipv4Addr, EndpointInfo)>, DataplaneError> {
-        Ok(self.lock().maps.entries()?)
+        let entries = self.lock().maps.entries()?;
+        Ok(entries
+            .into_iter()
+            .map(|(k, v)| (Ipv4Addr::from(k.addr), v))
+            .collect())
+    }
+
+    /// Every entry of the IPv6 endpoint map, sorted by address.
+    pub fn ipv6_endpoint_entries(&self) -> Result<Vec<(Ipv6Addr, EndpointInfo)>, DataplaneError> {
+        let entries = self.lock().maps.entries6()?;
+        Ok(entries
+            .into_iter()
+            .map(|(k, v)| (Ipv6Addr::from(k.addr), v))
+            .collect())
+    }
+
+    /// The veths map's entry of `host_ifindex` (what the neighbour-discovery
+    /// responder answers with), if the endpoint is attached.
+    pub fn veth_entry(&self, host_ifindex: u32) -> Option<EndpointInfo> {
+        self.lock().maps.veth(host_ifindex)
     }
 
     /// Sarena's filters on the device `ifindex`, as the kernel reports them
@@ -165,7 +184,8 @@ impl Dataplane for AyaDataplane {
 
     /// IPv4 forwarding on (for the traffic that goes through the host stack),
     /// then the host-stack dataplane's own set-up, when there is one. The
-    /// gateways need no address on the host: the programs answer ARP for them.
+    /// gateways need no address on the host: the programs answer ARP and
+    /// neighbour solicitations for them.
     async fn setup(&self, node: &NodeNetwork) -> Result<(), DataplaneError> {
         sysctl::write("net/ipv4/ip_forward", "1")?;
         if let Some(host) = &self.host_stack {

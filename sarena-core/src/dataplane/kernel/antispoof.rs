@@ -7,9 +7,14 @@
 //! (`input`). Each holds a set `guarded` of the pods' host veth ifindexes and
 //! a set of allowed `ifindex . address` pairs; a packet that enters through a
 //! guarded veth from any other source is counted and dropped. IPv6
-//! link-local sources and the unspecified address (neighbour discovery, DAD)
-//! are allowed; an ARP's sender address must be the pod's (so a gratuitous
-//! ARP for another address is dropped too).
+//! link-local sources and, for ICMPv6 only, the unspecified address
+//! (neighbour discovery, DAD, MLD) are allowed; an ARP's sender address must
+//! be the pod's (so a gratuitous ARP for another address is dropped too),
+//! and so must the target of a neighbour advertisement or of a
+//! duplicate-address probe, unless it is link-local (set `claimable6`: the
+//! same pairs, the address as the 128-bit integer nftables reads from the
+//! ICMPv6 header). Router advertisements and redirects from a pod are
+//! dropped. The eBPF programs apply the same rules (`sarena-ebpf`).
 //!
 //! Why nftables, not strict reverse-path filtering: `rp_filter` takes the
 //! maximum of `all` and the interface's value, so a host with `all` = 2
@@ -33,13 +38,18 @@ fn structure(table: &str) -> String {
 add set inet {table} guarded {{ type iface_index; }}
 add set inet {table} allowed4 {{ type iface_index . ipv4_addr; }}
 add set inet {table} allowed6 {{ type iface_index . ipv6_addr; }}
+add set inet {table} claimable6 {{ typeof iif . @th,64,128; }}
 add chain inet {table} antispoof_prerouting {{ type filter hook prerouting priority -310; policy accept; }}
 add chain inet {table} antispoof
 flush chain inet {table} antispoof_prerouting
 flush chain inet {table} antispoof
 add rule inet {table} antispoof_prerouting iif @guarded jump antispoof
 add rule inet {table} antispoof meta nfproto ipv4 iif . ip saddr @allowed4 return
-add rule inet {table} antispoof meta nfproto ipv6 ip6 saddr {{ ::, fe80::/10 }} return
+add rule inet {table} antispoof icmpv6 type {{ nd-router-advert, nd-redirect }} counter drop
+add rule inet {table} antispoof icmpv6 type nd-neighbor-advert @th,64,16 & 0xffc0 != 0xfe80 iif . @th,64,128 != @claimable6 counter drop
+add rule inet {table} antispoof icmpv6 type nd-neighbor-solicit ip6 saddr :: @th,64,16 & 0xffc0 != 0xfe80 iif . @th,64,128 != @claimable6 counter drop
+add rule inet {table} antispoof meta nfproto ipv6 ip6 saddr fe80::/10 return
+add rule inet {table} antispoof meta nfproto ipv6 ip6 saddr :: meta l4proto ipv6-icmp return
 add rule inet {table} antispoof meta nfproto ipv6 iif . ip6 saddr @allowed6 return
 add rule inet {table} antispoof counter drop
 add table arp {table}
@@ -62,10 +72,14 @@ fn elements(verb: &str, table: &str, endpoint: &Endpoint) -> String {
     let ifindex = endpoint.host_ifindex;
     let mut v4 = Vec::new();
     let mut v6 = Vec::new();
+    let mut claimable6 = Vec::new();
     for address in &endpoint.addresses {
         match address.addr() {
             IpAddr::V4(a) => v4.push(format!("{ifindex} . {a}")),
-            IpAddr::V6(a) => v6.push(format!("{ifindex} . {a}")),
+            IpAddr::V6(a) => {
+                v6.push(format!("{ifindex} . {a}"));
+                claimable6.push(format!("{ifindex} . 0x{:032x}", u128::from(a)));
+            }
         }
     }
     let mut script = String::new();
@@ -83,6 +97,11 @@ fn elements(verb: &str, table: &str, endpoint: &Endpoint) -> String {
                 script,
                 "{verb} element inet {table} allowed6 {{ {} }}",
                 v6.join(", ")
+            );
+            let _ = writeln!(
+                script,
+                "{verb} element inet {table} claimable6 {{ {} }}",
+                claimable6.join(", ")
             );
         }
         let _ = writeln!(
@@ -209,6 +228,7 @@ mod tests {
             [
                 "add element inet t allowed4 { 7 . 10.1.0.5 }",
                 "add element inet t allowed6 { 7 . fd00::5 }",
+                "add element inet t claimable6 { 7 . 0xfd000000000000000000000000000005 }",
                 "add element inet t guarded { 7 }",
                 "add element arp t allowed4 { 7 . 10.1.0.5 }",
                 "add element arp t guarded { 7 }",
@@ -242,9 +262,16 @@ mod tests {
         let script = structure("t");
         assert!(script.contains("antispoof_prerouting iif @guarded jump antispoof"));
         assert!(script.contains("iif . ip saddr @allowed4 return"));
-        assert!(script.contains("ip6 saddr { ::, fe80::/10 } return"));
+        assert!(script.contains("ip6 saddr fe80::/10 return"));
+        assert!(script.contains("ip6 saddr :: meta l4proto ipv6-icmp return"));
         assert!(script.contains("iif . arp saddr ip @allowed4 return"));
-        assert_eq!(script.matches("counter drop").count(), 2);
+        // Neighbour discovery claiming another address, and router
+        // messages, are dropped before link-local sources are let through.
+        let nd = script.find("nd-neighbor-advert").unwrap();
+        assert!(nd < script.find("saddr fe80::/10 return").unwrap());
+        assert!(script.contains("iif . @th,64,128 != @claimable6 counter drop"));
+        assert!(script.contains("{ nd-router-advert, nd-redirect } counter drop"));
+        assert_eq!(script.matches("counter drop").count(), 5);
         // Sets are created, never flushed: their elements survive a set-up.
         assert!(!script.contains("flush set"));
         assert!(!script.contains("delete"));

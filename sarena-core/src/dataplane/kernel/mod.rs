@@ -4,14 +4,16 @@
 //!   pair (`sarena_host` ↔ `sarena_net` by default), so the host answers ARP for them on
 //!   every pod's veth; optional masquerading of the pools (nftables).
 //! - `attach`: `proxy_arp` on the pod's host veth (pods with an on-link prefix
-//!   reach each other through the host) and a host route per pod address
-//!   (`ip route replace ADDR/32 dev lxc… proto 90`).
+//!   reach each other through the host), the link-local IPv6 gateway on it
+//!   for pods with IPv6 (`gateway6`), and a host route per pod address
+//!   (`ip route replace ADDR/32|ADDR/128 dev lxc… proto 90`).
 //! - `detach` / `reconcile`: remove or restore those routes, told apart from
 //!   everyone else's by their route protocol ([`routes::SARENA_ROUTE_PROTOCOL`]).
 //! - Anti-spoofing (every step above): what a pod sends must come from one
 //!   of its own addresses (nftables, see `antispoof`).
 
 mod antispoof;
+mod gateway6;
 mod masquerade;
 mod nft;
 pub mod routes;
@@ -20,6 +22,7 @@ use std::net::IpAddr;
 
 use async_trait::async_trait;
 use ipnet::IpNet;
+use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags};
 use rtnetlink::{Handle, LinkUnspec, LinkVeth};
 
 use super::{Dataplane, DataplaneError, DataplaneMode, NodeNetwork, ReconcileReport};
@@ -122,13 +125,15 @@ impl KernelDataplane {
         }
         for gateway in gateways {
             let prefix = if gateway.is_ipv4() { 32 } else { 128 };
-            match self
-                .handle
-                .address()
-                .add(index, *gateway, prefix)
-                .execute()
-                .await
-            {
+            let mut request = self.handle.address().add(index, *gateway, prefix);
+            if gateway.is_ipv6() {
+                // Usable at once, not after duplicate-address detection.
+                request
+                    .message_mut()
+                    .attributes
+                    .push(AddressAttribute::Flags(AddressFlags::Nodad));
+            }
+            match request.execute().await {
                 Ok(()) => {}
                 Err(e) if netlink::errno(&e) == Some(libc::EEXIST) => {}
                 Err(e) => return Err(NetlinkError::new("addr add", gateway, e).into()),
@@ -207,6 +212,9 @@ impl Dataplane for KernelDataplane {
             });
         };
         sysctl::write(&sysctl::ipv4_conf(&endpoint.host_ifname, "proxy_arp"), "1")?;
+        if let Some(route) = wanted.iter().find(|r| r.dst.addr().is_ipv6()) {
+            gateway6::add(&self.handle, &endpoint.host_ifname, route.oif).await?;
+        }
         if self.antispoof {
             antispoof::guard(&self.names.nft_table, endpoint).await?;
         }

@@ -1,8 +1,11 @@
 //! [`RtnetlinkLinks`]: the [`Links`] trait over rtnetlink.
 
 mod handles;
+mod ipv6;
 mod pod;
 mod veth;
+
+pub use ipv6::link_local;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;

@@ -8,30 +8,31 @@ use rtnetlink::packet_route::address::AddressAttribute;
 use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage, RouteMetric, RouteScope};
 use rtnetlink::{Handle, LinkUnspec, RouteMessageBuilder};
 
+use super::ipv6;
 use crate::api::RouteSpec;
 use crate::links::{LinkError, PodIfaceConfig, PodIfaceState};
-use crate::netlink::{
-    NetlinkError, all_routes, errno, link_by_name, link_index, link_is_up, link_mac, route_ip,
-};
+use crate::netlink::{NetlinkError, all_routes, link_by_name, link_is_up, link_mac, route_ip};
 
 /// `ip addr add` each address, `ip link set IFNAME up`, then `ip route replace` each route.
+/// With an IPv6 address, the link-local address and the flags of `ipv6` first.
 pub(crate) async fn configure(
     handle: &Handle,
     ifname: &str,
     config: &PodIfaceConfig,
 ) -> Result<(), LinkError> {
-    let index = index_of(handle, ifname).await?;
+    let Some(link) = link_by_name(handle, ifname).await? else {
+        return Err(LinkError::NoPodLink {
+            ifname: ifname.to_string(),
+        });
+    };
+    let index = link.header.index;
+    if config.addresses.iter().any(|a| matches!(a, IpNet::V6(_))) {
+        let mac = link_mac(&link).unwrap_or_default();
+        ipv6::prepare(handle, index, ifname, mac).await?;
+    }
     for address in &config.addresses {
-        match handle
-            .address()
-            .add(index, address.addr(), address.prefix_len())
-            .execute()
-            .await
-        {
-            Ok(()) => {}
-            Err(e) if errno(&e) == Some(libc::EEXIST) => {}
-            Err(e) => return Err(NetlinkError::new("addr add", ifname, e).into()),
-        }
+        let flags = ipv6::address_flags(address);
+        ipv6::add_address(handle, index, ifname, address, flags).await?;
     }
     handle
         .link()
@@ -116,15 +117,6 @@ pub(crate) async fn inspect(
         routes,
         up: link_is_up(&link),
     }))
-}
-
-/// The index of `ifname`, or an error naming it.
-async fn index_of(handle: &Handle, ifname: &str) -> Result<u32, LinkError> {
-    link_index(handle, ifname)
-        .await?
-        .ok_or_else(|| LinkError::NoPodLink {
-            ifname: ifname.to_string(),
-        })
 }
 
 /// A [`RouteSpec`] for a main-table route out of `index`; `None` for others.

@@ -1,0 +1,127 @@
+//! Raw Ethernet frames out of a pod's `eth0` (AF_PACKET, from a thread
+//! inside the pod's netns), and what comes back.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use sarena_test_support::{Pod, in_netns};
+
+/// An AF_PACKET socket on the calling thread's `eth0`; the fd and its address.
+///
+/// # Safety
+/// Plain socket calls; the caller closes the fd.
+unsafe fn packet_socket() -> (i32, libc::sockaddr_ll) {
+    // SAFETY: see the function's contract.
+    unsafe {
+        let proto = (libc::ETH_P_ALL as u16).to_be() as i32;
+        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let ifindex = libc::if_nametoindex(c"eth0".as_ptr());
+        assert!(ifindex > 0);
+        let mut addr: libc::sockaddr_ll = std::mem::zeroed();
+        addr.sll_family = libc::AF_PACKET as u16;
+        addr.sll_protocol = proto as u16;
+        addr.sll_ifindex = ifindex as i32;
+        addr.sll_halen = 6;
+        let bound = libc::bind(
+            fd,
+            (&raw const addr).cast(),
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        );
+        assert_eq!(bound, 0, "bind: {}", std::io::Error::last_os_error());
+        (fd, addr)
+    }
+}
+
+/// Sends `frames` from `fd` to `addr`.
+///
+/// # Safety
+/// `fd` is an open packet socket.
+unsafe fn send(fd: i32, addr: &libc::sockaddr_ll, frames: &[Vec<u8>]) {
+    for frame in frames {
+        // SAFETY: valid buffer and address, see the function's contract.
+        let sent = unsafe {
+            libc::sendto(
+                fd,
+                frame.as_ptr().cast(),
+                frame.len(),
+                0,
+                (addr as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        assert!(
+            sent == frame.len() as isize,
+            "sendto: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+/// Sends raw Ethernet frames out of the pod's `eth0`.
+pub fn send_raw_frames(pod: &Pod, frames: Vec<Vec<u8>>) {
+    send_raw_frames_in(&pod.netns.path(), frames);
+}
+
+/// Sends raw Ethernet frames out of `eth0` of the netns at `netns`.
+pub fn send_raw_frames_in(netns: &Path, frames: Vec<Vec<u8>>) {
+    in_netns(netns, move || {
+        // SAFETY: plain socket calls; the fd is closed below.
+        unsafe {
+            let (fd, addr) = packet_socket();
+            send(fd, &addr, &frames);
+            libc::close(fd);
+        }
+    })
+    .join()
+    .unwrap();
+}
+
+/// Sends `frame` out of the pod's `eth0` and returns the first frame that
+/// arrives on it (not one it sent) within a second and that `wanted`
+/// accepts.
+pub fn exchange_raw(pod: &Pod, frame: Vec<u8>, wanted: fn(&[u8]) -> bool) -> Option<Vec<u8>> {
+    in_netns(&pod.netns.path(), move || {
+        // SAFETY: plain socket calls with valid buffers; the fd is closed below.
+        unsafe {
+            let (fd, addr) = packet_socket();
+            let timeout = libc::timeval {
+                tv_sec: 0,
+                tv_usec: 200_000,
+            };
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&raw const timeout).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            );
+            send(fd, &addr, &[frame]);
+            let deadline = Instant::now() + Duration::from_secs(1);
+            let mut found = None;
+            while found.is_none() && Instant::now() < deadline {
+                let mut buf = vec![0u8; 2048];
+                let mut from: libc::sockaddr_ll = std::mem::zeroed();
+                let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+                let n = libc::recvfrom(
+                    fd,
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    0,
+                    (&raw mut from).cast(),
+                    &mut len,
+                );
+                if n > 0 && from.sll_pkttype != libc::PACKET_OUTGOING {
+                    buf.truncate(n as usize);
+                    if wanted(&buf) {
+                        found = Some(buf);
+                    }
+                }
+            }
+            libc::close(fd);
+            found
+        }
+    })
+    .join()
+    .unwrap()
+}

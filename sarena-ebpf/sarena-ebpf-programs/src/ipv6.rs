@@ -1,0 +1,130 @@
+//! IPv6 from a pod: validation, the source check, neighbour discovery, and
+//! pod → pod forwarding on this node; and the flows `to_container` records.
+
+use aya_ebpf::programs::TcContext;
+use network_types::{eth::EthHdr, ip::Ipv6Hdr};
+use sarena_common::{DropReason, ENDPOINT_F_ACTIVE, Endpoint6Key};
+
+use crate::{
+    SARENA_ENDPOINTS6,
+    antispoof::{self, Source6},
+    counters, exthdr,
+    flows::{self, IPPROTO_ICMPV6},
+    forward, ndp,
+    packet::{ptr_at, read, verdict},
+};
+
+/// Where the IPv6 payload starts.
+const PAYLOAD: usize = EthHdr::LEN + Ipv6Hdr::LEN;
+
+/// IPv6 from the pod behind `ifindex`. Malformed packets, and sources that
+/// are not the pod's ([`antispoof::source6`]) are dropped; neighbour
+/// discovery goes to [`ndp`]. A packet from one of the pod's addresses to
+/// another local endpoint goes straight into that pod, unless the host stack
+/// handled its flow or it carries extension headers; everything else
+/// (link-local, multicast, elsewhere, expiring) goes to the host stack.
+#[inline(always)]
+pub fn try_ipv6(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
+    counters::ipv6_from_pod(ifindex);
+    let eth: *mut EthHdr = ptr_at(ctx, 0, DropReason::MalformedEthernet)?;
+    let ip: *mut Ipv6Hdr = ptr_at(ctx, EthHdr::LEN, DropReason::MalformedIpv6)?;
+    // SAFETY: both pointers were bounds-checked against data_end above.
+    let (eth, ip) = unsafe { (&mut *eth, &mut *ip) };
+    let end = packet_end(ctx, ip).ok_or(DropReason::MalformedIpv6)?;
+    let upper = exthdr::upper(ctx, ip, end)?;
+    let source = antispoof::source6(&ip.src_addr, ifindex)?;
+    if upper.proto == IPPROTO_ICMPV6 {
+        // Type, code and checksum: every ICMPv6 message has them. (Reading
+        // the type alone would compile to a bounds check the verifier
+        // cannot use.)
+        let head: [u8; 4] = read(ctx, upper.offset).ok_or(DropReason::MalformedIpv6)?;
+        let kind = head[0];
+        if ndp::is_ndp(kind) {
+            if upper.extended {
+                // RFC 6980 forbids fragmented neighbour discovery; other
+                // extension headers serve no purpose on a veth and would
+                // carry a forged advertisement past the checks.
+                return Err(DropReason::MalformedNdp);
+            }
+            return ndp::try_ndp(ctx, ifindex, eth, ip, kind, source, end - PAYLOAD);
+        }
+    } else if source == Source6::Unspecified {
+        return Err(DropReason::SpoofedSourceIpv6);
+    }
+    if source != Source6::Pod {
+        // Link-local and unspecified sources never leave the link.
+        return Ok(verdict::OK);
+    }
+    let Some(dst) = SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(ip.dst_addr)) else {
+        return Ok(verdict::OK);
+    };
+    // SAFETY: a map value pointer returned by the lookup helper.
+    let dst = unsafe { *dst };
+    if dst.flags & ENDPOINT_F_ACTIVE == 0
+        || dst.ifindex == ifindex
+        || ip.hop_limit <= 1
+        || upper.extended
+    {
+        // Hairpin, not ready, expiring (the host stack sends time exceeded)
+        // or with extension headers (the host stack processes them).
+        return Ok(verdict::OK);
+    }
+    match flows::key_of6(ctx, ip, &upper) {
+        Some(key) if !flows::handled_by_host(&key) => {}
+        Some(_) => {
+            counters::host_stack_flow(ifindex);
+            return Ok(verdict::OK);
+        }
+        None => return Ok(verdict::OK),
+    }
+    ip.hop_limit -= 1;
+    counters::ipv6_redirected(ifindex);
+    forward::into_pod(ctx, eth, ifindex, &dst)
+}
+
+/// Where the packet ends by its payload length, or `None` when the version
+/// is not 6 or the payload length runs past the frame. (A payload length of
+/// 0 on a frame too big for one is a BIG TCP packet: it ends with the frame.)
+#[inline(always)]
+fn packet_end(ctx: &TcContext, ip: &Ipv6Hdr) -> Option<usize> {
+    if ip.vcf[0] >> 4 != 6 {
+        return None;
+    }
+    let frame = ctx.len() as usize;
+    let payload = usize::from(u16::from_be_bytes(ip.payload_len));
+    if payload == 0 && frame > PAYLOAD + usize::from(u16::MAX) {
+        return Some(frame);
+    }
+    let end = PAYLOAD + payload;
+    (end <= frame).then_some(end)
+}
+
+/// Records the flow of an IPv6 frame the host stack delivers to the pod
+/// behind `ifindex` from another pod of this node, as
+/// [`crate::ipv4::record_host_flow`] does for IPv4. (A frame from a local
+/// pod passed that pod's `from_container`, so its header chain parses here
+/// too.)
+#[inline(always)]
+pub fn record_host_flow(ctx: &TcContext, ifindex: u32) {
+    let Ok(ip) = ptr_at::<Ipv6Hdr>(ctx, EthHdr::LEN, DropReason::MalformedIpv6) else {
+        return;
+    };
+    // SAFETY: bounds-checked above.
+    let ip = unsafe { &*ip };
+    let Some(end) = packet_end(ctx, ip) else {
+        return;
+    };
+    let Some(src) = SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(ip.src_addr)) else {
+        return;
+    };
+    // SAFETY: a map value pointer returned by the lookup helper.
+    if unsafe { (*src).ifindex } == ifindex {
+        return;
+    }
+    let Ok(upper) = exthdr::upper(ctx, ip, end) else {
+        return;
+    };
+    if let Some(key) = flows::key_of6(ctx, ip, &upper) {
+        flows::record(&key, ifindex);
+    }
+}
