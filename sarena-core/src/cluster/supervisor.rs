@@ -63,7 +63,9 @@ impl std::fmt::Debug for SupervisorParts {
     }
 }
 
-/// The control loop. See the [module docs](self).
+/// The control loop: on every change of the cluster view, the podCIDR
+/// decision, the peer routes, then the Node condition (see the `cluster`
+/// module's docs).
 pub struct Supervisor {
     parts: SupervisorParts,
     switch: Arc<Switch>,
