@@ -5,6 +5,10 @@
 //! `aya::Pod` so they can be used as map keys and values from user space.
 #![no_std]
 
+mod bandwidth;
+
+pub use bandwidth::*;
+
 /// Name of the endpoint map: [`EndpointKey`] → [`EndpointInfo`] (hash, pinned).
 pub const ENDPOINTS_MAP: &str = "SARENA_ENDPOINTS";
 /// Name of the counters map: host ifindex (`u32`) → [`EndpointCounters`] (per-CPU hash, pinned).
@@ -80,10 +84,13 @@ pub enum DropReason {
     /// An ARP packet whose sender address is not one of the sending pod's
     /// addresses (gratuitous ARP for another address included).
     SpoofedArp = 5,
+    /// A frame of a bandwidth-limited pod that would have waited longer than
+    /// its pacer's horizon (see [`Pacer`]).
+    RateLimited = 6,
 }
 
 /// Number of [`DropReason`]s in use.
-pub const DROP_REASONS: usize = 6;
+pub const DROP_REASONS: usize = 7;
 /// Slots in [`EndpointCounters::drops`]: room for later reasons without a
 /// new counters layout.
 pub const DROP_SLOTS: usize = 16;
@@ -287,7 +294,7 @@ mod tests {
 
     #[test]
     fn the_last_drop_reason_is_counted_by_drop_reasons() {
-        assert_eq!(DropReason::SpoofedArp as usize, DROP_REASONS - 1);
+        assert_eq!(DropReason::RateLimited as usize, DROP_REASONS - 1);
     }
 
     #[test]

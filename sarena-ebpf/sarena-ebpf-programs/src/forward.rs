@@ -1,14 +1,11 @@
 //! Pod → pod forwarding on this node.
 
-use aya_ebpf::{
-    helpers::generated::{bpf_redirect, bpf_redirect_peer},
-    programs::TcContext,
-};
+use aya_ebpf::{helpers::generated::bpf_redirect, programs::TcContext};
 use network_types::{eth::EthHdr, ip::Ipv4Hdr};
 use sarena_common::{DropReason, ENDPOINT_F_ACTIVE, EndpointKey};
 
 use crate::{
-    SARENA_ENDPOINTS, antispoof, arp, counters, flows,
+    SARENA_ENDPOINTS, antispoof, arp, bandwidth, counters, flows,
     packet::{ifindex, ptr_at, pull_headers, verdict},
 };
 
@@ -71,10 +68,10 @@ fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
 
     counters::redirected(ifindex);
     counters::to_pod(dst.ifindex, ctx.len());
-    // Straight into the pod's netns; when the peer redirect is refused, out
-    // of the destination's host veth instead.
-    // SAFETY: plain helper calls; they only record the target device.
-    let action = unsafe { bpf_redirect_peer(dst.ifindex, 0) };
+    // Straight into the pod's netns (through its host veth's egress when
+    // traffic to it is paced); when the peer redirect is refused, out of the
+    // destination's host veth instead.
+    let action = bandwidth::redirect(ctx, &dst);
     if action == verdict::REDIRECT {
         return Ok(action as i32);
     }

@@ -8,6 +8,10 @@
 //!   the host stack.
 //! - [`to_container`] (egress): frames the host stack sends to the pod;
 //!   counted, flows from other local pods recorded, and passed.
+//! - [`to_container_paced`] (egress, in place of `to_container` for a pod
+//!   whose incoming traffic is limited) and [`pod_egress`] (egress of the
+//!   pod's own interface, for a pod whose outgoing traffic is limited): see
+//!   [`bandwidth`].
 //!
 //! Map layouts live in `sarena-common`, shared with the loader in sarena-core.
 #![no_std]
@@ -15,6 +19,7 @@
 
 mod antispoof;
 mod arp;
+mod bandwidth;
 mod counters;
 mod flows;
 mod forward;
@@ -27,7 +32,8 @@ use aya_ebpf::{
 };
 use packet::verdict;
 use sarena_common::{
-    EndpointCounters, EndpointInfo, EndpointKey, FlowKey, FlowState, MAX_ENDPOINTS, MAX_HOST_FLOWS,
+    BandwidthState, EndpointCounters, EndpointInfo, EndpointKey, FlowKey, FlowState, MAX_ENDPOINTS,
+    MAX_HOST_FLOWS, MAX_PACED_ENDPOINTS,
 };
 
 /// Pod address → where it lives (filled by user space, pinned).
@@ -52,6 +58,17 @@ static SARENA_COUNTERS: PerCpuHashMap<u32, EndpointCounters> =
 #[map(name = "SARENA_HOST_FLOWS")]
 static SARENA_HOST_FLOWS: LruHashMap<FlowKey, FlowState> = LruHashMap::pinned(MAX_HOST_FLOWS, 0);
 
+/// Host veth ifindex → the pod's bandwidth pacers (entries created by user
+/// space for limited pods only, pinned; not preallocated).
+#[map(name = "SARENA_BANDWIDTH")]
+static SARENA_BANDWIDTH: HashMap<u32, BandwidthState> =
+    HashMap::pinned(MAX_PACED_ENDPOINTS, NO_PREALLOC);
+
+/// The host veth ifindex of the pod whose interface [`pod_egress`] is
+/// attached to: set by user space when it loads that pod's instance.
+#[unsafe(no_mangle)]
+static POD_HOST_IFINDEX: u32 = 0;
+
 /// Ingress of a pod's host-side veth: what the pod sends.
 #[classifier]
 pub fn from_container(ctx: TcContext) -> i32 {
@@ -72,6 +89,28 @@ pub fn to_container(ctx: TcContext) -> i32 {
     match forward::try_to_container(&ctx) {
         Ok(action) | Err(action) => action,
     }
+}
+
+/// Egress of an ingress-limited pod's host-side veth (instead of
+/// [`to_container`]): what the host stack sends to the pod, as there, and
+/// what `from_container` redirected to it from other local pods (marked,
+/// already counted); both paced.
+#[classifier]
+pub fn to_container_paced(ctx: TcContext) -> i32 {
+    if !bandwidth::take_redirect_mark(&ctx) {
+        let _ = forward::try_to_container(&ctx);
+    }
+    bandwidth::pace(&ctx, packet::ifindex(&ctx), bandwidth::Way::ToPod)
+}
+
+/// Egress of an egress-limited pod's own interface, in the pod's netns:
+/// everything the pod sends, paced. One instance per pod (see
+/// [`POD_HOST_IFINDEX`]).
+#[classifier]
+pub fn pod_egress(ctx: TcContext) -> i32 {
+    // SAFETY: a read-only global, set before the program was loaded.
+    let ifindex = unsafe { core::ptr::read_volatile(&POD_HOST_IFINDEX) };
+    bandwidth::pace(&ctx, ifindex, bandwidth::Way::FromPod)
 }
 
 #[cfg(not(test))]
