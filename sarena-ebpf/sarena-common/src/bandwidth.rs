@@ -7,7 +7,7 @@
 //! `fq` qdisc on the device the frame leaves through holds it until then:
 //!
 //! - to the pod (ingress limit): `fq` as the host veth's root qdisc and
-//!   [`TO_CONTAINER_PACED_PROG`] on its egress hook; frames redirected from
+//!   [`TO_CONTAINER_BW_PROG`] on its egress hook; frames redirected from
 //!   another local pod reach that hook too (`from_container` redirects to
 //!   the veth's egress instead of its peer when the destination carries
 //!   [`ENDPOINT_F_INGRESS_PACED`], with [`REDIRECT_MARK`] on them);
@@ -24,7 +24,7 @@
 pub const BANDWIDTH_MAP: &str = "SARENA_BANDWIDTH";
 /// Name of the program on the egress of an ingress-limited pod's host veth
 /// (in place of `to_container`).
-pub const TO_CONTAINER_PACED_PROG: &str = "to_container_paced";
+pub const TO_CONTAINER_BW_PROG: &str = "to_container_bw";
 /// Name of the program on the egress of an egress-limited pod's own
 /// interface, inside the pod's netns.
 pub const POD_EGRESS_PROG: &str = "pod_egress";
@@ -39,7 +39,7 @@ pub const POD_HOST_IFINDEX_GLOBAL: &str = "POD_HOST_IFINDEX";
 pub const ENDPOINT_F_INGRESS_PACED: u32 = 2;
 
 /// `skb->mark` of a frame `from_container` redirected to a paced pod's host
-/// veth egress, so that [`TO_CONTAINER_PACED_PROG`] tells it from a frame
+/// veth egress, so that [`TO_CONTAINER_BW_PROG`] tells it from a frame
 /// the host stack delivers (which it must record in the host-stack flows
 /// map). Set only between the two programs, on a path without netfilter,
 /// and cleared by the second; marks set by pods never reach the host (a
@@ -116,7 +116,11 @@ impl Pacer {
         }
         // No frame is that long (a GSO frame is at most 512 KiB); the bound
         // keeps the product below 2^57.
-        let len = if len > MAX_FRAME_LEN { MAX_FRAME_LEN } else { len };
+        let len = if len > MAX_FRAME_LEN {
+            MAX_FRAME_LEN
+        } else {
+            len
+        };
         let cost = len * 8 * NSEC_PER_SEC / rate;
         let floor = now.saturating_sub(self.burst_ns);
         let start = if self.next_ns > floor {
@@ -163,6 +167,19 @@ mod tests {
     fn layouts_have_no_implicit_padding() {
         assert_eq!(core::mem::size_of::<Pacer>(), 32);
         assert_eq!(core::mem::size_of::<BandwidthState>(), 64);
+    }
+
+    #[test]
+    fn program_names_fit_the_kernels_name_field() {
+        // BPF_OBJ_NAME_LEN is 16 with the NUL: longer names come back cut.
+        for name in [
+            crate::FROM_CONTAINER_PROG,
+            crate::TO_CONTAINER_PROG,
+            TO_CONTAINER_BW_PROG,
+            POD_EGRESS_PROG,
+        ] {
+            assert!(name.len() <= 15, "{name}");
+        }
     }
 
     #[test]

@@ -34,7 +34,7 @@ const TSTAMP_DELIVERY_MONO: u32 = 1;
 /// Redirects a frame to the local endpoint `dst`: straight into the pod
 /// (`bpf_redirect_peer`), or, when traffic to it is paced, out of its host
 /// veth (`bpf_redirect` to the device's egress, where `fq` and
-/// `to_container_paced` sit), marked as redirected. Returns the helper's
+/// `to_container_bw` sit), marked as redirected. Returns the helper's
 /// verdict (`TC_ACT_REDIRECT` on success).
 #[inline(always)]
 pub fn redirect(ctx: &TcContext, dst: &EndpointInfo) -> i64 {

@@ -8,7 +8,7 @@
 //!   the host stack.
 //! - [`to_container`] (egress): frames the host stack sends to the pod;
 //!   counted, flows from other local pods recorded, and passed.
-//! - [`to_container_paced`] (egress, in place of `to_container` for a pod
+//! - [`to_container_bw`] (egress, in place of `to_container` for a pod
 //!   whose incoming traffic is limited) and [`pod_egress`] (egress of the
 //!   pod's own interface, for a pod whose outgoing traffic is limited): see
 //!   [`bandwidth`].
@@ -26,6 +26,7 @@ mod forward;
 mod packet;
 
 use aya_ebpf::{
+    Global,
     macros::{classifier, map},
     maps::{HashMap, LruHashMap, PerCpuHashMap},
     programs::TcContext,
@@ -67,7 +68,7 @@ static SARENA_BANDWIDTH: HashMap<u32, BandwidthState> =
 /// The host veth ifindex of the pod whose interface [`pod_egress`] is
 /// attached to: set by user space when it loads that pod's instance.
 #[unsafe(no_mangle)]
-static POD_HOST_IFINDEX: u32 = 0;
+static POD_HOST_IFINDEX: Global<u32> = Global::new(0);
 
 /// Ingress of a pod's host-side veth: what the pod sends.
 #[classifier]
@@ -96,7 +97,7 @@ pub fn to_container(ctx: TcContext) -> i32 {
 /// what `from_container` redirected to it from other local pods (marked,
 /// already counted); both paced.
 #[classifier]
-pub fn to_container_paced(ctx: TcContext) -> i32 {
+pub fn to_container_bw(ctx: TcContext) -> i32 {
     if !bandwidth::take_redirect_mark(&ctx) {
         let _ = forward::try_to_container(&ctx);
     }
@@ -108,9 +109,7 @@ pub fn to_container_paced(ctx: TcContext) -> i32 {
 /// [`POD_HOST_IFINDEX`]).
 #[classifier]
 pub fn pod_egress(ctx: TcContext) -> i32 {
-    // SAFETY: a read-only global, set before the program was loaded.
-    let ifindex = unsafe { core::ptr::read_volatile(&POD_HOST_IFINDEX) };
-    bandwidth::pace(&ctx, ifindex, bandwidth::Way::FromPod)
+    bandwidth::pace(&ctx, POD_HOST_IFINDEX.load(), bandwidth::Way::FromPod)
 }
 
 #[cfg(not(test))]
