@@ -71,6 +71,7 @@ impl Pod {
             addresses: vec![address],
             netns: spec.netns.display().to_string(),
             created_at: 0,
+            bandwidth: None,
         };
         Pod {
             netns,

@@ -71,6 +71,7 @@ pub trait Daemon: Send + Sync {
             .map(|endpoint| EndpointStats {
                 endpoint,
                 counters: None,
+                bandwidth: None,
             })
             .collect())
     }
@@ -84,6 +85,7 @@ pub trait Daemon: Send + Sync {
         Ok(self.endpoint(owner).await?.map(|endpoint| EndpointStats {
             endpoint,
             counters: None,
+            bandwidth: None,
         }))
     }
 }

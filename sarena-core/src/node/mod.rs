@@ -45,7 +45,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub use config::{ConfigError, DEFAULT_CONFIG_TOML, NodeConfig};
 pub use error::NodeError;
 pub use recovery::OpenReport;
-pub use with_dataplane::{AttachError, WithDataplane};
+pub use with_dataplane::{AttachError, BandwidthUnsupported, WithDataplane};
 
 use crate::api::{Attachment, Endpoint};
 use crate::ipam::Allocator;

@@ -26,6 +26,7 @@ use crate::cni::result::{Interface, IpConfig, Route};
 use crate::delqueue::DeleteQueue;
 use crate::links::{Links, PodIfaceConfig, VethPair, VethSpec, host_ifname};
 
+use super::bandwidth;
 use super::error::{AttachmentDisplay, PluginError};
 use super::request::AddRequest;
 use super::rollback::{Rollback, Undo};
@@ -46,6 +47,7 @@ pub(crate) async fn add(
         remove_stale_endpoint(daemon, att).await?;
     }
     let config = config?;
+    bandwidth::check_add(req, &config)?;
 
     let mut rollback = Rollback::new(daemon, links, queue, att);
     let attached = async {
@@ -217,6 +219,7 @@ fn endpoint_create(req: &AddRequest, pair: &VethPair, allocation: &Allocation) -
         pod_mac: pair.pod_mac,
         addresses: allocation.addresses.iter().map(|a| a.address).collect(),
         netns: req.netns.display().to_string(),
+        bandwidth: req.bandwidth,
     }
 }
 
