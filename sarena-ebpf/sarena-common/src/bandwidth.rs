@@ -18,6 +18,11 @@
 //!   unique on the node, and what the pod writes into its frames cannot be
 //!   trusted).
 //!
+//! On a kernel without `sch_fq` nothing can hold a frame: user space then
+//! writes pacers without a horizon and a deeper bucket, and the same
+//! programs police (drop what is beyond the bucket) instead of pacing
+//! (`ShapingMode` in sarena-core's eBPF dataplane).
+//!
 //! Unlimited pods have no entry, no `fq` and run neither program.
 
 /// Name of the pacing map: host ifindex (`u32`) → [`BandwidthState`] (hash, pinned).
