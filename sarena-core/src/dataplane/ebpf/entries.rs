@@ -11,7 +11,7 @@ use crate::api::Endpoint;
 pub fn endpoint_entries(endpoint: &Endpoint) -> Vec<(EndpointKey, EndpointInfo)> {
     let info = EndpointInfo {
         ifindex: endpoint.host_ifindex,
-        flags: ENDPOINT_F_ACTIVE,
+        flags: ENDPOINT_F_ACTIVE | super::bandwidth::entry_flags(endpoint),
         pod_mac: endpoint.pod_mac.octets(),
         host_mac: endpoint.host_mac.octets(),
     };
@@ -30,7 +30,7 @@ pub fn ipv4_addresses(addresses: &[IpNet]) -> impl Iterator<Item = Ipv4Addr> + '
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::api::{Attachment, PodRef};
 
