@@ -16,9 +16,11 @@
 # cache entries and the addresses.
 # On Sarena's eBPF dataplane, before that: the reference bandwidth plugin
 # chained after Sarena is refused by Sarena's ADD naming the fix when the
-# conflist is in Sarena's cni-conf-dir, and otherwise fails at its first
-# qdisc without shaping anything; on the kernel dataplane Sarena refuses its
-# own capability naming the reference plugin.
+# conflist is in Sarena's cni-conf-dir (nothing made: no endpoint,
+# allocation, pod interface, address or host link), and otherwise fails at
+# its first qdisc without shaping anything (and the runtime's DEL leaves
+# nothing); on the kernel dataplane Sarena refuses its own capability naming
+# the reference plugin.
 # Usage: e2e/test-chaining.sh [sarena|ref|custom]   (default sarena)
 set -euo pipefail
 # shellcheck source=e2e/lib.sh
@@ -68,6 +70,28 @@ bandwidth_of() {
 }
 
 declare -A NS IP HOSTIF ID RES
+# host_pod_links: the host's links named as Sarena's host veths (lxc...) and
+# the reference plugin's ifb devices (bwp...).
+host_pod_links() {
+  ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^(lxc|bwp)' | sort || true
+}
+LINKS_BEFORE=$(host_pod_links)
+
+# assert_nothing_made ID NETNS WHAT: after WHAT, pod ID has no endpoint at
+# the daemon, no allocation, no interface or address in NETNS, and the host
+# has no veth or ifb it did not have before the test's pods.
+assert_nothing_made() {
+  local id=$1 ns=$2 what=$3 new
+  ! sarena_get "/endpoints/$id/eth0" >/dev/null 2>&1 || fail "$what left Sarena's endpoint $id/eth0"
+  [ "$(sarena_get /endpoints | jq 'length')" = 0 ] || fail "$what left endpoints: $(sarena_get /endpoints)"
+  [ "$(sarena_get /ipam | jq '.allocations | length')" = 0 ] || fail "$what left allocations: $(sarena_get /ipam)"
+  ! ip -n "$ns" link show eth0 >/dev/null 2>&1 || fail "$what left eth0 in the pod"
+  [ -z "$(ip -n "$ns" -o addr show scope global)" ] || fail "$what left an address in the pod"
+  new=$(comm -13 <(echo "$LINKS_BEFORE") <(host_pod_links))
+  [ -z "$new" ] || fail "$what left host links: $new"
+  pass "$what: no endpoint, allocation, pod interface, address or host link left"
+}
+
 # --- The reference bandwidth plugin chained after Sarena -----------------------
 if [ "$MODE" = sarena ]; then
   NS[x]="se-$RUN_ID-x"
@@ -86,7 +110,7 @@ if [ "$MODE" = sarena ]; then
       [[ "$err" != *'"capabilities": {"bandwidth": true} on the sarena-cni entry'* ]]; then
       fail "ADD refused without naming the fix: $err"
     fi
-    ip -n "${NS[x]}" link show eth0 >/dev/null 2>&1 && fail "the refused ADD left eth0 in the pod"
+    assert_nothing_made "e2e-$RUN_ID-x1" "${NS[x]}" "the refused ADD"
     drv del "$REF_CONF" "e2e-$RUN_ID-x1" "/run/netns/${NS[x]}" -cap-args "$CAP_X" >/dev/null ||
       fail "DEL after the refused ADD"
     pass "reference bandwidth after Sarena on eBPF: ADD refused before anything was made: ${err:0:90}..."
@@ -107,6 +131,7 @@ if [ "$MODE" = sarena ]; then
       fail "a reference qdisc on $hostif: $(tc qdisc show dev "$hostif")"
     drv del "$REF_CONF" "e2e-$RUN_ID-x2" "/run/netns/${NS[x]}" -cap-args "$CAP_X" >/dev/null ||
       fail "DEL after the failed chain"
+    assert_nothing_made "e2e-$RUN_ID-x2" "${NS[x]}" "the runtime's DEL after the failed chain"
     pass "reference bandwidth after Sarena on eBPF, conflist unseen: fails at its first qdisc (${err##*: }), nothing shaped"
   else
     # Sarena's own capability on the kernel dataplane: refused, naming the plugin.
