@@ -44,6 +44,8 @@ struct Node {
     links: RtnetlinkLinks,
     _host: HostStack,
     _pins: PinDir,
+    /// Last: released once the rest is cleaned up.
+    _serial: tokio::sync::MutexGuard<'static, ()>,
 }
 
 impl Node {
@@ -55,6 +57,7 @@ impl Node {
             succeeds(&["iperf3", "--version"]),
             "iperf3 (apt-get install iperf3)",
         );
+        let serial = bandwidth::one_at_a_time().await;
         let pins = PinDir::new();
         let host = HostStack::new();
         let kernel = sarena_core::dataplane::KernelDataplane::with_names(host.names.clone())
@@ -75,6 +78,7 @@ impl Node {
             links: RtnetlinkLinks::new().unwrap(),
             _host: host,
             _pins: pins,
+            _serial: serial,
         }
     }
 

@@ -11,6 +11,21 @@ use sarena_test_support::{TestNetns, run, succeeds, unique};
 /// and the bucket's burst are not measured).
 pub const SECONDS: u32 = 4;
 
+/// Longest an iperf3 client may run before it is killed (it has no timeout
+/// of its own once connected).
+const CLIENT_TIMEOUT: &str = "30";
+
+/// Held by each test for its whole run: the tests share one pod subnet on
+/// the host and measure rates on a small machine, so they run one at a time
+/// even when the harness runs tests in parallel.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits for the other tests of this binary to finish; hold the guard for
+/// the test's duration.
+pub async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().await
+}
+
 /// Where an iperf3 end runs: in a pod's netns, or on the host.
 #[derive(Clone, Copy)]
 pub enum Side<'a> {
@@ -62,12 +77,14 @@ pub fn tcp_rate_via(from: Side<'_>, to: Side<'_>, bind_addr: &str, to_addr: &str
     let seconds = SECONDS.to_string();
     let mut last = String::new();
     for _ in 0..20 {
-        let out = command(
+        let mut client = Command::new("timeout");
+        client.args(["-k", "5", CLIENT_TIMEOUT]);
+        let iperf = command(
             from,
             &["-c", to_addr, "-p", &port, "-t", &seconds, "-O", "1", "-J"],
-        )
-        .output()
-        .expect("iperf3 client");
+        );
+        client.arg(iperf.get_program()).args(iperf.get_args());
+        let out = client.output().expect("iperf3 client");
         let report: serde_json::Value =
             serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
         if let Some(bps) = report["end"]["sum_received"]["bits_per_second"].as_f64() {
