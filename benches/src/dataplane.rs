@@ -35,7 +35,9 @@ pub use cpu::{CpuUsage, Pinning, Settle};
 pub use ebpf_check::EbpfCheck;
 pub use iperf::{IperfReport, IperfRun};
 pub use prog_stats::{ProgramRuns, RunDelta};
-pub use results::{DataplaneResults, PathKind, PathResult, PathSample, PathSummary};
+pub use results::{
+    DataplaneResults, LIMITED_NEIGHBOUR, PathKind, PathResult, PathSample, PathSummary,
+};
 pub use rr::RrRun;
 pub use service_check::{ServiceCheck, ServiceResults};
 
