@@ -78,6 +78,7 @@ async fn populate(site: &Site) {
             pod_mac: "02:00:00:00:00:02".parse().unwrap(),
             addresses: vec![alloc.addresses[0].address],
             netns: "/var/run/netns/web".into(),
+            bandwidth: None,
         })
         .await
         .unwrap();

@@ -5,6 +5,10 @@
 //! `aya::Pod` so they can be used as map keys and values from user space.
 #![no_std]
 
+mod bandwidth;
+
+pub use bandwidth::*;
+
 /// Name of the endpoint map: [`EndpointKey`] (IPv4) → [`EndpointInfo`] (hash, pinned).
 pub const ENDPOINTS_MAP: &str = "SARENA_ENDPOINTS";
 /// Name of the IPv6 endpoint map: [`Endpoint6Key`] → [`EndpointInfo`] (hash, pinned).
@@ -119,10 +123,13 @@ pub enum DropReason {
     /// A neighbour solicitation or advertisement that is truncated, or whose
     /// hop limit is not 255 or code not 0 (RFC 4861 7.1).
     MalformedNdp = 10,
+    /// A frame of a bandwidth-limited pod that would have waited longer than
+    /// its pacer's horizon (see [`Pacer`]).
+    RateLimited = 11,
 }
 
 /// Number of [`DropReason`]s in use.
-pub const DROP_REASONS: usize = 11;
+pub const DROP_REASONS: usize = 12;
 /// Slots in [`EndpointCounters::drops`]: room for later reasons without a
 /// new counters layout.
 pub const DROP_SLOTS: usize = 16;
@@ -371,9 +378,10 @@ mod tests {
 
     #[test]
     fn the_last_drop_reason_is_counted_by_drop_reasons() {
-        assert_eq!(DropReason::MalformedNdp as usize, DROP_REASONS - 1);
+        assert_eq!(DropReason::RateLimited as usize, DROP_REASONS - 1);
         // Reasons keep their slots across versions (pinned counters).
         assert_eq!(DropReason::SpoofedArp as usize, 5);
+        assert_eq!(DropReason::MalformedNdp as usize, 10);
     }
 
     #[test]

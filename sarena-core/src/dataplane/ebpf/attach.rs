@@ -1,13 +1,13 @@
-//! One endpoint on and off the dataplane: its map entries and its two
-//! filters, on its own device only.
+//! One endpoint on and off the dataplane: its map entries, pacers and its
+//! two filters, on its own device only.
 
 use nix::net::if_::if_nametoindex;
 
-use super::State;
 use super::error::BpfError;
 use super::load::program;
 use super::pins::Direction;
 use super::tc::{self, TcAttachment};
+use super::{ShapingMode, State};
 use crate::api::Endpoint;
 
 impl State {
@@ -29,14 +29,17 @@ impl State {
                 host: present,
             });
         }
-        // Counters and entries first, then the programs: frames only meet
-        // fully set-up maps.
+        // Counters, pacers and entries first, then the programs: frames only
+        // meet fully set-up maps.
         let mut changed = self.maps.write(endpoint)?;
-        for (direction, tag) in Direction::ALL.into_iter().zip(self.tags) {
-            let name = direction.program();
+        let mode = self.shaping.unwrap_or(ShapingMode::Paced);
+        self.pacing.write(endpoint, mode, &mut changed)?;
+        for direction in Direction::ALL {
+            let name = program_for(endpoint, direction);
+            let tag = self.tag(name);
             let up_to_date = current
                 .iter()
-                .any(|a| a.direction == direction && a.program == name && a.tag == tag);
+                .any(|a| a.direction == direction && a.program == name && Some(a.tag) == tag);
             if up_to_date {
                 continue;
             }
@@ -63,6 +66,9 @@ impl State {
             }
         }
         self.maps.remove(endpoint, &mut errors);
+        if let Err(e) = self.pacing.remove(endpoint.host_ifindex) {
+            errors.push(e);
+        }
         BpfError::collect("detach", &endpoint.host_ifname, errors)
     }
 }
@@ -75,6 +81,16 @@ fn carries_mark(ifname: &str) -> bool {
         .ok()
         .and_then(|group| group.trim().parse::<u32>().ok())
         == Some(crate::links::LINK_GROUP)
+}
+
+/// The program `endpoint` runs on `direction`'s hook of its host veth:
+/// `from_container` on ingress; on egress `to_container`, or
+/// `to_container_bw` when traffic to the pod is limited.
+pub(super) fn program_for(endpoint: &Endpoint, direction: Direction) -> &'static str {
+    match direction {
+        Direction::Ingress => direction.program(),
+        Direction::Egress => super::bandwidth::egress_program(endpoint),
+    }
 }
 
 /// The ifindex the host has under `ifname`, if any.

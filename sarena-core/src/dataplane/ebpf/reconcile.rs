@@ -43,27 +43,40 @@ impl AyaDataplane {
             .cloned()
             .collect();
 
-        // What the kernel has, queried before taking the lock.
+        // What the kernel has, queried before taking the lock; the root
+        // qdiscs the limits need, set before the programs (see shaping.rs).
         let our_maps = self.lock().map_ids.clone();
         let found = scan_filters(&live, &our_maps).await?;
-
-        let mut state = self.lock();
-        report
-            .removed
-            .extend(remove_stale(&mut state, &live, &found.foreign)?);
-        let mut errors = Vec::new();
         for endpoint in &live {
-            let filters = found
-                .current
-                .get(&endpoint.host_ifindex)
-                .map_or(&[][..], Vec::as_slice);
-            match state.attach(endpoint, filters) {
-                Ok(true) => report.attached.push(endpoint.host_ifname.clone()),
-                Ok(false) => {}
-                Err(e) => errors.push(e),
-            }
+            self.shape_host_root(endpoint).await?;
         }
-        BpfError::collect("reconcile", self.pin_dir.display().to_string(), errors)?;
+
+        let mut before = Vec::with_capacity(live.len());
+        {
+            let mut state = self.lock();
+            report
+                .removed
+                .extend(remove_stale(&mut state, &live, &found.foreign)?);
+            let mut errors = Vec::new();
+            for endpoint in &live {
+                let filters = found
+                    .current
+                    .get(&endpoint.host_ifindex)
+                    .map_or(&[][..], Vec::as_slice);
+                before.push(state.pacing.get(endpoint.host_ifindex)?);
+                match state.attach(endpoint, filters) {
+                    Ok(true) => report.attached.push(endpoint.host_ifname.clone()),
+                    Ok(false) => {}
+                    Err(e) => errors.push(e),
+                }
+            }
+            BpfError::collect("reconcile", self.pin_dir.display().to_string(), errors)?;
+        }
+        // Pod sides of egress limits: checked, replaced when they run other
+        // code (an upgrade), removed where limits went.
+        for (endpoint, before) in live.iter().zip(before) {
+            self.shape_pod_side(endpoint, before, true).await?;
+        }
         for ifname in self.remove_legacy_links()? {
             tracing::info!(%ifname, "reconcile: replaced a tcx link of an earlier version");
         }
@@ -135,6 +148,7 @@ fn remove_stale(
         }
     }
     removed.extend(state.maps.remove_unknown(endpoints)?);
+    state.pacing.remove_unknown(endpoints)?;
     Ok(removed.into_iter().collect())
 }
 
