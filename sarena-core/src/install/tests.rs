@@ -300,3 +300,51 @@ fn the_conflist_name_must_be_one_libcni_loads() {
         );
     }
 }
+
+/// A reader polling the conflist (as the runtime's watcher does) sees the
+/// old body or the new one, never a mix or a short file, while it is
+/// replaced over and over.
+#[test]
+fn a_reader_never_sees_a_partial_conflist() {
+    let (_root, installer) = dirs();
+    let body = |name: &str| {
+        let mut options = ConflistOptions {
+            name: name.to_owned(),
+            ..ConflistOptions::default()
+        };
+        // large enough that an in-place write takes several write calls
+        options.log_file = Some(PathBuf::from(format!("/var/log/{}", "x".repeat(200_000))));
+        generate_conflist(&options)
+    };
+    let (a, b) = (body("a"), body("b"));
+    installer.write_conflist(&a).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (path, stop, a, b) = (
+            installer.conflist_path(),
+            stop.clone(),
+            a.clone(),
+            b.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut reads = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let seen = fs::read(&path).unwrap();
+                assert!(
+                    seen == a || seen == b,
+                    "a partial conflist of {} bytes",
+                    seen.len()
+                );
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for i in 0..100 {
+        let next = if i % 2 == 0 { &b } else { &a };
+        assert_eq!(installer.write_conflist(next).unwrap(), Outcome::Written);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(reader.join().unwrap() > 0, "the reader never ran");
+    assert_eq!(names(installer.conf_dir()), [DEFAULT_CONFLIST_NAME]);
+}
