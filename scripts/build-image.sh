@@ -11,7 +11,7 @@
 # Usage: scripts/build-image.sh [-o FILE] [-t TAG] [--format docker|oci|both]
 #   -o FILE   the image tar [target/sarena-image.tar]
 #   -t TAG    [sarena.local/sarena:VERSION], VERSION from sarena-daemon --version
-#             (deploy/kubernetes/daemonset.yaml names sarena.local/sarena:0.1.0)
+#             (deploy/kubernetes/20-daemonset.yaml runs sarena.local/sarena:0.1.0)
 #   SARENA_BIN_DIR=DIR  take the three binaries from DIR; default: run
 #             `cargo build --release` for them (a no-op when up to date) and
 #             take target/release
