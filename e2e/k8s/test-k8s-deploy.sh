@@ -272,11 +272,13 @@ declare -A HOST_IFS
 for n in "$N1" "$N2"; do HOST_IFS[$n]=$(endpoints_json "$n" | jq -r '.[].host_ifname'); done
 k delete service web >/dev/null
 k delete deployment web --wait=false >/dev/null
-wait_until 120 no_pods app=web || fail "web pods not gone after 120 s"
-wait_until 60 no_pods late=1 || fail "pod late not gone"
+T=$SECONDS
 for n in "$N1" "$N2"; do
-  # the API object goes first; kubelet tears the sandbox down (CNI DEL) after
-  wait_until 60 no_endpoints "$n" || fail "$n still has endpoints: $(endpoints_json "$n")"
+  # kubelet stops each sandbox (CNI DEL) before it lets the API object go;
+  # the objects themselves may linger for a minute after a kubelet restart
+  # (its status manager), so they are waited for at the end
+  wait_until 120 no_endpoints "$n" || fail "$n still has endpoints: $(endpoints_json "$n")"
+  log "$n: no endpoint $((SECONDS - T)) s after the Deployment's deletion"
   [ "$(sarena_on "$n" -o json ipam list | jq '.allocations | length')" = 0 ] ||
     fail "$n still holds addresses: $(sarena_on "$n" -o json ipam list | jq -c .allocations)"
   for link in ${HOST_IFS[$n]}; do
@@ -301,6 +303,7 @@ if [ "${#SIZES[@]}" -gt 0 ]; then
   wait_until 90 no_endpoints "$N1" || fail "$N1 still has endpoints after the measurement"
 fi
 
-phase "down"
+phase "down (the web pods gone from the API first)"
+wait_until 180 no_pods app=web || fail "web pods still in the API 180 s after their sandboxes went"
 k8s_down "$DIR"
 left=$(k8s_leftovers "$DIR") || fail "left after down: $left"
