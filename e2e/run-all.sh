@@ -12,14 +12,17 @@
 #     there with Sarena's own `bandwidth` capability instead of the reference
 #     bandwidth plugin)
 #   k8s-mode is e2e/k8s/test-k8s-mode-cluster.sh (a real Kubernetes control
-#   plane; it runs scripts/setup-k8s.sh, cached after the first build)
+#   plane; it runs scripts/setup-k8s.sh, cached after the first build);
+#   k8s-deploy is e2e/k8s/test-k8s-deploy.sh (Sarena installed by its
+#   DaemonSet on kubelet nodes; 10 measured pods, SARENA_DEPLOY_PODS="10 50"
+#   for the full measurement)
 set -uo pipefail
 cd "$(dirname "$0")" || exit 1
 # shellcheck source=e2e/lib.sh
 source ./lib.sh
 
 MODE=${1:-sarena}
-read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof k8s-mode latency}"
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof k8s-mode k8s-deploy latency}"
 KERNEL_PASS=()
 EBPF_SKIP=()
 if [ "$MODE" = sarena ]; then
@@ -30,8 +33,8 @@ fi
 # Sarena: build the real binaries (incremental; a no-op when up to date)
 # unless SARENA_BIN_DIR points at prebuilt ones.
 if [ "$MODE" = sarena ] && [ -z "${SARENA_BIN_DIR:-}" ]; then
-  echo "=============== cargo build --release -p sarena-cni -p sarena-daemon"
-  (cd "$REPO_DIR" && cargo build --release -p sarena-cni -p sarena-daemon) || {
+  echo "=============== cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli"
+  (cd "$REPO_DIR" && cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli) || {
     echo "0 passed, 1 failed"
     exit 1
   }
@@ -58,6 +61,7 @@ run() {
       cmd=(bash ./latency.sh -n "${E2E_LATENCY_PODS:-50}" "${modes[@]}")
       ;;
     k8s-mode) cmd=(bash ./k8s/test-k8s-mode-cluster.sh "$MODE") ;;
+    k8s-deploy) cmd=(bash ./k8s/test-k8s-deploy.sh "$MODE") ;;
     services | antispoof)
       case "$MODE" in
         sarena) cmd=(bash "./test-$t.sh" all) ;;

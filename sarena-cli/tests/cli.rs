@@ -123,6 +123,11 @@ async fn every_command_in_both_formats() {
         ["tiny", "10.77.0.0/29", "10.77.0.1", "2", "3", "5"]
     );
 
+    // health (the DaemonSet's readiness probe): exit 0 when ready
+    let health = json(&socket, &["health"]);
+    assert_eq!(health["ready"], true);
+    assert!(ok(&socket, &["health"]).starts_with("ready"));
+
     // endpoint list
     let list = json(&socket, &["endpoint", "list"]);
     assert_eq!(list.as_array().unwrap().len(), 1);
@@ -189,6 +194,7 @@ fn no_daemon_is_one_line_naming_the_socket() {
         &["status"][..],
         &["endpoint", "list"],
         &["ipam", "list", "-o", "json"],
+        &["health"],
     ] {
         let out = sarena(&socket, args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");
