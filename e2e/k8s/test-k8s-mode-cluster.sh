@@ -270,7 +270,7 @@ EOF
   pinger=$!
   sleep 1
   k8s_restart "$DIR" node1 sarena KILL >/dev/null
-  wait_until 30 sm_ready node1 "$ROUTING" || fail "node1 not ready after the restart"
+  wait_until 60 sm_ready node1 "$ROUTING" || fail "node1 not ready after the restart"
   wait "$pinger" || true
   read -r sent got < <(sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) received.*/\1 \2/p' "$DIR/ping-$ROUTING.out")
   [ "${sent:-0}" -ge 50 ] || fail "ping sent ${sent:-none}: $(tail -3 "$DIR/ping-$ROUTING.out")"
