@@ -3,7 +3,14 @@
 //! Every type is `#[repr(C)]` with explicit padding so that kernel and user
 //! space agree byte for byte. With the `user` feature the types implement
 //! `aya::Pod` so they can be used as map keys and values from user space.
+//!
+//! A pinned map's name names its layout: see [`layouts`] for the rule, every
+//! layout any release pinned and the generations; [`v1`] holds the layouts
+//! of generation 1 that later ones migrate from.
 #![no_std]
+
+pub mod layouts;
+pub mod v1;
 
 /// Name of the endpoint map: [`EndpointKey`] (IPv4) → [`EndpointInfo`] (hash, pinned).
 pub const ENDPOINTS_MAP: &str = "SARENA_ENDPOINTS";
@@ -14,8 +21,10 @@ pub const ENDPOINTS6_MAP: &str = "SARENA_ENDPOINTS6";
 /// pinned): the MACs of each attached endpoint, for answers to frames whose
 /// source names no address entry (link-local neighbour solicitations).
 pub const VETHS_MAP: &str = "SARENA_VETHS";
-/// Name of the counters map: host ifindex (`u32`) → [`EndpointCounters`] (per-CPU hash, pinned).
-pub const COUNTERS_MAP: &str = "SARENA_COUNTERS";
+/// Name of the counters map: host ifindex (`u32`) → [`EndpointCounters`]
+/// (per-CPU hash, not preallocated, pinned). `_V2`: generation 1 pinned
+/// 80-byte counters as `SARENA_COUNTERS` ([`v1::COUNTERS_MAP_V1`]).
+pub const COUNTERS_MAP: &str = "SARENA_COUNTERS_V2";
 /// Name of the host-stack flows map: [`FlowKey`] → [`FlowState`] (LRU hash, pinned).
 /// See [`FlowKey`] for what it records and why.
 pub const HOST_FLOWS_MAP: &str = "SARENA_HOST_FLOWS";
@@ -345,6 +354,8 @@ mod user {
     unsafe impl aya::Pod for super::FlowKey {}
     // SAFETY: as above (8 + 4 + 4 = 16 bytes, alignment 8).
     unsafe impl aya::Pod for super::FlowState {}
+    // SAFETY: as above (4 + 4 bytes).
+    unsafe impl aya::Pod for super::layouts::PinsMark {}
 }
 
 #[cfg(test)]

@@ -33,17 +33,22 @@ impl State {
         // fully set-up maps.
         let mut changed = self.maps.write(endpoint)?;
         for (direction, tag) in Direction::ALL.into_iter().zip(self.tags) {
-            let name = direction.program();
-            let up_to_date = current
-                .iter()
-                .any(|a| a.direction == direction && a.program == name && a.tag == tag);
-            if up_to_date {
+            if runs(current, direction, tag) {
                 continue;
             }
-            tc::attach(program(&mut self.ebpf, name)?, ifname, direction)?;
+            tc::attach(program(&mut self.ebpf, direction.program())?, ifname, direction)?;
             changed = true;
         }
         Ok(changed)
+    }
+
+    /// Whether both hooks of a device with the filters `current` run this
+    /// dataplane's programs (same name and tag).
+    pub(super) fn runs_ours(&self, current: &[TcAttachment]) -> bool {
+        Direction::ALL
+            .into_iter()
+            .zip(self.tags)
+            .all(|(direction, tag)| runs(current, direction, tag))
     }
 
     /// Removes `endpoint`'s filters, map entries and counters, as far as it
@@ -65,6 +70,14 @@ impl State {
         self.maps.remove(endpoint, &mut errors);
         BpfError::collect("detach", &endpoint.host_ifname, errors)
     }
+}
+
+/// Whether `current` has, on `direction`'s hook, the program of that hook
+/// with the tag `tag` (a hash of its code: equal tags mean the same code).
+pub(super) fn runs(current: &[TcAttachment], direction: Direction, tag: u64) -> bool {
+    current
+        .iter()
+        .any(|a| a.direction == direction && a.program == direction.program() && a.tag == tag)
 }
 
 /// Whether the host device `ifname` is in Sarena's link group

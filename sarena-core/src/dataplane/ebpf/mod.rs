@@ -35,11 +35,13 @@
 mod attach;
 mod entries;
 mod error;
+mod inspect;
 mod load;
 mod maps;
 pub mod pins;
 mod reconcile;
 pub mod tc;
+mod upgrade;
 
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -52,6 +54,7 @@ pub use error::BpfError;
 pub use pins::{Direction, PinnedAttachment};
 pub use sarena_common::{DropReason, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey};
 pub use tc::TcAttachment;
+pub use upgrade::KILL_AT_ENV;
 
 use super::{Dataplane, DataplaneError, DataplaneMode, NodeNetwork, ReconcileReport};
 use crate::api::{Endpoint, ProgramsStatus};
@@ -80,6 +83,8 @@ struct State {
     map_ids: BTreeSet<u32>,
     /// The endpoint and counter maps.
     maps: Maps,
+    /// An older generation's pins being taken over (see `upgrade.rs`).
+    upgrade: upgrade::Upgrade,
 }
 
 impl std::fmt::Debug for AyaDataplane {
@@ -243,11 +248,7 @@ impl Dataplane for AyaDataplane {
             let complete = Direction::ALL
                 .into_iter()
                 .zip(tags)
-                .all(|(direction, tag)| {
-                    found.iter().any(|a| {
-                        a.direction == direction && a.program == direction.program() && a.tag == tag
-                    })
-                });
+                .all(|(direction, tag)| attach::runs(&found, direction, tag));
             if complete {
                 status.attached += 1;
             } else {
