@@ -20,10 +20,12 @@ use sarena_common::layouts::{GENERATION, MARK_MAP, PINNED, PinsMark};
 use sarena_common::v1::{COUNTERS_MAP_V1, EndpointCountersV1};
 use sarena_common::{COUNTERS_MAP, MAX_ENDPOINTS};
 use sarena_core::dataplane::Dataplane;
-use sarena_core::dataplane::ebpf::{AyaDataplane, BpfError, EndpointCounters};
 use sarena_core::dataplane::DataplaneError;
+use sarena_core::dataplane::ebpf::{AyaDataplane, BpfError, EndpointCounters};
 use sarena_core::links::RtnetlinkLinks;
-use sarena_test_support::{PinDir, Pod, ping_summary, require_ebpf_object, require_root, tc_program_ids};
+use sarena_test_support::{
+    PinDir, Pod, ping_summary, require_ebpf_object, require_root, tc_program_ids,
+};
 
 fn cpus() -> usize {
     aya::util::nr_cpus().unwrap()
@@ -37,7 +39,8 @@ fn maps_dir(pins: &PinDir) -> std::path::PathBuf {
 /// `pins` with `entries`: ifindex → the value on each CPU.
 fn pin_v1_counters(pins: &PinDir, entries: &[(u32, Vec<EndpointCountersV1>)]) {
     std::fs::create_dir_all(maps_dir(pins)).unwrap();
-    let mut map = PerCpuHashMap::<MapData, u32, EndpointCountersV1>::create(MAX_ENDPOINTS, 0).unwrap();
+    let mut map =
+        PerCpuHashMap::<MapData, u32, EndpointCountersV1>::create(MAX_ENDPOINTS, 0).unwrap();
     for (ifindex, values) in entries {
         map.insert(ifindex, PerCpuValues::try_from(values.clone()).unwrap(), 0)
             .unwrap();
@@ -93,7 +96,9 @@ fn background_ping(from: &Pod, to: &Pod, count: u32) -> std::thread::JoinHandle<
     let to = to.ip().to_string();
     std::thread::spawn(move || {
         let out = std::process::Command::new("ip")
-            .args(["netns", "exec", &netns, "ping", "-n", "-q", "-i", "0.02", "-W", "1"])
+            .args([
+                "netns", "exec", &netns, "ping", "-n", "-q", "-i", "0.02", "-W", "1",
+            ])
             .args(["-c", &count.to_string(), &to])
             .output()
             .unwrap();
@@ -122,7 +127,11 @@ async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped()
     let (va, vb) = (v1_values(1000), v1_values(7));
     pin_v1_counters(
         &pins,
-        &[(a.endpoint.host_ifindex, va.clone()), (b.endpoint.host_ifindex, vb.clone()), (999_999, v1_values(1))],
+        &[
+            (a.endpoint.host_ifindex, va.clone()),
+            (b.endpoint.host_ifindex, vb.clone()),
+            (999_999, v1_values(1)),
+        ],
     );
 
     let pinger = background_ping(&a, &b, 100);
@@ -134,14 +143,21 @@ async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped()
     let report = dp.reconcile(&both).await.unwrap();
     assert_eq!(report.attached.len(), 2, "{report:?}");
     let (sent, received) = pinger.join().unwrap();
-    assert!(sent >= 100 && received == sent, "{received}/{sent} pings answered across the swap");
+    assert!(
+        sent >= 100 && received == sent,
+        "{received}/{sent} pings answered across the swap"
+    );
 
     // Each hook runs exactly one program, the new one.
     let new_ids = tc_program_ids(a.ifname());
     assert_eq!((new_ids.0.len(), new_ids.1.len()), (1, 1), "{new_ids:?}");
     assert_ne!(new_ids, old_ids);
     let status = dp.programs_status(&both).await.unwrap().unwrap();
-    assert_eq!((status.attached, status.detached.len()), (2, 0), "{status:?}");
+    assert_eq!(
+        (status.attached, status.detached.len()),
+        (2, 0),
+        "{status:?}"
+    );
     // Carried over, converted, summed over CPUs (the pings added to them;
     // nothing was dropped since).
     let ca = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
@@ -164,7 +180,10 @@ async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped()
     drop(dp);
     let dp = AyaDataplane::open(&object, &pins.0).unwrap();
     let report = dp.reconcile(&both).await.unwrap();
-    assert!(report.attached.is_empty() && report.removed.is_empty(), "{report:?}");
+    assert!(
+        report.attached.is_empty() && report.removed.is_empty(),
+        "{report:?}"
+    );
     assert_eq!(tc_program_ids(a.ifname()), new_ids);
     let again = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
     assert!(again.from_pod_packets >= ca.from_pod_packets);
@@ -185,7 +204,13 @@ async fn a_run_killed_mid_migration_is_finished_by_the_next() {
     old.reconcile(&both).await.unwrap();
     let pins = PinDir::new();
     let (va, vb) = (v1_values(50), v1_values(60));
-    pin_v1_counters(&pins, &[(a.endpoint.host_ifindex, va.clone()), (b.endpoint.host_ifindex, vb.clone())]);
+    pin_v1_counters(
+        &pins,
+        &[
+            (a.endpoint.host_ifindex, va.clone()),
+            (b.endpoint.host_ifindex, vb.clone()),
+        ],
+    );
 
     // The killed run: it swapped a (an ADD-style attach, which carries
     // nothing), then a counted on in the new map, then the run died before
@@ -200,8 +225,12 @@ async fn a_run_killed_mid_migration_is_finished_by_the_next() {
             from_pod_packets: 5,
             ..Default::default()
         };
-        live.insert(a.endpoint.host_ifindex, PerCpuValues::try_from(vec![counted; cpus()]).unwrap(), 0)
-            .unwrap();
+        live.insert(
+            a.endpoint.host_ifindex,
+            PerCpuValues::try_from(vec![counted; cpus()]).unwrap(),
+            0,
+        )
+        .unwrap();
     }
     assert!(maps_dir(&pins).join(COUNTERS_MAP_V1).exists());
     assert_eq!(mark(&pins), None);
@@ -209,9 +238,16 @@ async fn a_run_killed_mid_migration_is_finished_by_the_next() {
     let dp = AyaDataplane::open(&object, &pins.0).unwrap();
     let report = dp.reconcile(&both).await.unwrap();
     // a was swapped already: its counters are the live ones, not the old map's.
-    assert_eq!(report.attached, vec![b.endpoint.host_ifname.clone()], "{report:?}");
+    assert_eq!(
+        report.attached,
+        vec![b.endpoint.host_ifname.clone()],
+        "{report:?}"
+    );
     let ca = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
-    assert!(ca.from_pod_packets >= 5 * cpus() as u64 && ca.drops == [0; 16], "{ca:?}");
+    assert!(
+        ca.from_pod_packets >= 5 * cpus() as u64 && ca.drops == [0; 16],
+        "{ca:?}"
+    );
     let cb = dp.counters(b.endpoint.host_ifindex).unwrap().unwrap();
     assert_eq!(cb.drops, sum(&vb).drops, "{cb:?}");
     assert!(!maps_dir(&pins).join(COUNTERS_MAP_V1).exists());
@@ -242,9 +278,15 @@ async fn pins_of_an_unknown_layout_are_refused_before_anything_is_touched() {
         .pin(maps_dir(&pins).join(COUNTERS_MAP_V1))
         .unwrap();
     let err = open_error(&object, &pins);
-    assert!(matches!(err, BpfError::PinLayout { retired: true, .. }), "{err}");
+    assert!(
+        matches!(err, BpfError::PinLayout { retired: true, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("224-byte values"), "{err}");
-    assert_eq!(pin_names(&maps_dir(&pins)), vec![COUNTERS_MAP_V1.to_string()]);
+    assert_eq!(
+        pin_names(&maps_dir(&pins)),
+        vec![COUNTERS_MAP_V1.to_string()]
+    );
 
     // A newer release's mark that excludes this generation.
     let pins = PinDir::new();
@@ -278,16 +320,32 @@ fn the_object_pins_what_the_layout_table_says() {
         let entry = PINNED.iter().find(|p| p.name == name).unwrap_or_else(|| {
             panic!("the object pins {name}, which sarena_common::layouts::PINNED does not list: add its layout")
         });
-        assert!(entry.pinned_by(GENERATION), "{name}: closed in PINNED but still in the object");
+        assert!(
+            entry.pinned_by(GENERATION),
+            "{name}: closed in PINNED but still in the object"
+        );
         let l = entry.layout;
         assert_eq!(
             (l.map_type, l.key_size, l.value_size, l.max_entries, l.flags),
-            (map.map_type(), map.key_size(), map.value_size(), map.max_entries(), map.map_flags()),
+            (
+                map.map_type(),
+                map.key_size(),
+                map.value_size(),
+                map.max_entries(),
+                map.map_flags()
+            ),
             "{name}: the object's layout is not its name's; a changed layout needs a new name"
         );
         names.push(name.as_str());
     }
-    for entry in PINNED.iter().filter(|p| p.pinned_by(GENERATION) && p.name != MARK_MAP) {
-        assert!(names.contains(&entry.name), "{} is listed for generation {GENERATION} but not in the object", entry.name);
+    for entry in PINNED
+        .iter()
+        .filter(|p| p.pinned_by(GENERATION) && p.name != MARK_MAP)
+    {
+        assert!(
+            names.contains(&entry.name),
+            "{} is listed for generation {GENERATION} but not in the object",
+            entry.name
+        );
     }
 }

@@ -37,6 +37,9 @@ pub const GENERATION: u32 = 2;
 /// its counters map, which this release migrated from and unpinned.
 pub const OLDEST_READER: u32 = 1;
 
+// A release can always open its own pins.
+const _: () = assert!(OLDEST_READER <= GENERATION);
+
 /// Name of the pinned mark: an array of one [`PinsMark`].
 pub const MARK_MAP: &str = "SARENA_LAYOUT";
 
@@ -127,7 +130,12 @@ const fn layout(map_type: u32, key: usize, value: usize, entries: u32, flags: u3
     }
 }
 
-const fn pinned(name: &'static str, layout: MapLayout, since: u32, until: Option<u32>) -> PinnedLayout {
+const fn pinned(
+    name: &'static str,
+    layout: MapLayout,
+    since: u32,
+    until: Option<u32>,
+) -> PinnedLayout {
     PinnedLayout {
         name,
         layout,
@@ -154,7 +162,13 @@ pub const PINNED: &[PinnedLayout] = &[
     ),
     pinned(
         crate::COUNTERS_MAP,
-        layout(MAP_TYPE_PERCPU_HASH, 4, 224, crate::MAX_ENDPOINTS, NO_PREALLOC),
+        layout(
+            MAP_TYPE_PERCPU_HASH,
+            4,
+            224,
+            crate::MAX_ENDPOINTS,
+            NO_PREALLOC,
+        ),
         2,
         None,
     ),
@@ -185,6 +199,7 @@ pub fn pinned_layout(name: &str) -> Option<&'static PinnedLayout> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     extern crate std;
 
@@ -209,15 +224,30 @@ mod tests {
     #[test]
     fn the_current_entries_are_the_rust_layouts() {
         let size = |name| pinned_layout(name).unwrap().layout;
-        assert_eq!(size(crate::ENDPOINTS_MAP).key_size as usize, size_of::<EndpointKey>());
-        assert_eq!(size(crate::ENDPOINTS_MAP).value_size as usize, size_of::<EndpointInfo>());
-        assert_eq!(size(crate::COUNTERS_MAP).value_size as usize, size_of::<EndpointCounters>());
+        assert_eq!(
+            size(crate::ENDPOINTS_MAP).key_size as usize,
+            size_of::<EndpointKey>()
+        );
+        assert_eq!(
+            size(crate::ENDPOINTS_MAP).value_size as usize,
+            size_of::<EndpointInfo>()
+        );
+        assert_eq!(
+            size(crate::COUNTERS_MAP).value_size as usize,
+            size_of::<EndpointCounters>()
+        );
         assert_eq!(
             size(crate::v1::COUNTERS_MAP_V1).value_size as usize,
             size_of::<EndpointCountersV1>()
         );
-        assert_eq!(size(crate::HOST_FLOWS_MAP).key_size as usize, size_of::<FlowKey>());
-        assert_eq!(size(crate::HOST_FLOWS_MAP).value_size as usize, size_of::<FlowState>());
+        assert_eq!(
+            size(crate::HOST_FLOWS_MAP).key_size as usize,
+            size_of::<FlowKey>()
+        );
+        assert_eq!(
+            size(crate::HOST_FLOWS_MAP).value_size as usize,
+            size_of::<FlowState>()
+        );
         assert_eq!(size(MARK_MAP).value_size as usize, size_of::<PinsMark>());
     }
 
@@ -232,7 +262,6 @@ mod tests {
         assert!(names(1).eq(["SARENA_ENDPOINTS", "SARENA_COUNTERS"]));
         assert!(names(GENERATION).any(|n| n == "SARENA_COUNTERS_V2"));
         assert!(!names(GENERATION).any(|n| n == "SARENA_COUNTERS"));
-        assert!(OLDEST_READER <= GENERATION);
     }
 
     #[test]

@@ -88,7 +88,10 @@ mod tests {
             (new.from_pod_packets, new.from_pod_bytes, new.to_pod_packets),
             (1, 2, 3)
         );
-        assert_eq!((new.to_pod_bytes, new.redirected_packets, new.arp_replies), (4, 5, 6));
+        assert_eq!(
+            (new.to_pod_bytes, new.redirected_packets, new.arp_replies),
+            (4, 5, 6)
+        );
         assert_eq!(new.dropped(DropReason::MalformedEthernet), 7);
         assert_eq!(new.dropped(DropReason::RewriteFailed), 10);
         assert_eq!(new.total_drops(), 34);

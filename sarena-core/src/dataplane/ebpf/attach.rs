@@ -36,7 +36,11 @@ impl State {
             if runs(current, direction, tag) {
                 continue;
             }
-            tc::attach(program(&mut self.ebpf, direction.program())?, ifname, direction)?;
+            tc::attach(
+                program(&mut self.ebpf, direction.program())?,
+                ifname,
+                direction,
+            )?;
             changed = true;
         }
         Ok(changed)

@@ -222,9 +222,7 @@ impl BpfError {
             BpfError::Clsact { source, .. } => tc_errno(source),
             BpfError::Cpus { source, .. }
             | BpfError::FindFilter { source, .. }
-            | BpfError::PinDir { source, .. } => {
-                source.raw_os_error()
-            }
+            | BpfError::PinDir { source, .. } => source.raw_os_error(),
             BpfError::Several { errors, .. } => errors.first().and_then(BpfError::errno),
             BpfError::NoObject
             | BpfError::Parse { .. }

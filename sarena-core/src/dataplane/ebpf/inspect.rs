@@ -87,7 +87,10 @@ pub(super) fn inspect(
     }
     // The mark is read only when it is one (a wrong layout is judged below).
     let mark_layout = current.get(MARK_MAP);
-    let mark = match found.iter().any(|(n, l)| n == MARK_MAP && l.as_ref() == mark_layout) {
+    let mark = match found
+        .iter()
+        .any(|(n, l)| n == MARK_MAP && l.as_ref() == mark_layout)
+    {
         true => Some(read_mark(&dir.join(MARK_MAP))?),
         false => None,
     };

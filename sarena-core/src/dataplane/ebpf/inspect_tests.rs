@@ -56,9 +56,15 @@ fn a_pin_with_another_layout_than_its_name_fails_naming_both() {
     let pins = found(&[(COUNTERS_MAP_V1, Some(dev))]);
     let err = judge(Path::new(DIR), &pins, &current(), None).unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("/sys/fs/bpf/x/maps/SARENA_COUNTERS:"), "{text}");
+    assert!(
+        text.contains("/sys/fs/bpf/x/maps/SARENA_COUNTERS:"),
+        "{text}"
+    );
     assert!(text.contains("224-byte values"), "{text}");
-    assert!(text.contains("an earlier release pinned that name as"), "{text}");
+    assert!(
+        text.contains("an earlier release pinned that name as"),
+        "{text}"
+    );
     assert!(text.contains("80-byte values"), "{text}");
     assert!(text.contains("nothing was changed"), "{text}");
 
@@ -82,12 +88,18 @@ fn every_conflict_is_reported_at_once() {
     let text = judge(Path::new(DIR), &pins, &current(), None)
         .unwrap_err()
         .to_string();
-    assert!(text.contains("SARENA_COUNTERS:") && text.contains("SARENA_ENDPOINTS:"), "{text}");
+    assert!(
+        text.contains("SARENA_COUNTERS:") && text.contains("SARENA_ENDPOINTS:"),
+        "{text}"
+    );
 }
 
 #[test]
 fn a_newer_release_s_own_maps_are_left_alone() {
-    let pins = found(&[("SARENA_SOMETHING_V1", None), (ENDPOINTS_MAP, Some(layout_of(ENDPOINTS_MAP)))]);
+    let pins = found(&[
+        ("SARENA_SOMETHING_V1", None),
+        (ENDPOINTS_MAP, Some(layout_of(ENDPOINTS_MAP))),
+    ]);
     let inspection = judge(Path::new(DIR), &pins, &current(), None).unwrap();
     assert_eq!(inspection.unknown, vec!["SARENA_SOMETHING_V1".to_string()]);
     assert!(inspection.retired.is_empty());
@@ -102,8 +114,10 @@ fn a_mark_that_excludes_this_generation_fails_first() {
     // Even with a pin that would conflict: the mark is the reason.
     let pins = found(&[(COUNTERS_MAP_V1, Some(layout_of(COUNTERS_MAP)))]);
     let err = judge(Path::new(DIR), &pins, &current(), Some(mark)).unwrap_err();
-    assert!(matches!(err, BpfError::PinsTooNew { generation, oldest_reader, .. }
-        if generation == GENERATION + 1 && oldest_reader == GENERATION + 1));
+    assert!(
+        matches!(err, BpfError::PinsTooNew { generation, oldest_reader, .. }
+        if generation == GENERATION + 1 && oldest_reader == GENERATION + 1)
+    );
     let text = err.to_string();
     assert!(
         text.contains(&format!("only generation {} or later", GENERATION + 1))

@@ -12,8 +12,8 @@ use aya::{Ebpf, EbpfLoader};
 use super::error::BpfError;
 use super::inspect;
 use super::maps::Maps;
-use super::upgrade::{KillPoint, Upgrade};
 use super::pins::{self, Direction};
+use super::upgrade::{KillPoint, Upgrade};
 use super::{AyaDataplane, State};
 use crate::dataplane::DataplaneError;
 

@@ -88,7 +88,10 @@ impl AyaDataplane {
             state.upgrade.kill_if(KillPoint::Swapped);
         }
         if carried > 0 {
-            tracing::info!(endpoints = carried, "reconcile: counters carried over from an earlier generation's map");
+            tracing::info!(
+                endpoints = carried,
+                "reconcile: counters carried over from an earlier generation's map"
+            );
         }
         BpfError::collect("reconcile", self.pin_dir.display().to_string(), errors)?;
         drop(state);

@@ -101,7 +101,8 @@ impl Upgrade {
                     source: Box::new(source),
                 };
                 let data = MapData::from_pin(&pin.path).map_err(open_error)?;
-                counters_v1 = Some(PerCpuHashMap::try_from(Map::PerCpuHashMap(data)).map_err(open_error)?);
+                counters_v1 =
+                    Some(PerCpuHashMap::try_from(Map::PerCpuHashMap(data)).map_err(open_error)?);
             }
         }
         for name in &inspection.unknown {
@@ -167,7 +168,9 @@ impl Upgrade {
             self.counters_v1 = None;
             for pin in &self.retired {
                 match std::fs::remove_file(&pin.path) {
-                    Ok(()) => tracing::info!(pin = %pin.path.display(), "eBPF upgrade: removed an earlier generation's pin"),
+                    Ok(()) => {
+                        tracing::info!(pin = %pin.path.display(), "eBPF upgrade: removed an earlier generation's pin")
+                    }
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                     Err(source) => {
                         return Err(BpfError::PinDir {
@@ -190,7 +193,10 @@ impl Upgrade {
     /// Kills the process if `point` is the one [`KILL_AT_ENV`] names.
     pub(super) fn kill_if(&self, point: KillPoint) {
         if self.kill_at == Some(point) {
-            tracing::warn!(?point, "{KILL_AT_ENV}: killing the daemon (fault injection)");
+            tracing::warn!(
+                ?point,
+                "{KILL_AT_ENV}: killing the daemon (fault injection)"
+            );
             // SAFETY: kill(2) on our own pid; no memory is involved.
             unsafe {
                 libc::kill(libc::getpid(), libc::SIGKILL);
@@ -216,7 +222,12 @@ fn write_mark(pin_dir: &Path, mark: PinsMark) -> Result<(), BpfError> {
         Err(_) => {
             let mut map = Array::create(1, 0).map_err(error("create mark"))?;
             map.set(0, mark, 0).map_err(error("write mark"))?;
-            map.pin(&path).map_err(|e| error("pin mark")(aya::maps::MapError::PinError { name: Some(MARK_MAP.into()), error: e }))?;
+            map.pin(&path).map_err(|e| {
+                error("pin mark")(aya::maps::MapError::PinError {
+                    name: Some(MARK_MAP.into()),
+                    error: e,
+                })
+            })?;
             return Ok(());
         }
     };
