@@ -53,6 +53,26 @@ impl From<EndpointCountersV1> for EndpointCounters {
     }
 }
 
+impl From<EndpointCounters> for EndpointCountersV1 {
+    /// What generation 1 can hold of today's counters (a downgrade): the
+    /// fields it had, and the drops of the reasons it knew.
+    fn from(new: EndpointCounters) -> Self {
+        let mut old = EndpointCountersV1 {
+            from_pod_packets: new.from_pod_packets,
+            from_pod_bytes: new.from_pod_bytes,
+            to_pod_packets: new.to_pod_packets,
+            to_pod_bytes: new.to_pod_bytes,
+            redirected_packets: new.redirected_packets,
+            arp_replies: new.arp_replies,
+            drops: [0; DROP_SLOTS_V1],
+        };
+        for (slot, count) in old.drops.iter_mut().zip(new.drops) {
+            *slot = count;
+        }
+        old
+    }
+}
+
 // Generation 1's reasons kept their slots.
 const _: () = assert!(DropReason::RewriteFailed as usize == DROP_SLOTS_V1 - 1);
 
@@ -97,5 +117,40 @@ mod tests {
         assert_eq!(new.total_drops(), 34);
         assert_eq!(new.host_stack_flow_packets + new.ndp_replies, 0);
         assert_eq!(new.ipv6_from_pod_packets + new.ipv6_redirected_packets, 0);
+    }
+
+    #[test]
+    fn a_downgrade_keeps_what_v1_had_and_loses_the_rest() {
+        let mut new = EndpointCounters {
+            from_pod_packets: 1,
+            from_pod_bytes: 2,
+            to_pod_packets: 3,
+            to_pod_bytes: 4,
+            redirected_packets: 5,
+            arp_replies: 6,
+            ndp_replies: 7,
+            ..EndpointCounters::default()
+        };
+        new.drops[0] = 8;
+        new.drops[3] = 9;
+        new.drops[4] = 10;
+        let old = EndpointCountersV1::from(new);
+        assert_eq!(old.drops, [8, 0, 0, 9]);
+        assert_eq!(
+            (
+                old.from_pod_packets,
+                old.from_pod_bytes,
+                old.to_pod_packets,
+                old.to_pod_bytes
+            ),
+            (1, 2, 3, 4)
+        );
+        assert_eq!((old.redirected_packets, old.arp_replies), (5, 6));
+        // And back: what v1 held comes through unchanged.
+        let back = EndpointCounters::from(old);
+        assert_eq!(
+            (back.from_pod_packets, back.drops[3], back.drops[4]),
+            (1, 9, 0)
+        );
     }
 }

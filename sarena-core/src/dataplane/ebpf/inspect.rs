@@ -195,7 +195,7 @@ fn pin_error(call: &'static str, path: &Path) -> impl FnOnce(aya::maps::MapError
 }
 
 /// The kernel's account of the map pinned at `path`.
-fn read_layout(path: &Path) -> Result<MapLayout, BpfError> {
+pub(super) fn read_layout(path: &Path) -> Result<MapLayout, BpfError> {
     let data = MapData::from_pin(path).map_err(pin_error("open pin", path))?;
     let info = data.info().map_err(pin_error("map info", path))?;
     Ok(MapLayout {

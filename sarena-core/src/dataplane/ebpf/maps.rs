@@ -164,6 +164,16 @@ impl Maps {
             .map_err(map_error("carry counters", &endpoint.host_ifname))
     }
 
+    /// Every endpoint's counters, per CPU, by host ifindex.
+    pub(super) fn all_counters(
+        &self,
+    ) -> Result<Vec<(u32, PerCpuValues<EndpointCounters>)>, BpfError> {
+        self.counters
+            .iter()
+            .collect::<Result<_, _>>()
+            .map_err(map_error("list counters", COUNTERS_MAP))
+    }
+
     /// Every IPv4 endpoint entry, sorted by address.
     pub(super) fn entries(&self) -> Result<Vec<(EndpointKey, EndpointInfo)>, BpfError> {
         self.endpoints.entries()

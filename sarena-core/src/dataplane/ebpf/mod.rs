@@ -35,6 +35,7 @@
 mod attach;
 mod entries;
 mod error;
+mod handover;
 mod inspect;
 mod load;
 mod maps;
