@@ -9,8 +9,8 @@
 # TCP connection opened before the first swap still up, exactly one bpf
 # filter on each hook of each host veth at every sample, the registry
 # unchanged, the counters carried (not reset), every pod's CHECK passing.
-# The plugin of either release talks to the daemon of the other (ADD, CHECK,
-# DEL). Prints each swap's lost pings and longest gap.
+# The plugin of either release talks to the daemon of the other (ADD, a
+# repeated ADD, CHECK, DEL). Prints each swap's lost pings and longest gap.
 # Usage: e2e/test-upgrade.sh [sarena]   (as root; the eBPF dataplane only)
 set -euo pipefail
 # shellcheck source=e2e/lib.sh
@@ -53,6 +53,17 @@ add_pod() {
   PODS+=("$p")
   ping_ok "pod $p (${IP[$p]}, ADDed by the $PLUGIN_RELEASE plugin via the $DAEMON_RELEASE daemon) -> pod a" \
     ip netns exec "${NS[$p]}" ping -c1 -W3 "${IP[a]:-${IP[$p]}}"
+}
+# readd_pod P: a repeated ADD of pod P (same attachment, its link there).
+readd_pod() {
+  local p=$1 out
+  out=$(drv add "$CONF" "${ID[$p]}" "/run/netns/${NS[$p]}" \
+    -args "IgnoreUnknown=1;K8S_POD_NAMESPACE=e2e;K8S_POD_NAME=pod-$p") ||
+    fail "repeated ADD pod $p ($PLUGIN_RELEASE plugin, $DAEMON_RELEASE daemon): $out"
+  IP[$p]=$(jq -r '.result.ips[0].address' <<<"$out" | cut -d/ -f1)
+  HOSTIF[$p]=$(host_if_for "${IP[$p]}")
+  ping_ok "pod $p (${IP[$p]}) -> pod a after a repeated ADD ($PLUGIN_RELEASE plugin, $DAEMON_RELEASE daemon)" \
+    ip netns exec "${NS[$p]}" ping -c1 -W3 "${IP[a]}"
 }
 # del_pod P: DEL through the plugin in the plugin dir.
 del_pod() {
@@ -143,6 +154,7 @@ check_all
 REG0=$(registry)
 swap "downgrade this tree -> 0.1.0 (SIGTERM)" old TERM
 add_pod d
+readd_pod d
 del_pod c
 use_plugin old
 check_all
