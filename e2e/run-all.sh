@@ -11,6 +11,8 @@
 #   E2E_EBPF_SKIP="chaining"  not run on eBPF: Debian's bandwidth plugin creates
 #     an `ingress` qdisc on the host veth and fails ("file exists") where the
 #     eBPF dataplane's clsact qdisc is; portmap on eBPF is in test-services.sh
+#   upgrade is e2e/test-upgrade.sh: release 0.1.0 (built from git into
+#     SARENA_UPGRADE_CACHE, default /var/cache/sarena-upgrade) <-> this tree
 #   k8s-mode is e2e/k8s/test-k8s-mode-cluster.sh (a real Kubernetes control
 #   plane; it runs scripts/setup-k8s.sh, cached after the first build)
 set -uo pipefail
@@ -19,7 +21,7 @@ cd "$(dirname "$0")" || exit 1
 source ./lib.sh
 
 MODE=${1:-sarena}
-read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof k8s-mode latency}"
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof upgrade k8s-mode latency}"
 KERNEL_PASS=()
 EBPF_SKIP=()
 if [ "$MODE" = sarena ]; then
@@ -58,6 +60,13 @@ run() {
       cmd=(bash ./latency.sh -n "${E2E_LATENCY_PODS:-50}" "${modes[@]}")
       ;;
     k8s-mode) cmd=(bash ./k8s/test-k8s-mode-cluster.sh "$MODE") ;;
+    upgrade)
+      if [ "$MODE" != sarena ]; then
+        echo "skipped: test-upgrade.sh swaps Sarena's own releases"
+        return 0
+      fi
+      cmd=(bash ./test-upgrade.sh sarena)
+      ;;
     services | antispoof)
       case "$MODE" in
         sarena) cmd=(bash "./test-$t.sh" all) ;;

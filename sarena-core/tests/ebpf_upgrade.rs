@@ -1,8 +1,8 @@
 //! Taking over the pins of an earlier generation (`sarena_common::layouts`)
 //! against the real kernel: generation 1's counters carried over while the
 //! filters are swapped under a ping stream, a run killed mid-way finished by
-//! the next, and pins the loader must not use refused before anything is
-//! touched. The real previous release is exercised by e2e/test-upgrade.sh;
+//! the next, pins the loader must not use refused before anything is
+//! touched, and the counters left for a downgrade at a graceful stop. The real previous release is exercised by e2e/test-upgrade.sh;
 //! here its programs are stood in for by this object loaded over other maps
 //! (another pin directory), which reconcile must replace just the same.
 //!
@@ -348,4 +348,97 @@ fn the_object_pins_what_the_layout_table_says() {
             entry.name
         );
     }
+}
+
+fn v1_counters(pins: &PinDir) -> PerCpuHashMap<MapData, u32, EndpointCountersV1> {
+    let data = MapData::from_pin(maps_dir(pins).join(COUNTERS_MAP_V1)).unwrap();
+    PerCpuHashMap::try_from(Map::PerCpuHashMap(data)).unwrap()
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn a_graceful_stop_leaves_the_counters_for_a_downgrade() {
+    let test = "a_graceful_stop_leaves_the_counters_for_a_downgrade";
+    require_root(test);
+    let object = require_ebpf_object(test);
+    let links = RtnetlinkLinks::new().unwrap();
+    let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
+    let both = [a.endpoint.clone(), b.endpoint.clone()];
+    let pins = PinDir::new();
+    let dp = AyaDataplane::open(&object, &pins.0).unwrap();
+    dp.reconcile(&both).await.unwrap();
+    assert!(a.ping(&b, 3));
+
+    // Every endpoint's counters, in generation 1's layout and map (the pods'
+    // own frames, router solicitations, may count on meanwhile).
+    let before = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    assert_eq!(dp.hand_over().unwrap(), 2);
+    let after = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    assert!(before.from_pod_packets >= 3, "{before:?}");
+    let left = v1_counters(&pins);
+    let values = sum(&left.get(&a.endpoint.host_ifindex, 0).unwrap());
+    let fields = |c: &EndpointCounters| {
+        [
+            c.from_pod_packets,
+            c.to_pod_packets,
+            c.redirected_packets,
+            c.arp_replies,
+            c.to_pod_bytes,
+        ]
+    };
+    for ((lo, v), hi) in fields(&before)
+        .into_iter()
+        .zip(fields(&values))
+        .zip(fields(&after))
+    {
+        assert!(lo <= v && v <= hi, "{before:?} <= {values:?} <= {after:?}");
+    }
+    assert_eq!(
+        values.ipv6_from_pod_packets + values.ndp_replies,
+        0,
+        "not in generation 1"
+    );
+    assert!(left.get(&b.endpoint.host_ifindex, 0).is_ok());
+
+    // Again after b is gone: b's entry goes, a's is rewritten.
+    dp.detach(&b.endpoint).await.unwrap();
+    assert_eq!(dp.hand_over().unwrap(), 1);
+    let left = v1_counters(&pins);
+    assert!(left.get(&b.endpoint.host_ifindex, 0).is_err());
+    // What a downgraded daemon would count on; the next start of this
+    // release must not carry it back over the live counters.
+    let bogus = EndpointCountersV1 {
+        from_pod_packets: 1_000_000,
+        ..Default::default()
+    };
+    let mut left = v1_counters(&pins);
+    left.insert(
+        a.endpoint.host_ifindex,
+        PerCpuValues::try_from(vec![bogus; cpus()]).unwrap(),
+        0,
+    )
+    .unwrap();
+    let before = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    drop(dp);
+    let dp = AyaDataplane::open(&object, &pins.0).unwrap();
+    let report = dp.reconcile(&[a.endpoint.clone()]).await.unwrap();
+    assert!(report.attached.is_empty(), "{report:?}");
+    let now = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    assert!(
+        now.from_pod_packets >= before.from_pod_packets && now.from_pod_packets < 1_000_000,
+        "{now:?}"
+    );
+    assert!(!maps_dir(&pins).join(COUNTERS_MAP_V1).exists());
+
+    // A pin of that name in another layout is refused, and left alone.
+    PerCpuHashMap::<MapData, u32, EndpointCounters>::create(MAX_ENDPOINTS, 1)
+        .unwrap()
+        .pin(maps_dir(&pins).join(COUNTERS_MAP_V1))
+        .unwrap();
+    let err = dp.hand_over().unwrap_err();
+    assert!(
+        matches!(err, DataplaneError::Ebpf(BpfError::PinLayout { .. })),
+        "{err}"
+    );
+    assert!(maps_dir(&pins).join(COUNTERS_MAP_V1).exists());
 }
