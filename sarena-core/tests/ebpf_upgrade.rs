@@ -421,7 +421,10 @@ async fn a_graceful_stop_leaves_the_counters_for_a_downgrade() {
     let before = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
     drop(dp);
     let dp = AyaDataplane::open(&object, &pins.0).unwrap();
-    let report = dp.reconcile(&[a.endpoint.clone()]).await.unwrap();
+    let report = dp
+        .reconcile(std::slice::from_ref(&a.endpoint))
+        .await
+        .unwrap();
     assert!(report.attached.is_empty(), "{report:?}");
     let now = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
     assert!(

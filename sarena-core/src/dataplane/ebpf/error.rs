@@ -83,8 +83,8 @@ pub enum BpfError {
     #[error(
         "eBPF pins under {}: left by a Sarena of map layout generation {generation}, which \
          only generation {oldest_reader} or later may open; this daemon is generation {}. \
-         Nothing was changed: run a release of generation {oldest_reader} or later (the \
-         README's \"Upgrades and rollbacks\" lists each release's generation), or remove \
+         Nothing was changed: run a release of generation {oldest_reader} or later \
+         (docs/upgrade.md lists each release's generation), or remove \
          the pin directory to start this release's maps afresh",
         .pin_dir.display(),
         sarena_common::layouts::GENERATION

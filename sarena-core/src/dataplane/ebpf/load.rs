@@ -30,7 +30,7 @@ impl AyaDataplane {
     /// a mark that does not allow this generation, fails here with nothing
     /// touched. Pins of the previous generation are taken over by
     /// reconcile (see [`BpfError::PinLayout`], [`BpfError::PinsTooNew`] and
-    /// the README's "Upgrades and rollbacks").
+    /// docs/upgrade.md).
     pub fn open(object: &[u8], pin_dir: &Path) -> Result<Self, DataplaneError> {
         if object.is_empty() {
             return Err(BpfError::NoObject.into());

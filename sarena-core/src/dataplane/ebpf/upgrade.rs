@@ -49,7 +49,9 @@ use super::maps::Maps;
 use super::pins;
 use crate::api::Endpoint;
 
-/// The environment variable that selects a [`KillPoint`] (tests only).
+/// The environment variable that makes the daemon SIGKILL itself at a named
+/// point of an upgrade: `loaded`, `first-swap`, `swapped` or `retired` (tests
+/// only; see docs/upgrade.md). Never set it on a node.
 pub const KILL_AT_ENV: &str = "SARENA_TEST_KILL_AT";
 
 /// Where a daemon under test kills itself (see the module docs).
