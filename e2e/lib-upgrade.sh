@@ -90,8 +90,9 @@ ping_start() {
   PING_PID=$!
 }
 
-# ping_stop LOG: stops the stream; sets LOST (pings unanswered) and GAP_MS
-# (the longest time between two answers).
+# ping_stop LOG: stops the stream; sets LOST (pings unanswered), GAP_MS
+# (the longest time between two answers) and MAX_RTT (ms: a gap with a
+# short round trip is the sender's scheduling, not the dataplane's).
 ping_stop() {
   kill -INT "$PING_PID" 2>/dev/null || true
   wait "$PING_PID" 2>/dev/null || true
@@ -103,6 +104,7 @@ ping_stop() {
   GAP_MS=$(awk -F'[][]' '/bytes from/ { t = $2 + 0; if (p != "" && t - p > g) g = t - p; p = t }
     END { printf "%d", g * 1000 }' "$1")
   PINGS_SENT=$sent
+  MAX_RTT=$(sed -nE 's|^rtt min/avg/max/mdev = [0-9.]+/[0-9.]+/([0-9.]+)/.*|\1|p' "$1")
 }
 
 # tcp_start NS_SERVER NS_CLIENT IP PORT: an echo server in NS_SERVER and, in
@@ -118,6 +120,7 @@ tcp_start() {
     ip netns exec "$1" ss -Hltn "sport = :$4" | grep -q . && break
     sleep 0.1
   done
+  # shellcheck disable=SC2016 # expanded by the inner bash
   ip netns exec "$2" bash -c '
     exec 3<>"/dev/tcp/$0/$1" || exit 2
     n=0
