@@ -41,6 +41,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             requested_ips: vec![],
             requested_mac: None,
             version: Version::V1_1_0,
+            bandwidth: None,
+            chain_check: None,
         })
         .await?;
     for ip in &result.ips {

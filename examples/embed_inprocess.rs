@@ -79,6 +79,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 requested_ips: vec![],
                 requested_mac: None,
                 version: Version::V1_1_0,
+                bandwidth: None,
+                chain_check: None,
             })
             .await?;
         let address = result.ips[0].address;

@@ -7,6 +7,10 @@ cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
 
+# A test run builds each crate once: incremental caches would only take disk
+# (several GB over the workspace) on a clean clone.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 if [ "$(id -u)" != 0 ]; then
   if [ "${CI:-}" = "true" ]; then
     echo "error: the privileged tests need root and CI=true forbids skipping them" >&2

@@ -121,6 +121,7 @@ fn api(c: &mut Criterion) {
                         pod_mac: "02:00:00:00:00:02".parse().unwrap(),
                         addresses: a.addresses.iter().map(|x| x.address).collect(),
                         netns: "/var/run/netns/bench".into(),
+                        bandwidth: None,
                     })
                     .await
                     .unwrap();

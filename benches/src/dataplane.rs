@@ -10,6 +10,9 @@
 //! iptables-mode rules on their own nodes ([`service`]), checked by the
 //! rules' and the eBPF programs' counters ([`service_check`]); the eBPF
 //! paths also report their programs' own cost per run ([`prog_stats`]).
+//! Sarena eBPF mode is measured twice, the second time with a third,
+//! bandwidth-limited pod on the node (issue 18: unlimited pods must not pay
+//! for the pacing path).
 //!
 //! [`NodeNetns`]: crate::node::NodeNetns
 
@@ -34,7 +37,9 @@ pub use cpu::{CpuUsage, Pinning, Settle};
 pub use ebpf_check::EbpfCheck;
 pub use iperf::{IperfReport, IperfRun};
 pub use prog_stats::{ProgramRuns, RunDelta};
-pub use results::{DataplaneResults, PathKind, PathResult, PathSample, PathSummary};
+pub use results::{
+    DataplaneResults, LIMITED_NEIGHBOUR, PathKind, PathResult, PathSample, PathSummary,
+};
 pub use rr::RrRun;
 pub use service_check::{ServiceCheck, ServiceResults};
 
@@ -74,7 +79,7 @@ pub const QUIET_PERCENT: f64 = 20.0;
 
 impl DataplaneOptions {
     /// The published run: 5 rounds of 5 s iperf3 and 3 s request/response
-    /// per path (about 7 minutes for the seven paths, with the eBPF paths'
+    /// per path (about 8 minutes for the eight paths, with the eBPF paths'
     /// extra request/response run for their programs' cost), client and server
     /// pinned to one CPU, the highest this process may use: there the
     /// throughput and the request/response rate are the inverse of the whole

@@ -277,6 +277,15 @@ impl NodeNetns {
         self.op("CHECK", Some(pod), false)
     }
 
+    /// Like [`NodeNetns::check`] but a failed CHECK is an error.
+    pub fn check_ok(&self, pod: &Pod) -> Result<PluginRun, BenchError> {
+        let run = self.check(pod)?;
+        if !run.ok() {
+            return Err(self.plugin_error("CHECK", pod, &run));
+        }
+        Ok(run)
+    }
+
     /// CNI STATUS (no container).
     pub fn status(&self) -> Result<PluginRun, BenchError> {
         self.op("STATUS", None, false)
@@ -312,10 +321,19 @@ impl NodeNetns {
         Ok(run)
     }
 
-    fn stdin_for(&self, prev: Option<serde_json::Value>) -> Result<Vec<u8>, BenchError> {
+    fn stdin_for(
+        &self,
+        pod: Option<&Pod>,
+        prev: Option<serde_json::Value>,
+    ) -> Result<Vec<u8>, BenchError> {
         let mut config = self.config.clone();
-        if let (Some(prev), Some(obj)) = (prev, config.as_object_mut()) {
-            obj.insert("prevResult".into(), prev);
+        if let Some(obj) = config.as_object_mut() {
+            if let Some(prev) = prev {
+                obj.insert("prevResult".into(), prev);
+            }
+            if let Some(rc) = pod.and_then(Pod::runtime_config) {
+                obj.insert("runtimeConfig".into(), rc.clone());
+            }
         }
         serde_json::to_vec(&config).map_err(|source| BenchError::Json {
             what: "network config".into(),
@@ -350,7 +368,7 @@ impl NodeNetns {
             netns: &netns,
             ifname: if pod.is_some() { "eth0" } else { "" },
             args: &args,
-            stdin: &self.stdin_for(prev)?,
+            stdin: &self.stdin_for(pod, prev)?,
             rss_file: rss_file.as_deref(),
         };
         exec::run_plugin(&inv, &self.netns_file, &self.stderr_log)

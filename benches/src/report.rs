@@ -2,6 +2,7 @@
 //! CNI latency, churn, scale, the dataplane section, criterion estimates, the
 //! machine and the exact command.
 
+mod bandwidth;
 pub mod criterion;
 mod dataplane;
 pub mod machine;
@@ -16,6 +17,7 @@ use crate::BenchError;
 use crate::cni_ops::CniResults;
 use crate::dataplane::DataplaneResults;
 
+pub use bandwidth::BANDWIDTH_TARGET;
 pub use criterion::CriterionEstimate;
 pub use dataplane::TARGET_RATIO;
 pub use machine::Machine;

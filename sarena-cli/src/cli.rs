@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use sarena_core::api::DEFAULT_SOCKET;
+use sarena_core::install;
 
 /// The operator's view of a node's Sarena daemon: its status, endpoints and
 /// address pools.
@@ -72,6 +73,49 @@ pub enum Command {
     /// Pools, allocations and leases.
     #[command(subcommand)]
     Ipam(IpamCommand),
+    /// Exits 0 when the daemon is ready to serve ADD, else 1 with the reason
+    /// (a readiness probe).
+    Health,
+    /// Installs Sarena on this node: the plugin into the CNI bin dir (by
+    /// rename, never over a running binary), then the conflist into the CNI
+    /// conf dir (temp file + rename); idempotent. `--uninstall` removes the
+    /// conflist again.
+    InstallCni(InstallCniArgs),
+}
+
+/// `sarena install-cni …`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct InstallCniArgs {
+    /// The CNI bin dir (created when missing).
+    #[arg(long, value_name = "DIR", default_value = install::DEFAULT_CNI_BIN_DIR)]
+    pub cni_bin_dir: PathBuf,
+    /// The CNI conf dir (created when missing).
+    #[arg(long, value_name = "DIR", default_value = install::DEFAULT_CNI_CONF_DIR)]
+    pub cni_conf_dir: PathBuf,
+    /// The conflist's file name in the conf dir.
+    #[arg(long, value_name = "NAME", default_value = install::DEFAULT_CONFLIST_NAME)]
+    pub conflist_name: String,
+    /// The plugin binary to install [default: sarena-cni beside this command].
+    #[arg(long, value_name = "FILE")]
+    pub plugin: Option<PathBuf>,
+    /// The conflist to write [default: one sarena-cni plugin, cniVersion
+    /// 1.0.0, talking to --socket].
+    #[arg(long, value_name = "FILE", conflicts_with = "plugin_only")]
+    pub conflist: Option<PathBuf>,
+    /// Install the plugin only: the daemon writes the conflist once it
+    /// serves (sarena-daemon --write-cni-conf), so kubelet never calls a
+    /// plugin the daemon cannot answer yet.
+    #[arg(long)]
+    pub plugin_only: bool,
+    /// Rename every other network config in the conf dir to NAME.sarena-bak
+    /// (the runtime loads only the first config; --uninstall puts them back).
+    #[arg(long)]
+    pub exclusive: bool,
+    /// Remove Sarena's conflist (never another network's) and put back what
+    /// --exclusive set aside; the plugin stays for the DELs of pods still on
+    /// the node. Kubelet then reports the node NotReady.
+    #[arg(long, conflicts_with_all = ["plugin_only", "conflist", "plugin", "exclusive"])]
+    pub uninstall: bool,
 }
 
 /// `sarena endpoint …`.
@@ -134,5 +178,49 @@ mod tests {
         ));
         assert!(parse(&["-o", "yaml", "status"]).is_err());
         assert!(parse(&["endpoint"]).is_err());
+        assert!(matches!(
+            parse(&["health"]).unwrap().command,
+            Command::Health
+        ));
+    }
+
+    #[test]
+    fn install_cni_defaults_and_conflicts() {
+        let Command::InstallCni(args) = parse(&["install-cni"]).unwrap().command else {
+            panic!("not install-cni");
+        };
+        assert_eq!(
+            args,
+            InstallCniArgs {
+                cni_bin_dir: "/opt/cni/bin".into(),
+                cni_conf_dir: "/etc/cni/net.d".into(),
+                conflist_name: "10-sarena.conflist".into(),
+                plugin: None,
+                conflist: None,
+                plugin_only: false,
+                exclusive: false,
+                uninstall: false,
+            }
+        );
+        let Command::InstallCni(args) = parse(&[
+            "install-cni",
+            "--cni-bin-dir=/b",
+            "--cni-conf-dir=/c",
+            "--plugin-only",
+            "--exclusive",
+        ])
+        .unwrap()
+        .command
+        else {
+            panic!("not install-cni");
+        };
+        assert_eq!(
+            (args.cni_bin_dir, args.cni_conf_dir),
+            ("/b".into(), "/c".into())
+        );
+        assert!(args.plugin_only && args.exclusive);
+        assert!(parse(&["install-cni", "--plugin-only", "--conflist", "/x"]).is_err());
+        assert!(parse(&["install-cni", "--uninstall", "--exclusive"]).is_err());
+        assert!(parse(&["install-cni", "--uninstall", "--cni-conf-dir", "/c"]).is_ok());
     }
 }

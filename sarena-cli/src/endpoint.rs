@@ -158,8 +158,10 @@ mod tests {
                 addresses: vec!["10.200.0.2/16".parse().unwrap()],
                 netns: "/var/run/netns/x".into(),
                 created_at: 100,
+                bandwidth: None,
             },
             counters,
+            bandwidth: None,
         }
     }
 

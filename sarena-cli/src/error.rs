@@ -49,6 +49,26 @@ pub enum CliError {
         #[source]
         source: Box<DaemonError>,
     },
+    /// The daemon answers but cannot serve ADD (`sarena health`).
+    #[error("sarena-daemon is not ready: {message}")]
+    NotReady {
+        /// The daemon's reason.
+        message: String,
+    },
+    /// `install-cni` failed.
+    #[error("install-cni: {source}")]
+    Install {
+        /// Cause (names the file and the call).
+        #[source]
+        source: sarena_core::install::InstallError,
+    },
+    /// `install-cni` without --plugin could not find its own executable.
+    #[error("install-cni: cannot find sarena-cni beside this command ({source}); pass --plugin")]
+    NoPlugin {
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
     /// The answer could not be printed as JSON.
     #[error("cannot encode the answer as JSON: {source}")]
     Json {

@@ -3,7 +3,9 @@
 //! (`-o json`, the API's own types, documented in docs/api.md).
 //!
 //! - `cli.rs`: the arguments ([`Cli`]);
-//! - `status.rs`, `endpoint.rs`, `ipam.rs`: one command each;
+//! - `status.rs` (also `health`), `endpoint.rs`, `ipam.rs`: one command each;
+//! - `install.rs`: `install-cni`, the only command that does not talk to the
+//!   daemon (it writes the node's CNI dirs);
 //! - `table.rs`: tables, ages and sizes;
 //! - `error.rs`: [`CliError`], one line each, never a chain of transport errors.
 #![warn(missing_docs)]
@@ -12,6 +14,7 @@
 mod cli;
 mod endpoint;
 mod error;
+mod install;
 mod ipam;
 mod status;
 mod table;
@@ -21,24 +24,30 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sarena_core::api::HttpDaemon;
 use serde::Serialize;
 
-pub use cli::{Cli, Command, EndpointCommand, IpamCommand, OutputFormat};
+pub use cli::{Cli, Command, EndpointCommand, InstallCniArgs, IpamCommand, OutputFormat};
 pub use error::CliError;
 
 /// Runs `cli`'s command against the daemon; `Ok` is what to print.
 pub async fn run(cli: &Cli) -> Result<String, CliError> {
     let socket = cli.socket.to_string_lossy().into_owned();
-    let daemon = HttpDaemon::new(&socket)
-        .map_err(|e| CliError::from_daemon(&socket, e))?
-        .with_timeout(cli.timeout.into());
+    let connect = || {
+        HttpDaemon::new(&socket)
+            .map(|d| d.with_timeout(cli.timeout.into()))
+            .map_err(|e| CliError::from_daemon(&socket, e))
+    };
     let now = now();
     let out = match &cli.command {
-        Command::Status => status::run(&daemon, cli.output).await,
-        Command::Endpoint(EndpointCommand::List) => endpoint::list(&daemon, cli.output, now).await,
+        Command::InstallCni(args) => return install::run(args, &cli.socket, cli.output),
+        Command::Status => status::run(&connect()?, cli.output).await,
+        Command::Endpoint(EndpointCommand::List) => {
+            endpoint::list(&connect()?, cli.output, now).await
+        }
         Command::Endpoint(EndpointCommand::Get {
             container_id,
             ifname,
-        }) => endpoint::get(&daemon, cli.output, container_id, ifname, now).await,
-        Command::Ipam(IpamCommand::List) => ipam::list(&daemon, cli.output, now).await,
+        }) => endpoint::get(&connect()?, cli.output, container_id, ifname, now).await,
+        Command::Ipam(IpamCommand::List) => ipam::list(&connect()?, cli.output, now).await,
+        Command::Health => status::health(&connect()?, cli.output).await,
     };
     out.map_err(|e| match e {
         CliError::Daemon { source, .. } => CliError::from_daemon(&socket, *source),

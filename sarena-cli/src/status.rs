@@ -14,6 +14,22 @@ pub async fn run(daemon: &dyn Daemon, output: OutputFormat) -> Result<String, Cl
     }
 }
 
+/// `sarena health`: the daemon's health; `Err` (exit 1) when it is not
+/// ready to serve ADD, so that it serves as a readiness probe.
+pub async fn health(daemon: &dyn Daemon, output: OutputFormat) -> Result<String, CliError> {
+    let health = daemon.health().await?;
+    if !health.ready {
+        return Err(CliError::NotReady {
+            message: health.message,
+        });
+    }
+    match output {
+        OutputFormat::Json => json(&health),
+        OutputFormat::Table if health.message.is_empty() => Ok("ready\n".to_owned()),
+        OutputFormat::Table => Ok(format!("ready ({})\n", health.message)),
+    }
+}
+
 /// The status as key/value lines and a pool table.
 pub fn render(s: &DaemonStatus) -> String {
     let health = if s.health.ready { "ready" } else { "NOT READY" };
@@ -84,9 +100,45 @@ pub fn render(s: &DaemonStatus) -> String {
 
 #[cfg(test)]
 mod tests {
-    use sarena_core::api::{Health, IpamState, KubernetesStatus, PoolState, ProgramsStatus};
+    use sarena_core::api::{
+        Health, IpamState, KubernetesStatus, MockDaemon, PoolState, ProgramsStatus,
+    };
 
     use super::*;
+
+    fn answering(ready: bool, message: &str) -> MockDaemon {
+        let mut daemon = MockDaemon::new();
+        let health = Health {
+            ready,
+            message: message.into(),
+        };
+        daemon
+            .expect_health()
+            .times(1)
+            .returning(move || Ok(health.clone()));
+        daemon
+    }
+
+    #[tokio::test]
+    async fn health_fails_while_the_daemon_is_not_ready() {
+        let err = health(
+            &answering(false, "node n1 has no spec.podCIDRs yet"),
+            OutputFormat::Table,
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "sarena-daemon is not ready: node n1 has no spec.podCIDRs yet"
+        );
+        let ok = health(&answering(true, "store open"), OutputFormat::Table).await;
+        assert_eq!(ok.unwrap(), "ready (store open)\n");
+        let ok = health(&answering(true, ""), OutputFormat::Json)
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&ok).unwrap();
+        assert_eq!(v["ready"], true);
+    }
 
     #[test]
     fn shows_detached_programs_pools_and_kubernetes() {

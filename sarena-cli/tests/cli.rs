@@ -78,6 +78,7 @@ async fn populate(site: &Site) {
             pod_mac: "02:00:00:00:00:02".parse().unwrap(),
             addresses: vec![alloc.addresses[0].address],
             netns: "/var/run/netns/web".into(),
+            bandwidth: None,
         })
         .await
         .unwrap();
@@ -121,6 +122,11 @@ async fn every_command_in_both_formats() {
         row(&text, "tiny"),
         ["tiny", "10.77.0.0/29", "10.77.0.1", "2", "3", "5"]
     );
+
+    // health (the DaemonSet's readiness probe): exit 0 when ready
+    let health = json(&socket, &["health"]);
+    assert_eq!(health["ready"], true);
+    assert!(ok(&socket, &["health"]).starts_with("ready"));
 
     // endpoint list
     let list = json(&socket, &["endpoint", "list"]);
@@ -188,6 +194,7 @@ fn no_daemon_is_one_line_naming_the_socket() {
         &["status"][..],
         &["endpoint", "list"],
         &["ipam", "list", "-o", "json"],
+        &["health"],
     ] {
         let out = sarena(&socket, args);
         assert_eq!(out.status.code(), Some(1), "{args:?}");

@@ -157,6 +157,7 @@ fn add_mocks() -> (MockDaemon, MockLinks) {
             addresses: r.addresses,
             netns: r.netns,
             created_at: 0,
+            bandwidth: None,
         })
     });
     (d, l)

@@ -92,6 +92,8 @@
 //!   forwarded, and the per-endpoint eBPF counters.
 //! - [`cluster`]: Kubernetes mode's logic without a Kubernetes client: pools from the
 //!   Node's podCIDRs, routes to the other nodes (native or VXLAN), the control loop.
+//! - [`install`]: [`install::Installer`], the plugin binary and the conflist
+//!   put onto a node without a moment where the runtime sees half of either.
 //! - [`mac`]: [`mac::MacAddr`], the type of every MAC address.
 //!
 //! Links and both dataplanes talk to the kernel through shared crate-internal
@@ -108,6 +110,7 @@ pub mod dataplane;
 pub mod delqueue;
 mod digest;
 mod error_chain;
+pub mod install;
 pub mod ipam;
 pub mod links;
 pub mod mac;

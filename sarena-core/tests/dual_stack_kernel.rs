@@ -86,6 +86,8 @@ async fn add(plugin: &Plugin, att: &Attachment, netns: &TestNetns) -> CniResult 
             requested_ips: vec![],
             requested_mac: None,
             version: Version::V1_1_0,
+            bandwidth: None,
+            chain_check: None,
         })
         .await
         .unwrap()
@@ -103,6 +105,7 @@ async fn check(
             netns: netns.path(),
             prev_result: prev.clone(),
             version: Version::V1_1_0,
+            bandwidth: None,
         })
         .await
 }

@@ -82,6 +82,7 @@ fn child_worker() {
                             pod_mac: "02:00:00:00:00:02".parse().unwrap(),
                             addresses: vec![addr],
                             netns: "/proc/1/ns/net".into(),
+                            bandwidth: None,
                         };
                         rt.block_on(node.create_endpoint(ep)).unwrap();
                         say(&format!("E {name}"));

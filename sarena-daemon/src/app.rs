@@ -15,6 +15,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
 
 use crate::cli::Cli;
+use crate::cni_conf::{CniConfError, CniConfWriter};
 use crate::dataplane::{self, DataplaneStartError};
 use crate::kubernetes::{self, KubernetesError};
 use crate::metrics::{self, Metrics, MetricsError};
@@ -69,6 +70,9 @@ pub enum StartError {
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signal(#[source] io::Error),
+    /// `--write-cni-conf` / `--cni-conf-source` cannot work.
+    #[error(transparent)]
+    CniConf(#[from] CniConfError),
     /// Kubernetes mode failed.
     #[error("Kubernetes mode: {0}")]
     Kubernetes(#[from] KubernetesError),
@@ -117,13 +121,14 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     }
     let observed = metrics_for(cli)?;
     let config = load_config(cli)?;
+    let cni_conf = CniConfWriter::from_cli(cli)?;
     let _locks = crate::locks::lock_dirs(
         &cli.state_dir,
         (config.dataplane == sarena_core::dataplane::DataplaneMode::Ebpf)
             .then_some(cli.bpf_pin_dir.as_path()),
     )?;
     if cli.kubernetes || config.kubernetes.enabled {
-        return Ok(kubernetes::run(cli, config, observed, shutdown).await?);
+        return Ok(kubernetes::run(cli, config, observed, cni_conf, shutdown).await?);
     }
     let lease_seconds = config.lease_seconds;
     let state_dir = cli.state_dir.clone();
@@ -169,6 +174,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     let metrics_task = serve_metrics(cli, observed.as_ref(), &daemon).await?;
     let expiry =
         lease_check_interval(lease_seconds).map(|every| spawn_lease_expiry(node.clone(), every));
+    let cni_conf_task = cni_conf.map(|w| w.spawn(daemon.clone()));
     tracing::info!(
         socket = %cli.socket.display(),
         tcp = ?tcp.as_ref().and_then(|l| l.local_addr().ok()),
@@ -177,7 +183,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         "serving the API"
     );
     server::serve(daemon, unix, tcp, shutdown, DEFAULT_SHUTDOWN_GRACE).await;
-    for task in [expiry, metrics_task].into_iter().flatten() {
+    for task in [expiry, metrics_task, cni_conf_task].into_iter().flatten() {
         task.abort();
     }
     parts.hand_over();
@@ -256,6 +262,7 @@ mod tests {
             log_level: "info".into(),
             print_default_config: false,
             metrics: Default::default(),
+            cni_conf: Default::default(),
             kubernetes: false,
             kubeconfig: None,
             node_name: None,

@@ -72,6 +72,27 @@ pub struct Cli {
     /// The Prometheus metrics listener.
     #[command(flatten)]
     pub metrics: MetricsArgs,
+
+    /// The CNI config the daemon writes once it serves.
+    #[command(flatten)]
+    pub cni_conf: CniConfArgs,
+}
+
+/// `--write-cni-conf` and `--cni-conf-source` (off by default).
+#[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
+pub struct CniConfArgs {
+    /// Once the daemon is ready to serve ADD, write this conflist (e.g.
+    /// /etc/cni/net.d/10-sarena.conflist; temp file + rename in its
+    /// directory, left alone when it is already up to date), so kubelet
+    /// never calls the plugin before the daemon can answer.
+    #[arg(long = "write-cni-conf", value_name = "FILE")]
+    pub write: Option<PathBuf>,
+
+    /// The conflist to write (checked at start-up: it must call sarena-cni)
+    /// [default: one sarena-cni plugin, cniVersion 1.0.0, pointing at
+    /// --socket and --delete-queue].
+    #[arg(long = "cni-conf-source", value_name = "FILE", requires = "write")]
+    pub source: Option<PathBuf>,
 }
 
 /// `--metrics-listen` and its companions (off by default).
@@ -129,6 +150,7 @@ mod tests {
         assert!(!cli.allow_remote_tcp);
         assert_eq!(cli.log_level, "info");
         assert_eq!(cli.metrics, MetricsArgs::default());
+        assert_eq!(cli.cni_conf, CniConfArgs::default());
         assert!(!cli.kubernetes);
         assert_eq!(cli.kubeconfig, None);
         assert_eq!(
@@ -196,6 +218,29 @@ mod tests {
         assert!(cli.kubernetes);
         assert_eq!(cli.kubeconfig, Some(PathBuf::from("/etc/k.conf")));
         assert_eq!(cli.node_name.as_deref(), Some("node7"));
+    }
+
+    #[test]
+    fn cni_conf_options() {
+        let cli = parse(&[
+            "--write-cni-conf",
+            "/etc/cni/net.d/10-sarena.conflist",
+            "--cni-conf-source",
+            "/etc/sarena/cni.conflist",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.cni_conf.write,
+            Some(PathBuf::from("/etc/cni/net.d/10-sarena.conflist"))
+        );
+        assert_eq!(
+            cli.cni_conf.source,
+            Some(PathBuf::from("/etc/sarena/cni.conflist"))
+        );
+        assert!(
+            parse(&["--cni-conf-source", "/x"]).is_err(),
+            "needs --write-cni-conf"
+        );
     }
 
     #[test]

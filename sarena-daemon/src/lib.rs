@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod cni_conf;
 pub mod dataplane;
 pub mod ebpf_object;
 pub mod kubernetes;

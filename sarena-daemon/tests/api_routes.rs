@@ -24,6 +24,7 @@ fn endpoint_create(alloc: &sarena_core::api::Allocation) -> EndpointCreate {
         pod_mac: "02:00:00:aa:bb:02".parse().unwrap(),
         addresses: alloc.addresses.iter().map(|a| a.address).collect(),
         netns: "/var/run/netns/test".into(),
+        bandwidth: None,
     }
 }
 

@@ -17,6 +17,7 @@ fn endpoint_create(alloc: &Allocation) -> EndpointCreate {
         pod_mac: "02:00:00:00:00:08".parse().unwrap(),
         addresses: alloc.addresses.iter().map(|a| a.address).collect(),
         netns: "/var/run/netns/lifecycle".into(),
+        bandwidth: None,
     }
 }
 

@@ -205,6 +205,7 @@ async fn owe_a_removal(state_dir: &Path, config: &Path, host: (&str, u32)) {
         pod_mac: "02:00:00:00:00:02".parse().unwrap(),
         addresses: alloc.addresses.iter().map(|a| a.address).collect(),
         netns: "/var/run/netns/gone".into(),
+        bandwidth: None,
     })
     .await
     .unwrap();

@@ -80,6 +80,7 @@ impl Pod {
             addresses,
             netns: spec.netns.display().to_string(),
             created_at: 0,
+            bandwidth: None,
         };
         Pod {
             netns,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::raw_veth::{self, RawVethPair};
-use super::results::PathKind;
+use super::results::{LIMITED_NEIGHBOUR, PathKind};
 use super::rr;
 use super::service::{self, KubeProxyRules};
 use crate::BenchError;
@@ -51,6 +51,8 @@ impl Endpoints {
 pub struct PodPair {
     client: Pod,
     server: Pod,
+    /// A third pod, with bandwidth limits ([`PathKind::has_limited_neighbour`]).
+    neighbour: Option<Pod>,
     node: NodeNetns,
 }
 
@@ -63,7 +65,12 @@ impl PodPair {
 
 impl Drop for PodPair {
     fn drop(&mut self) {
-        for pod in [&self.client, &self.server] {
+        let pods = [
+            Some(&self.client),
+            Some(&self.server),
+            self.neighbour.as_ref(),
+        ];
+        for pod in pods.into_iter().flatten() {
             match self.node.del(pod) {
                 Ok(run) if run.ok() => {}
                 Ok(run) => eprintln!(
@@ -161,11 +168,15 @@ pub fn prepare(
             };
             let client = Pod::new("dp-client")?;
             let server = Pod::new("dp-server")?;
-            let pair = PodPair {
+            let mut pair = PodPair {
                 client,
                 server,
+                neighbour: None,
                 node,
             };
+            if kind.has_limited_neighbour() {
+                pair.neighbour = Some(add_limited_neighbour(&pair.node)?);
+            }
             pair.node.add_ok(&pair.client)?;
             let added = pair.node.add_ok(&pair.server)?;
             let server_ip = if kind.ipv6() {
@@ -208,6 +219,25 @@ pub fn prepare(
     // The path must carry a TCP connection before it is measured.
     rr::measure(&path.endpoints, Duration::from_millis(100), None)?;
     Ok(path)
+}
+
+/// A pod with [`LIMITED_NEIGHBOUR`]'s limits on `node`, whose CHECK passed
+/// (so the daemon reports them in place in the dataplane).
+fn add_limited_neighbour(node: &NodeNetns) -> Result<Pod, BenchError> {
+    let bandwidth: serde_json::Value =
+        serde_json::from_str(LIMITED_NEIGHBOUR).map_err(|source| BenchError::Json {
+            what: "the limited pod's runtimeConfig.bandwidth".into(),
+            source,
+        })?;
+    let pod =
+        Pod::new("dp-limited")?.with_runtime_config(serde_json::json!({ "bandwidth": bandwidth }));
+    node.add_ok(&pod)?;
+    // DEL runs when the pair is dropped; here the pod is not in one yet.
+    if let Err(e) = node.check_ok(&pod) {
+        let _ = node.del(&pod);
+        return Err(e);
+    }
+    Ok(pod)
 }
 
 #[cfg(test)]

@@ -20,6 +20,10 @@ pub enum PathKind {
     RawVeth,
     /// Two pods made by sarena-cni, daemon in eBPF mode.
     SarenaEbpf,
+    /// As [`PathKind::SarenaEbpf`] (both pods unlimited), on a node where a
+    /// third pod has bandwidth limits in place: the pacing machinery is in
+    /// use on the node, and the measured pods must not pay for it.
+    SarenaEbpfBesideLimited,
     /// Two pods made by sarena-cni, daemon in kernel mode.
     SarenaKernel,
     /// Two pods made by the reference ptp + host-local plugins.
@@ -39,9 +43,10 @@ pub enum PathKind {
 
 impl PathKind {
     /// Every path, in report order.
-    pub const ALL: [PathKind; 9] = [
+    pub const ALL: [PathKind; 10] = [
         PathKind::RawVeth,
         PathKind::SarenaEbpf,
+        PathKind::SarenaEbpfBesideLimited,
         PathKind::SarenaKernel,
         PathKind::PtpHostLocal,
         PathKind::SarenaEbpfService,
@@ -56,6 +61,7 @@ impl PathKind {
         match self {
             PathKind::RawVeth => "raw veth pair",
             PathKind::SarenaEbpf => "Sarena eBPF mode",
+            PathKind::SarenaEbpfBesideLimited => "Sarena eBPF mode, beside a limited pod",
             PathKind::SarenaKernel => "Sarena kernel mode",
             PathKind::PtpHostLocal => "ptp + host-local",
             PathKind::SarenaEbpfService => "Sarena eBPF mode → ClusterIP",
@@ -70,12 +76,19 @@ impl PathKind {
     pub fn contender(self) -> Option<Contender> {
         match self {
             PathKind::RawVeth | PathKind::RawVeth6 => None,
-            PathKind::SarenaEbpf | PathKind::SarenaEbpfService | PathKind::SarenaEbpf6 => {
-                Some(Contender::SarenaEbpf)
-            }
+            PathKind::SarenaEbpf
+            | PathKind::SarenaEbpfBesideLimited
+            | PathKind::SarenaEbpfService
+            | PathKind::SarenaEbpf6 => Some(Contender::SarenaEbpf),
             PathKind::SarenaKernel | PathKind::SarenaKernelService => Some(Contender::SarenaKernel),
             PathKind::PtpHostLocal | PathKind::PtpHostLocalService => Some(Contender::PtpHostLocal),
         }
+    }
+
+    /// Whether a third pod with [`LIMITED_NEIGHBOUR`]'s limits sits on the
+    /// node beside the measured (unlimited) pods.
+    pub fn has_limited_neighbour(self) -> bool {
+        self == PathKind::SarenaEbpfBesideLimited
     }
 
     /// Whether the client reaches the server through a ClusterIP.
@@ -118,6 +131,13 @@ impl PathKind {
         matches!(self, PathKind::RawVeth | PathKind::RawVeth6)
     }
 }
+
+/// The `runtimeConfig.bandwidth` of the limited pod beside the measured
+/// ones on [`PathKind::SarenaEbpfBesideLimited`]: 10 Mbit/s each way, both
+/// directions paced (an `fq` root on its host veth, `to_container_bw`, and
+/// `pod_egress` on `fq` in its netns).
+pub const LIMITED_NEIGHBOUR: &str = r#"{"ingressRate": 10000000, "ingressBurst": 1000000,
+    "egressRate": 10000000, "egressBurst": 1000000}"#;
 
 /// One round's measurements of one path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

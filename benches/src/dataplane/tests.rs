@@ -240,6 +240,52 @@ fn results_round_trip_through_json_and_report_problems() {
 }
 
 #[test]
+fn bandwidth_section_compares_unlimited_pods_beside_a_limited_one() {
+    let mut r = results();
+    assert!(!r.markdown().contains("### Bandwidth limits"));
+    assert_eq!(r.beside_limited_ratio(|s| s.gbits_median), None);
+    r.paths.push(path(
+        PathKind::SarenaEbpfBesideLimited,
+        vec![sample(1, 17.91, 40_698.0)],
+    ));
+    fill_ratios(&mut r.paths);
+    let md = r.markdown();
+    assert!(
+        md.contains("### Bandwidth limits: the cost on an unlimited pod"),
+        "{md}"
+    );
+    // 17.91 / 19.9 = 0.9: below the target; 40,698 / 39,900 = 1.02: met.
+    assert!(
+        md.contains("| TCP Gbit/s | 19.90 | 17.91 | 0.900 ✗ |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| request/response per s | 39900 | 40698 | 1.020 ✓ |"),
+        "{md}"
+    );
+    let ratio = r.beside_limited_ratio(|s| s.rr_median).unwrap();
+    assert!((ratio - 1.02).abs() < 1e-9, "{ratio}");
+    assert!(
+        serde_json::to_string(&r)
+            .unwrap()
+            .contains("\"sarena-ebpf-beside-limited\""),
+    );
+    assert!(PathKind::SarenaEbpfBesideLimited.has_limited_neighbour());
+    assert!(!PathKind::SarenaEbpf.has_limited_neighbour());
+    assert_eq!(
+        PathKind::SarenaEbpfBesideLimited.contender(),
+        Some(crate::node::Contender::SarenaEbpf)
+    );
+}
+
+#[test]
+fn the_limited_neighbours_config_limits_both_directions() {
+    let v: serde_json::Value = serde_json::from_str(super::results::LIMITED_NEIGHBOUR).unwrap();
+    assert_eq!(v["ingressRate"], 10_000_000);
+    assert_eq!(v["egressRate"], 10_000_000);
+}
+
+#[test]
 fn options_are_validated() {
     assert!(DataplaneOptions::full().validate().is_ok());
     assert!(DataplaneOptions::quick().validate().is_ok());

@@ -136,6 +136,7 @@ pub struct Pod {
     netns: Netns,
     container_id: String,
     prev_result: Mutex<Option<serde_json::Value>>,
+    runtime_config: Option<serde_json::Value>,
 }
 
 impl Pod {
@@ -147,7 +148,20 @@ impl Pod {
             container_id: format!("{name}-ctr"),
             netns,
             prev_result: Mutex::new(None),
+            runtime_config: None,
         })
+    }
+
+    /// The same pod with `runtimeConfig` (the capability arguments a
+    /// runtime adds to every operation's config, e.g. `{"bandwidth": ...}`).
+    pub fn with_runtime_config(mut self, runtime_config: serde_json::Value) -> Pod {
+        self.runtime_config = Some(runtime_config);
+        self
+    }
+
+    /// The pod's `runtimeConfig`, if it has one.
+    pub fn runtime_config(&self) -> Option<&serde_json::Value> {
+        self.runtime_config.as_ref()
     }
 
     /// `/run/netns/NAME` of the pod.

@@ -20,7 +20,10 @@ fn ratio(v: Option<f64>, is_sarena: bool) -> String {
 fn is_sarena(p: &PathResult) -> bool {
     matches!(
         p.path,
-        PathKind::SarenaEbpf | PathKind::SarenaKernel | PathKind::SarenaEbpf6
+        PathKind::SarenaEbpf
+            | PathKind::SarenaEbpfBesideLimited
+            | PathKind::SarenaKernel
+            | PathKind::SarenaEbpf6
     )
 }
 
@@ -37,6 +40,7 @@ impl DataplaneResults {
         self.speed_table(&mut md);
         self.cpu_table(&mut md);
         self.rounds_table(&mut md);
+        self.bandwidth_markdown(&mut md);
         self.services_markdown(&mut md);
         self.checks(&mut md);
         md

@@ -2,6 +2,7 @@
 
 use std::fmt::Write;
 
+use super::bandwidth::{self, BANDWIDTH_TARGET};
 use super::num;
 use super::services::{self, SERVICE_TARGET};
 use super::{CDF_SVG, LATENCY_SVG, Machine, ReportInputs, TARGET_RATIO};
@@ -128,6 +129,21 @@ fn targets_of(inputs: &ReportInputs) -> Vec<Target> {
                     met: r.map(|r| r >= TARGET_RATIO),
                 });
             }
+        }
+        let bandwidth: [(&str, services::Metric); 2] = [
+            ("TCP throughput", |s| s.gbits_median),
+            ("request/response rate", |s| s.rr_median),
+        ];
+        for (what, metric) in bandwidth {
+            let r = dp.beside_limited_ratio(metric);
+            t.push(Target {
+                what: format!(
+                    "{what}, unlimited pods beside a limited pod vs. on a node without limits"
+                ),
+                target: format!("≥ {BANDWIDTH_TARGET}×"),
+                measured: format!("{}×", num(r, 2)),
+                met: r.map(|r| bandwidth::met(r, true)),
+            });
         }
         let services = [PathKind::SarenaEbpfService, PathKind::SarenaKernelService];
         let measured = dp.paths.iter().any(|p| p.path.is_service());

@@ -148,6 +148,10 @@ bind "$nd/log/pods" /var/log/pods
 bind "$nd/log/containers" /var/log/containers
 bind "$conf" /etc/cni/net.d
 bind "$bin" /opt/cni/bin
+# shared, as on a systemd host (the host here may have private mounts):
+# kubelet's HostToContainer and Bidirectional volumes need it; nothing
+# propagates back to the host (its copies are slaves or private)
+mount --make-rshared /
 touch "$nd/holder.ready"
 exec sleep infinity
 EOF

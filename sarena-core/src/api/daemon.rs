@@ -78,6 +78,7 @@ pub trait Daemon: Send + Sync {
             .map(|endpoint| EndpointStats {
                 endpoint,
                 counters: None,
+                bandwidth: None,
             })
             .collect())
     }
@@ -91,6 +92,7 @@ pub trait Daemon: Send + Sync {
         Ok(self.endpoint(owner).await?.map(|endpoint| EndpointStats {
             endpoint,
             counters: None,
+            bandwidth: None,
         }))
     }
 }

@@ -2,6 +2,7 @@
 //! backend implements (the HTTP client, the in-process node state, mocks), and
 //! the errors with their stable machine-readable kinds.
 
+mod bandwidth;
 mod bodies;
 mod client;
 mod daemon;
@@ -11,6 +12,7 @@ mod status;
 mod types;
 
 pub use crate::cni::validate::MAX_IFNAME_LEN;
+pub use bandwidth::{BandwidthLimits, BandwidthStatus};
 pub use bodies::{Deleted, Released, Unregistered};
 pub use client::{DEFAULT_SOCKET, DEFAULT_TIMEOUT, HttpDaemon};
 pub use daemon::Daemon;

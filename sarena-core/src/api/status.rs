@@ -10,6 +10,7 @@ use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 use strum::IntoEnumIterator;
 
+use super::bandwidth::BandwidthStatus;
 use super::types::{Endpoint, Health, IpamState};
 use sarena_common::{DropReason, EndpointCounters};
 
@@ -145,6 +146,11 @@ pub struct EndpointStats {
     /// or the endpoint is not in the dataplane's counter map.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<DataplaneCounters>,
+    /// For an endpoint with bandwidth limits, whether the dataplane has them
+    /// in place (read from the kernel at request time); absent otherwise,
+    /// and in the answers of daemons that predate limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<BandwidthStatus>,
 }
 
 /// An endpoint's eBPF counters, summed over CPUs, by name.

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+use super::bandwidth::BandwidthLimits;
 use crate::mac::MacAddr;
 
 /// What owns an allocation or an endpoint: one interface of one container.
@@ -127,6 +128,10 @@ pub struct EndpointCreate {
     pub addresses: Vec<IpNet>,
     /// The pod's netns path as the runtime gave it.
     pub netns: String,
+    /// The pod's bandwidth limits (the CNI `bandwidth` capability); absent
+    /// for an unlimited pod, so older daemons never see the field for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<BandwidthLimits>,
 }
 
 impl EndpointCreate {
@@ -142,6 +147,7 @@ impl EndpointCreate {
             addresses: self.addresses,
             netns: self.netns,
             created_at,
+            bandwidth: self.bandwidth,
         }
     }
 }
@@ -168,6 +174,10 @@ pub struct Endpoint {
     pub netns: String,
     /// Unix time (seconds) of creation.
     pub created_at: u64,
+    /// Bandwidth limits; absent for an unlimited pod (and in records of
+    /// daemons that predate limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<BandwidthLimits>,
 }
 
 /// `POST /gc`: everything not listed is garbage.

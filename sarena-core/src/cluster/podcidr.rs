@@ -148,6 +148,7 @@ mod tests {
             addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
             netns: String::new(),
             created_at: 0,
+            bandwidth: None,
         }
     }
 

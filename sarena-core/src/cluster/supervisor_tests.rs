@@ -49,6 +49,7 @@ fn endpoint(addr: &str) -> Endpoint {
         addresses: vec![addr.parse().unwrap()],
         netns: String::new(),
         created_at: 0,
+        bandwidth: None,
     }
 }
 

@@ -50,6 +50,15 @@ pub struct NetConf {
         skip_serializing_if = "Option::is_none"
     )]
     pub delete_queue_dir: Option<PathBuf>,
+    /// Sarena: the runtime's network config directory, where ADD looks for
+    /// what the network chains after Sarena (default `/etc/cni/net.d`; see
+    /// [`super::chain`]).
+    #[serde(
+        default,
+        rename = "cni-conf-dir",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cni_conf_dir: Option<PathBuf>,
     /// The previous plugin's result (CHECK, DEL; an error on ADD).
     #[serde(
         default,
@@ -157,6 +166,7 @@ impl NetConf {
             log_file: take(&mut map, "log-file")?,
             daemon_endpoint: take(&mut map, "daemon-endpoint")?,
             delete_queue_dir: take(&mut map, "delete-queue-dir")?,
+            cni_conf_dir: take(&mut map, "cni-conf-dir")?,
             prev_result: take(&mut map, "prevResult")?,
             runtime_config: take(&mut map, "runtimeConfig")?,
             capabilities: take(&mut map, "capabilities")?,
@@ -195,7 +205,7 @@ impl NetConf {
         if let Some(endpoint) = &self.daemon_endpoint {
             check_endpoint(endpoint)?;
         }
-        for path in [&self.log_file, &self.delete_queue_dir]
+        for path in [&self.log_file, &self.delete_queue_dir, &self.cni_conf_dir]
             .into_iter()
             .flatten()
         {

@@ -4,6 +4,8 @@
 //! and lenient where it asks to be (unknown config fields are kept).
 
 pub mod args;
+pub mod bandwidth;
+pub mod chain;
 pub mod config;
 pub mod env;
 pub mod error;

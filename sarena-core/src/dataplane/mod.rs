@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use crate::api::{Endpoint, ProgramsStatus};
+use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
 pub use error::DataplaneError;
 pub use kernel::KernelDataplane;
 
@@ -97,6 +97,23 @@ pub trait Dataplane: Send + Sync {
         &self,
         _endpoints: &[Endpoint],
     ) -> Result<Option<ProgramsStatus>, DataplaneError> {
+        Ok(None)
+    }
+
+    /// Whether this dataplane enforces the bandwidth limits an endpoint may
+    /// carry (`false`, the default: it would ignore them, so endpoints with
+    /// limits are refused).
+    fn enforces_bandwidth(&self) -> bool {
+        false
+    }
+
+    /// For an endpoint with bandwidth limits, what the dataplane enforces and
+    /// what is missing (read from the kernel); `None` (the default) for a
+    /// dataplane without limits or an endpoint without any.
+    async fn bandwidth_status(
+        &self,
+        _endpoint: &Endpoint,
+    ) -> Result<Option<BandwidthStatus>, DataplaneError> {
         Ok(None)
     }
 

@@ -102,6 +102,7 @@ async fn a_partial_allocation_fails_and_leaves_nothing() {
         pod_mac: "02:00:00:00:00:02".parse().unwrap(),
         addresses: held.addresses.iter().map(|a| a.address).collect(),
         netns: "/var/run/netns/x".into(),
+        bandwidth: None,
     })
     .await
     .unwrap();

@@ -58,7 +58,9 @@ pub use routes::{pod_gateway, pod_routes};
 #[cfg(any(test, feature = "mocks"))]
 pub use veth_ledger::MockVethLedger;
 pub use veth_ledger::{OwedRemoval, VethLedger};
-pub use with_dataplane::{AttachError, StartUpError, StartUpReport, WithDataplane};
+pub use with_dataplane::{
+    AttachError, BandwidthUnsupported, StartUpError, StartUpReport, WithDataplane,
+};
 
 use crate::api::{Attachment, Endpoint};
 use crate::ipam::Allocator;

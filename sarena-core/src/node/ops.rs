@@ -180,6 +180,7 @@ impl Inner {
                 && ep.host_mac == req.host_mac
                 && ep.pod_mac == req.pod_mac
                 && ep.netns == req.netns
+                && ep.bandwidth == req.bandwidth
                 && ep.addresses.iter().collect::<BTreeSet<_>>() == req.addresses.iter().collect();
             if same {
                 return Ok(ep.clone());

@@ -2,7 +2,9 @@
 //! programs are attached (`GET /daemon/status`) and each endpoint's
 //! counters (`GET /stats/endpoints`), read from the dataplane at request time.
 
-use crate::api::{DaemonError, DaemonStatus, DataplaneCounters, Endpoint, EndpointStats};
+use crate::api::{
+    BandwidthStatus, DaemonError, DaemonStatus, DataplaneCounters, Endpoint, EndpointStats,
+};
 
 use super::WithDataplane;
 
@@ -33,7 +35,28 @@ impl WithDataplane {
                 None
             }
         };
-        EndpointStats { endpoint, counters }
+        EndpointStats {
+            endpoint,
+            counters,
+            bandwidth: None,
+        }
+    }
+
+    /// Whether `endpoint`'s bandwidth limits are in place; `None` for an
+    /// endpoint without limits. A failed query is reported as a problem
+    /// (and logged), so an answer never claims shaping it could not see.
+    pub(super) async fn bandwidth_status(&self, endpoint: &Endpoint) -> Option<BandwidthStatus> {
+        endpoint.bandwidth?;
+        match self.dataplane.bandwidth_status(endpoint).await {
+            Ok(status) => status,
+            Err(error) => {
+                tracing::warn!(%error, host_ifname = %endpoint.host_ifname, "cannot read bandwidth shaping");
+                Some(BandwidthStatus {
+                    enforced: None,
+                    problems: vec![format!("the dataplane could not be read: {error}")],
+                })
+            }
+        }
     }
 }
 
@@ -60,6 +83,7 @@ mod tests {
             addresses: vec!["10.200.0.5/16".parse().unwrap()],
             netns: "/var/run/netns/x".into(),
             created_at: 1,
+            bandwidth: None,
         }
     }
 

@@ -48,6 +48,7 @@ fn ep_req(alloc: &Allocation) -> EndpointCreate {
         pod_mac: "02:00:00:00:00:02".parse().unwrap(),
         addresses: alloc.addresses.iter().map(|a| a.address).collect(),
         netns: "/var/run/netns/x".into(),
+        bandwidth: None,
     }
 }
 

@@ -41,6 +41,7 @@ async fn registered(node: &Node) -> Endpoint {
         pod_mac: "02:00:00:00:00:02".parse().unwrap(),
         addresses: alloc.addresses.iter().map(|a| a.address).collect(),
         netns: "/var/run/netns/x".into(),
+        bandwidth: None,
     })
     .await
     .unwrap()

@@ -95,6 +95,7 @@ mod tests {
                 pod_mac: "02:00:00:00:00:02".parse().unwrap(),
                 addresses,
                 netns: "/var/run/netns/x".into(),
+                bandwidth: None,
             })
             .await
             .unwrap();

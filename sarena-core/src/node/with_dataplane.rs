@@ -15,8 +15,9 @@ pub use start_up::{StartUpError, StartUpReport};
 
 use crate::api::ApiErrorKind;
 use crate::api::{
-    AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, DaemonStatus,
-    Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest, Health, IpamState,
+    AllocateRequest, Allocation, Attachment, BandwidthLimits, Daemon, DaemonConfig, DaemonError,
+    DaemonStatus, Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest, Health,
+    IpamState,
 };
 use crate::dataplane::{Dataplane, DataplaneError};
 use crate::links::{LinkError, Links};
@@ -33,6 +34,19 @@ pub struct AttachError {
     /// The dataplane's error.
     #[source]
     pub source: DataplaneError,
+}
+
+/// An endpoint with bandwidth limits on a dataplane that does not enforce
+/// them (answered as `bad_request`; nothing is registered).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "bandwidth limits ({limits}) need the eBPF dataplane; this daemon runs the {mode} dataplane"
+)]
+pub struct BandwidthUnsupported {
+    /// The limits asked for.
+    pub limits: BandwidthLimits,
+    /// The daemon's dataplane mode.
+    pub mode: &'static str,
 }
 
 /// Wraps a registry (e.g. the daemon's `Node`) so that registering an
@@ -176,6 +190,17 @@ impl Daemon for WithDataplane {
     }
 
     async fn create_endpoint(&self, req: EndpointCreate) -> Result<Endpoint, DaemonError> {
+        if let Some(limits) = req.bandwidth
+            && !self.dataplane.enforces_bandwidth()
+        {
+            return Err(DaemonError::local(
+                ApiErrorKind::BadRequest,
+                BandwidthUnsupported {
+                    limits,
+                    mode: self.dataplane.mode().as_str(),
+                },
+            ));
+        }
         let endpoint = provisional(&req);
         self.dataplane.attach(&endpoint).await.map_err(|source| {
             DaemonError::local(
@@ -274,7 +299,14 @@ impl Daemon for WithDataplane {
         &self,
         owner: Attachment,
     ) -> Result<Option<EndpointStats>, DaemonError> {
-        Ok(self.registry.endpoint(owner).await?.map(|e| self.stats(e)))
+        let Some(endpoint) = self.registry.endpoint(owner).await? else {
+            return Ok(None);
+        };
+        let bandwidth = self.bandwidth_status(&endpoint).await;
+        Ok(Some(EndpointStats {
+            bandwidth,
+            ..self.stats(endpoint)
+        }))
     }
 }
 

@@ -17,6 +17,7 @@ fn create() -> EndpointCreate {
         pod_mac: "02:00:00:00:00:02".parse().unwrap(),
         addresses: vec!["10.200.0.5/16".parse().unwrap()],
         netns: "/var/run/netns/x".into(),
+        bandwidth: None,
     }
 }
 

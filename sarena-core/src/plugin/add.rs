@@ -30,6 +30,7 @@ use crate::cni::result::{Interface, IpConfig, Route};
 use crate::delqueue::DeleteQueue;
 use crate::links::{Links, PodIfaceConfig, VethPair, VethSpec, host_ifname};
 
+use super::bandwidth;
 use super::error::{AttachmentDisplay, PluginError};
 use super::request::AddRequest;
 use super::rollback::{Rollback, Undo};
@@ -46,11 +47,12 @@ pub(crate) async fn add(
     validate(req, queue).await?;
     let (stale, config) =
         futures_util::join!(remove_stale_link(links, req), daemon_config(daemon, att));
+    let config = config?;
+    bandwidth::check_add(req, &config)?;
     let previous = match stale? {
         true => replace_stale_endpoint(daemon, req).await?,
         false => None,
     };
-    let config = config?;
     let pod_mac = req.requested_mac.or(previous.map(|e| e.pod_mac));
 
     let mut rollback = Rollback::new(daemon, links, queue, att);
@@ -257,6 +259,7 @@ fn endpoint_create(req: &AddRequest, pair: &VethPair, allocation: &Allocation) -
         pod_mac: pair.pod_mac,
         addresses: allocation.addresses.iter().map(|a| a.address).collect(),
         netns: req.netns.display().to_string(),
+        bandwidth: req.bandwidth,
     }
 }
 

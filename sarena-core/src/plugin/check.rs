@@ -2,17 +2,19 @@
 //! changing anything. The first difference found is error 102 naming it.
 //!
 //! Checked, in order: the endpoint is registered at the daemon with the same
-//! addresses and pod MAC; the pod interface exists in the netns, is up, and has
+//! addresses and pod MAC, and the same bandwidth limits as the runtime asks
+//! for, in place in the dataplane (see `bandwidth.rs`); the pod interface exists in the netns, is up, and has
 //! prevResult's MAC, addresses and routes; the host end of the veth exists.
 
 use std::fmt::Display;
 
 use ipnet::IpNet;
 
-use crate::api::{Attachment, Daemon, RouteSpec};
+use crate::api::{Attachment, Daemon, Endpoint, RouteSpec};
 use crate::cni::result::Route;
 use crate::links::{Links, host_ifname};
 
+use super::bandwidth;
 use super::error::PluginError;
 use super::request::CheckRequest;
 use super::step::Step;
@@ -37,7 +39,8 @@ pub(crate) async fn check(
     let att = &req.attachment;
     let want = expected(req)?;
     check_sandbox(req, &want)?;
-    check_endpoint(daemon, att, &want).await?;
+    let endpoint = check_endpoint(daemon, att, &want).await?;
+    bandwidth::check_limits(daemon, att, req.bandwidth, &endpoint).await?;
     check_pod(links, req, &want).await?;
     check_host_link(links, att, &want).await?;
     tracing::info!(container_id = %att.container_id, ifname = %att.ifname, "CHECK passed");
@@ -72,12 +75,13 @@ fn check_sandbox(req: &CheckRequest, want: &Expected) -> Result<(), PluginError>
     }
 }
 
-/// The endpoint is registered at the daemon with prevResult's addresses and pod MAC.
+/// The endpoint is registered at the daemon with prevResult's addresses and
+/// pod MAC; returns it.
 async fn check_endpoint(
     daemon: &dyn Daemon,
     att: &Attachment,
     want: &Expected,
-) -> Result<(), PluginError> {
+) -> Result<Endpoint, PluginError> {
     let endpoint = daemon
         .endpoint(att.clone())
         .await
@@ -108,7 +112,7 @@ async fn check_endpoint(
             &endpoint.pod_mac,
         ));
     }
-    Ok(())
+    Ok(endpoint)
 }
 
 /// The pod interface exists, has prevResult's MAC and addresses, is up, and

@@ -39,6 +39,7 @@ fn req(prev_result: CniResult) -> CheckRequest {
         netns: PathBuf::from(NETNS),
         prev_result,
         version: Version::V1_1_0,
+        bandwidth: None,
     }
 }
 

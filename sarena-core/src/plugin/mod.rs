@@ -26,6 +26,8 @@
 //!             requested_ips: vec![],
 //!             requested_mac: None,
 //!             version: Version::V1_1_0,
+//!             bandwidth: None,
+//!             chain_check: None,
 //!         })
 //!         .await?;
 //!     println!("pod address: {}", result.ips[0].address);
@@ -35,6 +37,7 @@
 //! ```
 
 mod add;
+mod bandwidth;
 mod check;
 mod cni_codes;
 mod del;

@@ -4,7 +4,8 @@
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use crate::api::{Attachment, PodRef};
+use crate::api::{Attachment, BandwidthLimits, PodRef};
+use crate::cni::chain::{ChainCheck, DEFAULT_CONF_DIR};
 use crate::cni::{CniEnv, CniError, CniResult, ErrorCode, NetConf, Version, validate};
 
 fn missing_netns(what: &str) -> CniError {
@@ -52,6 +53,13 @@ pub struct AddRequest {
     pub requested_mac: Option<crate::mac::MacAddr>,
     /// The config's `cniVersion`, in which the result is printed.
     pub version: Version,
+    /// The pod's bandwidth limits (`runtimeConfig.bandwidth`); `None` for an
+    /// unlimited pod.
+    pub bandwidth: Option<BandwidthLimits>,
+    /// Where ADD looks for a reference `bandwidth` plugin chained after
+    /// Sarena, which it refuses on the eBPF dataplane; `None` skips the look
+    /// (an embedder without a conflist).
+    pub chain_check: Option<ChainCheck>,
 }
 
 impl AddRequest {
@@ -84,6 +92,8 @@ impl AddRequest {
             requested_ips,
             requested_mac: env.args.mac,
             version,
+            bandwidth: conf.bandwidth()?,
+            chain_check: Some(chain_check(conf)),
         };
         req.validate()?;
         Ok(req)
@@ -93,6 +103,18 @@ impl AddRequest {
     /// id and interface name (code 4), a non-empty netns path (code 4).
     pub fn validate(&self) -> Result<(), CniError> {
         validate_attachment_in(&self.attachment, &self.netns, "ADD")
+    }
+}
+
+/// What ADD checks the runtime's conflist for (see [`ChainCheck`]).
+fn chain_check(conf: &NetConf) -> ChainCheck {
+    ChainCheck {
+        conf_dir: conf
+            .cni_conf_dir
+            .clone()
+            .unwrap_or_else(|| DEFAULT_CONF_DIR.into()),
+        network: conf.name.clone(),
+        plugin_type: conf.plugin_type.clone(),
     }
 }
 
@@ -133,6 +155,9 @@ pub struct CheckRequest {
     pub prev_result: CniResult,
     /// The config's `cniVersion`.
     pub version: Version,
+    /// The limits the runtime asks for (`runtimeConfig.bandwidth`, sent on
+    /// CHECK as on ADD); the endpoint must have exactly these in place.
+    pub bandwidth: Option<BandwidthLimits>,
 }
 
 impl CheckRequest {
@@ -152,6 +177,7 @@ impl CheckRequest {
             netns: env.netns.clone().ok_or_else(|| missing_netns("CHECK"))?,
             prev_result,
             version,
+            bandwidth: conf.bandwidth()?,
         };
         req.validate()?;
         Ok(req)

@@ -39,6 +39,8 @@ pub(crate) fn add_req() -> AddRequest {
         requested_ips: vec!["10.0.10.30".parse().unwrap()],
         requested_mac: Some(POD_MAC.parse().unwrap()),
         version: Version::V1_1_0,
+        bandwidth: None,
+        chain_check: None,
     }
 }
 
@@ -101,6 +103,7 @@ pub(crate) fn endpoint() -> Endpoint {
         pod_mac: POD_MAC.parse().unwrap(),
         addresses: vec!["10.0.10.30/24".parse().unwrap()],
         netns: NETNS.into(),
+        bandwidth: None,
     })
 }
 

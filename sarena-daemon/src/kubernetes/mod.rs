@@ -22,6 +22,7 @@ use tokio::sync::watch;
 
 use crate::app::serve_metrics;
 use crate::cli::Cli;
+use crate::cni_conf::CniConfWriter;
 use crate::dataplane::{DataplaneParts, DataplaneStartError};
 use crate::metrics::{Metrics, MetricsError};
 use crate::operated::{KubernetesCell, Operated};
@@ -80,11 +81,12 @@ pub fn kubeconfig(cli: &Cli, config: &NodeConfig) -> Option<PathBuf> {
 }
 
 /// Runs Kubernetes mode until `shutdown` resolves, counting into `metrics`
-/// when the daemon keeps them.
+/// when the daemon keeps them and writing `cni_conf` once ready.
 pub async fn run(
     cli: &Cli,
     config: NodeConfig,
     metrics: Option<Arc<Metrics>>,
+    cni_conf: Option<CniConfWriter>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), KubernetesError> {
     let name = node_name(cli)?;
@@ -132,6 +134,7 @@ pub async fn run(
     }
     let served: Arc<dyn Daemon> = Arc::new(operated);
     let metrics_task = serve_metrics(cli, metrics.as_ref(), &served).await?;
+    let cni_conf_task = cni_conf.map(|w| w.spawn(served.clone()));
     let mut on_stop = stopped.clone();
     let server = tokio::spawn(server::serve(
         served,
@@ -168,7 +171,7 @@ pub async fn run(
     };
     let _ = stop.send(true);
     watcher.abort();
-    if let Some(task) = metrics_task {
+    for task in [metrics_task, cni_conf_task].into_iter().flatten() {
         task.abort();
     }
     if let Err(e) = server.await {

@@ -50,6 +50,7 @@ fn endpoint(cid: &str) -> Endpoint {
         addresses: vec!["10.1.0.2/24".parse().unwrap()],
         netns: "/run/netns/t".into(),
         created_at: 1,
+        bandwidth: None,
     }
 }
 
@@ -89,14 +90,17 @@ fn daemon() -> MockDaemon {
             EndpointStats {
                 endpoint: endpoint("a"),
                 counters: Some(DataplaneCounters::from(&raw)),
+                bandwidth: None,
             },
             EndpointStats {
                 endpoint: endpoint("b"),
                 counters: Some(DataplaneCounters::default()),
+                bandwidth: None,
             },
             EndpointStats {
                 endpoint: endpoint("k"),
                 counters: None,
+                bandwidth: None,
             },
         ])
     });

@@ -40,6 +40,7 @@ fn endpoint() -> Endpoint {
         addresses: vec!["10.1.0.2/24".parse().unwrap()],
         netns: "/run/netns/t".into(),
         created_at: 1,
+        bandwidth: None,
     }
 }
 
@@ -92,12 +93,14 @@ async fn status_and_stats_are_served() {
         Ok(vec![EndpointStats {
             endpoint: endpoint(),
             counters: Some(counters),
+            bandwidth: None,
         }])
     });
     daemon.expect_endpoint_stats_of().returning(|o| {
         Ok((o.container_id == "c1").then(|| EndpointStats {
             endpoint: endpoint(),
             counters: None,
+            bandwidth: None,
         }))
     });
 

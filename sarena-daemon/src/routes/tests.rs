@@ -52,6 +52,7 @@ fn endpoint(cid: &str) -> Endpoint {
         addresses: vec!["10.1.0.2/24".parse().unwrap()],
         netns: "/run/netns/t".into(),
         created_at: 1,
+        bandwidth: None,
     }
 }
 

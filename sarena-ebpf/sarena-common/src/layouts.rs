@@ -147,6 +147,11 @@ const fn pinned(
 /// Every name → layout any release pinned. Entries are only ever added, or
 /// closed (`until`): a name never gets another layout. sarena-core's tests
 /// check that the programs' object matches the entries of [`GENERATION`].
+///
+/// `SARENA_ENDPOINTS` kept its layout from generation 1 on; generation 2
+/// gave its `flags` a bit (`ENDPOINT_F_INGRESS_PACED`) that generation 1's
+/// programs ignore (they test `ENDPOINT_F_ACTIVE` only) and its daemon
+/// rewrites away at start, so both share the map.
 pub const PINNED: &[PinnedLayout] = &[
     pinned(
         crate::ENDPOINTS_MAP,
@@ -187,6 +192,18 @@ pub const PINNED: &[PinnedLayout] = &[
     pinned(
         crate::HOST_FLOWS_MAP,
         layout(MAP_TYPE_LRU_HASH, 40, 16, crate::MAX_HOST_FLOWS, 0),
+        2,
+        None,
+    ),
+    pinned(
+        crate::BANDWIDTH_MAP,
+        layout(
+            MAP_TYPE_HASH,
+            4,
+            core::mem::size_of::<crate::BandwidthState>(),
+            crate::MAX_PACED_ENDPOINTS,
+            NO_PREALLOC,
+        ),
         2,
         None,
     ),
@@ -249,6 +266,7 @@ mod tests {
             size_of::<FlowState>()
         );
         assert_eq!(size(MARK_MAP).value_size as usize, size_of::<PinsMark>());
+        assert_eq!(size(crate::BANDWIDTH_MAP).value_size, 64);
     }
 
     #[test]

@@ -9,8 +9,11 @@
 //! of generation 1 that later ones migrate from.
 #![no_std]
 
+mod bandwidth;
 pub mod layouts;
 pub mod v1;
+
+pub use bandwidth::*;
 
 /// Name of the endpoint map: [`EndpointKey`] (IPv4) → [`EndpointInfo`] (hash, pinned).
 pub const ENDPOINTS_MAP: &str = "SARENA_ENDPOINTS";
@@ -128,10 +131,13 @@ pub enum DropReason {
     /// A neighbour solicitation or advertisement that is truncated, or whose
     /// hop limit is not 255 or code not 0 (RFC 4861 7.1).
     MalformedNdp = 10,
+    /// A frame of a bandwidth-limited pod that would have waited longer than
+    /// its pacer's horizon (see [`Pacer`]).
+    RateLimited = 11,
 }
 
 /// Number of [`DropReason`]s in use.
-pub const DROP_REASONS: usize = 11;
+pub const DROP_REASONS: usize = 12;
 /// Slots in [`EndpointCounters::drops`]: room for later reasons without a
 /// new counters layout.
 pub const DROP_SLOTS: usize = 16;
@@ -382,9 +388,10 @@ mod tests {
 
     #[test]
     fn the_last_drop_reason_is_counted_by_drop_reasons() {
-        assert_eq!(DropReason::MalformedNdp as usize, DROP_REASONS - 1);
+        assert_eq!(DropReason::RateLimited as usize, DROP_REASONS - 1);
         // Reasons keep their slots across versions (pinned counters).
         assert_eq!(DropReason::SpoofedArp as usize, 5);
+        assert_eq!(DropReason::MalformedNdp as usize, 10);
     }
 
     #[test]

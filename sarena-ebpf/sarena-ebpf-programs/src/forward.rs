@@ -1,15 +1,12 @@
 //! What each hook does with a frame, by EtherType, and the redirect into a
 //! local pod that both IP families share.
 
-use aya_ebpf::{
-    helpers::generated::{bpf_redirect, bpf_redirect_peer},
-    programs::TcContext,
-};
+use aya_ebpf::{helpers::generated::bpf_redirect, programs::TcContext};
 use network_types::eth::EthHdr;
 use sarena_common::{DropReason, EndpointInfo};
 
 use crate::{
-    arp, counters, ipv4, ipv6,
+    arp, bandwidth, counters, ipv4, ipv6,
     packet::{ifindex, ptr_at, pull_headers, verdict},
 };
 
@@ -67,12 +64,14 @@ pub fn into_pod(
     eth.src_addr = dst.host_mac;
     counters::redirected(ifindex);
     counters::to_pod(dst.ifindex, ctx.len());
-    // SAFETY: plain helper calls; they only record the target device.
-    let action = unsafe { bpf_redirect_peer(dst.ifindex, 0) };
+    // Straight into the pod's netns (through its host veth's egress when
+    // traffic to it is paced); when the peer redirect is refused, out of the
+    // destination's host veth instead.
+    let action = bandwidth::redirect(ctx, dst);
     if action == verdict::REDIRECT {
         return Ok(action as i32);
     }
-    // SAFETY: as above.
+    // SAFETY: plain helper call; it only records the target device.
     let action = unsafe { bpf_redirect(dst.ifindex, 0) };
     if action == verdict::REDIRECT {
         Ok(action as i32)

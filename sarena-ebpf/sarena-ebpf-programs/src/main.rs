@@ -9,6 +9,10 @@
 //!   [`flows`]); everything else goes on to the host stack.
 //! - [`to_container`] (egress): frames the host stack sends to the pod;
 //!   counted, flows from other local pods recorded, and passed.
+//! - [`to_container_bw`] (egress, in place of `to_container` for a pod
+//!   whose incoming traffic is limited) and [`pod_egress`] (egress of the
+//!   pod's own interface, for a pod whose outgoing traffic is limited): see
+//!   [`bandwidth`].
 //!
 //! Map layouts live in `sarena-common`, shared with the loader in sarena-core.
 #![no_std]
@@ -16,6 +20,7 @@
 
 mod antispoof;
 mod arp;
+mod bandwidth;
 mod counters;
 mod exthdr;
 mod flows;
@@ -26,14 +31,15 @@ mod ndp;
 mod packet;
 
 use aya_ebpf::{
+    Global,
     macros::{classifier, map},
     maps::{HashMap, LruHashMap, PerCpuHashMap},
     programs::TcContext,
 };
 use packet::verdict;
 use sarena_common::{
-    Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, FlowKey, FlowState, MAX_ENDPOINTS,
-    MAX_HOST_FLOWS,
+    BandwidthState, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, FlowKey, FlowState,
+    MAX_ENDPOINTS, MAX_HOST_FLOWS, MAX_PACED_ENDPOINTS,
 };
 
 /// IPv4 pod address → where it lives (filled by user space, pinned).
@@ -71,6 +77,17 @@ static SARENA_COUNTERS: PerCpuHashMap<u32, EndpointCounters> =
 #[map(name = "SARENA_HOST_FLOWS")]
 static SARENA_HOST_FLOWS: LruHashMap<FlowKey, FlowState> = LruHashMap::pinned(MAX_HOST_FLOWS, 0);
 
+/// Host veth ifindex → the pod's bandwidth pacers (entries created by user
+/// space for limited pods only, pinned; not preallocated).
+#[map(name = "SARENA_BANDWIDTH")]
+static SARENA_BANDWIDTH: HashMap<u32, BandwidthState> =
+    HashMap::pinned(MAX_PACED_ENDPOINTS, NO_PREALLOC);
+
+/// The host veth ifindex of the pod whose interface [`pod_egress`] is
+/// attached to: set by user space when it loads that pod's instance.
+#[unsafe(no_mangle)]
+static POD_HOST_IFINDEX: Global<u32> = Global::new(0);
+
 /// Ingress of a pod's host-side veth: what the pod sends.
 #[classifier]
 pub fn from_container(ctx: TcContext) -> i32 {
@@ -91,6 +108,26 @@ pub fn to_container(ctx: TcContext) -> i32 {
     match forward::try_to_container(&ctx) {
         Ok(action) | Err(action) => action,
     }
+}
+
+/// Egress of an ingress-limited pod's host-side veth (instead of
+/// [`to_container`]): what the host stack sends to the pod, as there, and
+/// what `from_container` redirected to it from other local pods (marked,
+/// already counted); both paced.
+#[classifier]
+pub fn to_container_bw(ctx: TcContext) -> i32 {
+    if !bandwidth::take_redirect_mark(&ctx) {
+        let _ = forward::try_to_container(&ctx);
+    }
+    bandwidth::pace(&ctx, packet::ifindex(&ctx), bandwidth::Way::ToPod)
+}
+
+/// Egress of an egress-limited pod's own interface, in the pod's netns:
+/// everything the pod sends, paced. One instance per pod (see
+/// [`POD_HOST_IFINDEX`]).
+#[classifier]
+pub fn pod_egress(ctx: TcContext) -> i32 {
+    bandwidth::pace(&ctx, POD_HOST_IFINDEX.load(), bandwidth::Way::FromPod)
 }
 
 #[cfg(not(test))]

@@ -1,13 +1,13 @@
-//! One endpoint on and off the dataplane: its map entries and its two
-//! filters, on its own device only.
+//! One endpoint on and off the dataplane: its map entries, pacers and its
+//! two filters, on its own device only.
 
 use nix::net::if_::if_nametoindex;
 
-use super::State;
 use super::error::BpfError;
 use super::load::program;
 use super::pins::Direction;
 use super::tc::{self, TcAttachment};
+use super::{ShapingMode, State};
 use crate::api::Endpoint;
 
 impl State {
@@ -29,30 +29,29 @@ impl State {
                 host: present,
             });
         }
-        // Counters and entries first, then the programs: frames only meet
-        // fully set-up maps.
+        // Counters, pacers and entries first, then the programs: frames only
+        // meet fully set-up maps.
         let mut changed = self.maps.write(endpoint)?;
-        for (direction, tag) in Direction::ALL.into_iter().zip(self.tags) {
-            if runs(current, direction, tag) {
+        let mode = self.shaping.unwrap_or(ShapingMode::Paced);
+        self.pacing.write(endpoint, mode, &mut changed)?;
+        for direction in Direction::ALL {
+            let name = program_for(endpoint, direction);
+            if runs(current, direction, name, self.tag(name)) {
                 continue;
             }
-            tc::attach(
-                program(&mut self.ebpf, direction.program())?,
-                ifname,
-                direction,
-            )?;
+            tc::attach(program(&mut self.ebpf, name)?, ifname, direction)?;
             changed = true;
         }
         Ok(changed)
     }
 
-    /// Whether both hooks of a device with the filters `current` run this
-    /// dataplane's programs (same name and tag).
-    pub(super) fn runs_ours(&self, current: &[TcAttachment]) -> bool {
-        Direction::ALL
-            .into_iter()
-            .zip(self.tags)
-            .all(|(direction, tag)| runs(current, direction, tag))
+    /// Whether both hooks of `endpoint`'s device, with the filters
+    /// `current`, run the programs this dataplane gives it (same name and tag).
+    pub(super) fn runs_ours(&self, endpoint: &Endpoint, current: &[TcAttachment]) -> bool {
+        Direction::ALL.into_iter().all(|direction| {
+            let name = program_for(endpoint, direction);
+            runs(current, direction, name, self.tag(name))
+        })
     }
 
     /// Removes `endpoint`'s filters, map entries and counters, as far as it
@@ -72,16 +71,25 @@ impl State {
             }
         }
         self.maps.remove(endpoint, &mut errors);
+        if let Err(e) = self.pacing.remove(endpoint.host_ifindex) {
+            errors.push(e);
+        }
         BpfError::collect("detach", &endpoint.host_ifname, errors)
     }
 }
 
-/// Whether `current` has, on `direction`'s hook, the program of that hook
-/// with the tag `tag` (a hash of its code: equal tags mean the same code).
-pub(super) fn runs(current: &[TcAttachment], direction: Direction, tag: u64) -> bool {
+/// Whether `current` has, on `direction`'s hook, the program `name` with the
+/// tag `tag` (a hash of its code: equal tags mean the same code; `None`, a
+/// program this dataplane did not load, matches nothing).
+pub(super) fn runs(
+    current: &[TcAttachment],
+    direction: Direction,
+    name: &str,
+    tag: Option<u64>,
+) -> bool {
     current
         .iter()
-        .any(|a| a.direction == direction && a.program == direction.program() && a.tag == tag)
+        .any(|a| a.direction == direction && a.program == name && Some(a.tag) == tag)
 }
 
 /// Whether the host device `ifname` is in Sarena's link group
@@ -92,6 +100,16 @@ fn carries_mark(ifname: &str) -> bool {
         .ok()
         .and_then(|group| group.trim().parse::<u32>().ok())
         == Some(crate::links::LINK_GROUP)
+}
+
+/// The program `endpoint` runs on `direction`'s hook of its host veth:
+/// `from_container` on ingress; on egress `to_container`, or
+/// `to_container_bw` when traffic to the pod is limited.
+pub(super) fn program_for(endpoint: &Endpoint, direction: Direction) -> &'static str {
+    match direction {
+        Direction::Ingress => direction.program(),
+        Direction::Egress => super::bandwidth::egress_program(endpoint),
+    }
 }
 
 /// The ifindex the host has under `ifname`, if any.

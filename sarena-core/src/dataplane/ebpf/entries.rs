@@ -29,7 +29,7 @@ impl AddressKey for Endpoint6Key {
 pub fn endpoint_info(endpoint: &Endpoint) -> EndpointInfo {
     EndpointInfo {
         ifindex: endpoint.host_ifindex,
-        flags: ENDPOINT_F_ACTIVE,
+        flags: ENDPOINT_F_ACTIVE | super::bandwidth::entry_flags(endpoint),
         pod_mac: endpoint.pod_mac.octets(),
         host_mac: endpoint.host_mac.octets(),
     }
@@ -68,7 +68,7 @@ pub fn ipv6_addresses(addresses: &[IpNet]) -> impl Iterator<Item = Ipv6Addr> + '
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::api::{Attachment, PodRef};
 
@@ -86,6 +86,7 @@ mod tests {
             addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
             netns: "/var/run/netns/x".into(),
             created_at: 0,
+            bandwidth: None,
         }
     }
 

@@ -1,18 +1,23 @@
 //! Loading the object: the pins found judged first (`inspect.rs`), then maps
-//! re-opened from (or pinned to) the pin directory, both programs loaded,
+//! re-opened from (or pinned to) the pin directory, the programs loaded,
 //! and what identifies them afterwards.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::Mutex;
 
 use aya::programs::tc::SchedClassifier;
 use aya::{Ebpf, EbpfLoader};
 
+use sarena_common::{
+    FROM_CONTAINER_PROG, POD_EGRESS_PROG, TO_CONTAINER_BW_PROG, TO_CONTAINER_PROG,
+};
+
+use super::bandwidth::PacingMap;
 use super::error::BpfError;
 use super::inspect;
 use super::maps::Maps;
-use super::pins::{self, Direction};
+use super::pins;
 use super::upgrade::{KillPoint, Upgrade};
 use super::{AyaDataplane, State};
 use crate::dataplane::DataplaneError;
@@ -53,6 +58,7 @@ impl AyaDataplane {
             })?;
         let (tags, map_ids) = load_programs(&mut ebpf)?;
         let maps = Maps::take(&mut ebpf)?;
+        let pacing = PacingMap::take(&mut ebpf)?;
         let upgrade = Upgrade::open(inspection)?;
         if upgrade.migrating() {
             tracing::info!(pin_dir = %pin_dir.display(),
@@ -61,11 +67,14 @@ impl AyaDataplane {
         upgrade.kill_if(KillPoint::Loaded);
         Ok(AyaDataplane {
             pin_dir: pin_dir.to_owned(),
+            object: object.to_vec(),
             state: Mutex::new(State {
                 ebpf,
                 tags,
                 map_ids,
                 maps,
+                pacing,
+                shaping: None,
                 upgrade,
             }),
             host_stack: None,
@@ -73,13 +82,24 @@ impl AyaDataplane {
     }
 }
 
-/// Loads both programs into the kernel; returns their tags (by
-/// [`Direction::ALL`] order) and the ids of the maps they use.
-fn load_programs(ebpf: &mut Ebpf) -> Result<([u64; 2], BTreeSet<u32>), BpfError> {
-    let mut tags = [0; 2];
+/// Every program of the object: the two of every host veth, the paced
+/// egress one, and `pod_egress` (loaded here only for its tag: each limited
+/// pod gets an instance of its own, see `pod_side.rs`).
+const PROGRAMS: [&str; 4] = [
+    FROM_CONTAINER_PROG,
+    TO_CONTAINER_PROG,
+    TO_CONTAINER_BW_PROG,
+    POD_EGRESS_PROG,
+];
+
+/// Loads the programs into the kernel; returns their tags by name and the
+/// ids of the maps they use.
+fn load_programs(
+    ebpf: &mut Ebpf,
+) -> Result<(BTreeMap<&'static str, u64>, BTreeSet<u32>), BpfError> {
+    let mut tags = BTreeMap::new();
     let mut map_ids = BTreeSet::new();
-    for (direction, tag) in Direction::ALL.into_iter().zip(&mut tags) {
-        let name = direction.program();
+    for name in PROGRAMS {
         let program_error = |call| {
             move |source| BpfError::Program {
                 call,
@@ -90,7 +110,7 @@ fn load_programs(ebpf: &mut Ebpf) -> Result<([u64; 2], BTreeSet<u32>), BpfError>
         let prog = program(ebpf, name)?;
         prog.load().map_err(program_error("load program"))?;
         let info = prog.info().map_err(program_error("program info"))?;
-        *tag = info.tag();
+        tags.insert(name, info.tag());
         let ids = info.map_ids().map_err(program_error("program maps"))?;
         map_ids.extend(ids.unwrap_or_default());
     }

@@ -33,6 +33,7 @@
 //! ```
 
 mod attach;
+mod bandwidth;
 mod entries;
 mod error;
 mod handover;
@@ -40,27 +41,35 @@ mod inspect;
 mod load;
 mod maps;
 pub mod pins;
+mod pod_side;
+pub mod qdisc;
 mod reconcile;
+mod shaping;
 pub mod tc;
 mod upgrade;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use aya::Ebpf;
+pub use bandwidth::{BASE_HORIZON_NS, MAX_BURST_NS, MAX_HORIZON_NS, as_enforced};
 pub use error::BpfError;
 pub use pins::{Direction, PinnedAttachment};
-pub use sarena_common::{DropReason, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey};
+pub use sarena_common::{
+    BandwidthState, DropReason, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, Pacer,
+};
 pub use tc::TcAttachment;
 pub use upgrade::KILL_AT_ENV;
 
 use super::{Dataplane, DataplaneError, DataplaneMode, NodeNetwork, ReconcileReport};
-use crate::api::{Endpoint, ProgramsStatus};
+use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
 use crate::netlink;
 use crate::sysctl;
+use bandwidth::PacingMap;
+pub use bandwidth::ShapingMode;
 use maps::Maps;
 
 /// Where the daemon pins maps and links.
@@ -69,6 +78,8 @@ pub const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/sarena";
 /// The eBPF dataplane. See the [module docs](self).
 pub struct AyaDataplane {
     pin_dir: PathBuf,
+    /// The object, kept to load a `pod_egress` instance per egress-limited pod.
+    object: Vec<u8>,
     state: Mutex<State>,
     host_stack: Option<Arc<dyn Dataplane>>,
 }
@@ -77,15 +88,27 @@ pub struct AyaDataplane {
 struct State {
     /// Owns the loaded programs (their filters belong to the devices).
     ebpf: Ebpf,
-    /// The tags of the loaded programs, by [`Direction::ALL`] order.
-    tags: [u64; 2],
+    /// The tags of the loaded programs, by name.
+    tags: BTreeMap<&'static str, u64>,
     /// The ids of the maps the loaded programs use (the pinned ones): a
     /// program using one of them belongs to this dataplane.
     map_ids: BTreeSet<u32>,
     /// The endpoint and counter maps.
     maps: Maps,
+    /// The pacing map (bandwidth limits).
+    pacing: PacingMap,
+    /// How limits are enforced on this kernel; known once the first limited
+    /// endpoint was attached (see `shaping.rs`).
+    shaping: Option<ShapingMode>,
     /// An older generation's pins being taken over (see `upgrade.rs`).
     upgrade: upgrade::Upgrade,
+}
+
+impl State {
+    /// The tag of the loaded program `name`.
+    fn tag(&self, name: &str) -> Option<u64> {
+        self.tags.get(name).copied()
+    }
 }
 
 impl std::fmt::Debug for AyaDataplane {
@@ -109,6 +132,18 @@ impl AyaDataplane {
     /// The pin directory.
     pub fn pin_dir(&self) -> &Path {
         &self.pin_dir
+    }
+
+    /// How this dataplane enforces bandwidth limits on this kernel; `None`
+    /// until it has attached an endpoint with limits.
+    pub fn shaping_mode(&self) -> Option<ShapingMode> {
+        self.lock().shaping
+    }
+
+    /// The pacers of the endpoint whose host veth is `host_ifindex` (its
+    /// bandwidth limits as the programs see them); `None` when it has none.
+    pub fn pacers(&self, host_ifindex: u32) -> Result<Option<BandwidthState>, DataplaneError> {
+        Ok(self.lock().pacing.get(host_ifindex)?)
     }
 
     /// The counters of the endpoint whose host veth is `host_ifindex`, summed
@@ -200,20 +235,40 @@ impl Dataplane for AyaDataplane {
         Ok(())
     }
 
+    /// The host stack's attach, then the endpoint's root qdisc, entries and
+    /// programs, then the pod side of an egress limit (see `shaping.rs`).
     async fn attach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
         if let Some(host) = &self.host_stack {
             host.attach(endpoint).await?;
         }
-        self.lock().attach(endpoint, &[])?;
-        Ok(())
+        self.shape_host_root(endpoint).await?;
+        let before = {
+            let mut state = self.lock();
+            let before = state.pacing.get(endpoint.host_ifindex)?;
+            state.attach(endpoint, &[])?;
+            before
+        };
+        self.shape_pod_side(endpoint, before, false).await
     }
 
+    /// The programs, entries and pacers go; the qdiscs go with the veth
+    /// (and the pod side is removed when the netns is still there).
     async fn detach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
-        let ours = self.lock().detach(endpoint);
+        let (ours, before) = {
+            let mut state = self.lock();
+            let before = state.pacing.get(endpoint.host_ifindex).ok().flatten();
+            (state.detach(endpoint), before)
+        };
+        let unshaped = Endpoint {
+            bandwidth: None,
+            ..endpoint.clone()
+        };
+        let pod = self.shape_pod_side(&unshaped, before, false).await;
         if let Some(host) = &self.host_stack {
             host.detach(endpoint).await?;
         }
-        Ok(ours?)
+        ours?;
+        pod
     }
 
     /// The host stack's reconcile first, then the programs' (see
@@ -229,13 +284,14 @@ impl Dataplane for AyaDataplane {
     }
 
     /// An endpoint counts as attached when both hooks of its host veth run
-    /// this dataplane's programs (same name and tag as the loaded ones): one
-    /// filter dump per hook and endpoint.
+    /// this dataplane's programs (same name and tag as the loaded ones; on
+    /// the egress hook `to_container_bw` for a pod whose incoming traffic
+    /// is limited): one filter dump per hook and endpoint.
     async fn programs_status(
         &self,
         endpoints: &[Endpoint],
     ) -> Result<Option<ProgramsStatus>, DataplaneError> {
-        let tags = self.lock().tags;
+        let tags = self.lock().tags.clone();
         let handle = netlink::host_handle().map_err(|source| DataplaneError::Socket { source })?;
         let mut status = ProgramsStatus::default();
         for endpoint in endpoints {
@@ -246,10 +302,10 @@ impl Dataplane for AyaDataplane {
                 } else {
                     Vec::new()
                 };
-            let complete = Direction::ALL
-                .into_iter()
-                .zip(tags)
-                .all(|(direction, tag)| attach::runs(&found, direction, tag));
+            let complete = Direction::ALL.into_iter().all(|direction| {
+                let name = attach::program_for(endpoint, direction);
+                attach::runs(&found, direction, name, tags.get(name).copied())
+            });
             if complete {
                 status.attached += 1;
             } else {
@@ -265,5 +321,16 @@ impl Dataplane for AyaDataplane {
         endpoint: &Endpoint,
     ) -> Result<Option<EndpointCounters>, DataplaneError> {
         self.counters(endpoint.host_ifindex)
+    }
+
+    fn enforces_bandwidth(&self) -> bool {
+        true
+    }
+
+    async fn bandwidth_status(
+        &self,
+        endpoint: &Endpoint,
+    ) -> Result<Option<BandwidthStatus>, DataplaneError> {
+        self.shaping_status(endpoint).await
     }
 }

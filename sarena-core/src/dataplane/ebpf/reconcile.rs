@@ -44,48 +44,54 @@ impl AyaDataplane {
             .cloned()
             .collect();
 
-        // What the kernel has, queried before taking the lock.
+        // What the kernel has, queried before taking the lock; the root
+        // qdiscs the limits need, set before the programs (see shaping.rs).
         let our_maps = self.lock().map_ids.clone();
         let found = scan_filters(&live, &our_maps).await?;
-
-        let mut state = self.lock();
-        report
-            .removed
-            .extend(remove_stale(&mut state, &live, &found.foreign)?);
-        let mut errors = Vec::new();
-        let (mut swapped, mut carried) = (0, 0);
         for endpoint in &live {
-            let filters = found
-                .current
-                .get(&endpoint.host_ifindex)
-                .map_or(&[][..], Vec::as_slice);
-            let swap = !state.runs_ours(filters);
-            if swap {
-                // Before the swap: the old programs count into the old map
-                // until the kernel runs the new ones (see upgrade.rs).
-                let State { upgrade, maps, .. } = &mut *state;
-                match upgrade.carry_counters(maps, endpoint) {
-                    Ok(true) => carried += 1,
-                    Ok(false) => {}
-                    // The fast path matters more than the counters.
-                    Err(error) => tracing::warn!(ifname = %endpoint.host_ifname, %error,
-                        "reconcile: counters not carried over"),
-                }
-            }
-            match state.attach(endpoint, filters) {
-                Ok(true) => {
-                    report.attached.push(endpoint.host_ifname.clone());
-                    swapped += usize::from(swap);
-                    if swapped == 1 && swap {
-                        state.upgrade.kill_if(KillPoint::FirstSwap);
+            self.shape_host_root(endpoint).await?;
+        }
+
+        let mut before = Vec::with_capacity(live.len());
+        let (mut swapped, mut carried) = (0, 0);
+        {
+            let mut state = self.lock();
+            report
+                .removed
+                .extend(remove_stale(&mut state, &live, &found.foreign)?);
+            let mut errors = Vec::new();
+            for endpoint in &live {
+                let filters = found
+                    .current
+                    .get(&endpoint.host_ifindex)
+                    .map_or(&[][..], Vec::as_slice);
+                before.push(state.pacing.get(endpoint.host_ifindex)?);
+                let swap = !state.runs_ours(endpoint, filters);
+                if swap {
+                    // Before the swap: the old programs count into the old
+                    // map until the kernel runs the new ones (see upgrade.rs).
+                    let State { upgrade, maps, .. } = &mut *state;
+                    match upgrade.carry_counters(maps, endpoint) {
+                        Ok(true) => carried += 1,
+                        Ok(false) => {}
+                        // The fast path matters more than the counters.
+                        Err(error) => tracing::warn!(ifname = %endpoint.host_ifname, %error,
+                            "reconcile: counters not carried over"),
                     }
                 }
-                Ok(false) => {}
-                Err(e) => errors.push(e),
+                match state.attach(endpoint, filters) {
+                    Ok(true) => {
+                        report.attached.push(endpoint.host_ifname.clone());
+                        swapped += usize::from(swap);
+                        if swapped == 1 && swap {
+                            state.upgrade.kill_if(KillPoint::FirstSwap);
+                        }
+                    }
+                    Ok(false) => {}
+                    Err(e) => errors.push(e),
+                }
             }
-        }
-        if swapped > 0 {
-            state.upgrade.kill_if(KillPoint::Swapped);
+            BpfError::collect("reconcile", self.pin_dir.display().to_string(), errors)?;
         }
         if carried > 0 {
             tracing::info!(
@@ -93,8 +99,14 @@ impl AyaDataplane {
                 "reconcile: counters carried over from an earlier generation's map"
             );
         }
-        BpfError::collect("reconcile", self.pin_dir.display().to_string(), errors)?;
-        drop(state);
+        // Pod sides of egress limits: checked, replaced when they run other
+        // code (an upgrade), removed where limits went.
+        for (endpoint, before) in live.iter().zip(before) {
+            self.shape_pod_side(endpoint, before, true).await?;
+        }
+        if swapped > 0 {
+            self.lock().upgrade.kill_if(KillPoint::Swapped);
+        }
         for ifname in self.remove_legacy_links()? {
             tracing::info!(%ifname, "reconcile: replaced a tcx link of an earlier version");
         }
@@ -168,6 +180,7 @@ fn remove_stale(
         }
     }
     removed.extend(state.maps.remove_unknown(endpoints)?);
+    state.pacing.remove_unknown(endpoints)?;
     Ok(removed.into_iter().collect())
 }
 

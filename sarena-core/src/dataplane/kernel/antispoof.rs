@@ -216,6 +216,7 @@ mod tests {
             addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
             netns: "/var/run/netns/x".into(),
             created_at: 0,
+            bandwidth: None,
         }
     }
 

@@ -24,6 +24,7 @@ fn endpoint(cid: &str, ifname: &str, ifindex: u32) -> Endpoint {
         addresses: vec!["10.200.0.9/16".parse().unwrap()],
         netns: "/var/run/netns/x".into(),
         created_at: 1,
+        bandwidth: None,
     }
 }
 

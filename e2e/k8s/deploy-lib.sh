@@ -1,0 +1,186 @@
+# shellcheck shell=bash
+# Helpers of e2e/k8s/test-k8s-deploy.sh: Sarena installed by its DaemonSet
+# on kubelet nodes of an e2e/k8s cluster, checked through the API (kubectl:
+# pods, exec into them, the daemon pods' `sarena` CLI). Sourced after
+# e2e/k8s/lib.sh with DIR (the cluster directory) and RID (the run's id) set.
+
+log() { printf '[k8s-deploy] %s\n' "$*" >&2; }
+fail() {
+  log "FAIL: $*"
+  exit 1
+}
+
+# wait_until SECONDS CMD...: CMD until it succeeds (every 0.25 s), at most SECONDS.
+wait_until() {
+  local secs=$1 i
+  shift
+  for ((i = 0; i < secs * 4; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.25
+  done
+  return 1
+}
+
+k() { k8s_kubectl "$DIR" "$@"; }
+ks() { k8s_kubectl "$DIR" -n kube-system "$@"; }
+
+# --- nodes and the daemon pods ------------------------------------------------
+
+# node_ready NODE: "True" or "False" (kubelet's Ready condition).
+node_ready() { k get node "$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'; }
+# node_ready_since NODE: the Ready condition's lastTransitionTime.
+node_ready_since() { k get node "$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].lastTransitionTime}'; }
+is_ready() { [ "$(node_ready "$1")" = True ]; }
+is_not_ready() { [ "$(node_ready "$1")" = False ]; }
+
+# ds_pod NODE: the name of the Sarena pod on NODE that is not terminating
+# (empty while there is none).
+ds_pod() {
+  ks get pods -l app.kubernetes.io/name=sarena --field-selector "spec.nodeName=$1" -o json |
+    jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name][0] // empty'
+}
+
+# ds_pod_ready NODE: the Sarena pod on NODE exists and is Ready.
+ds_pod_ready() {
+  local p
+  p=$(ds_pod "$1")
+  [ -n "$p" ] && [ "$(ks get pod "$p" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+
+# sarena_on NODE ARGS...: the `sarena` CLI in NODE's daemon pod.
+sarena_on() {
+  local node=$1 p
+  shift
+  p=$(ds_pod "$node")
+  [ -n "$p" ] || fail "no Sarena pod on $node"
+  ks exec "$p" -c sarena -- sarena "$@"
+}
+
+# endpoints_json NODE: the daemon's endpoints, [{container_id, host_ifname, addresses}]
+endpoints_json() {
+  sarena_on "$1" -o json endpoint list |
+    jq -c '[.[] | {container_id: .endpoint.owner.container_id, host_ifname: .endpoint.host_ifname,
+                   addresses: .endpoint.addresses}] | sort_by(.container_id)'
+}
+
+no_endpoints() { [ "$(endpoints_json "$1")" = "[]" ]; }
+
+# --- pods -------------------------------------------------------------------------
+
+# pod_table SELECTOR: "name ip node" per pod, sorted by name.
+pod_table() {
+  k get pods -l "$1" -o 'jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.spec.nodeName}{"\n"}{end}' |
+    sort
+}
+
+# pod_identity SELECTOR: "name ip containerID restarts" per pod (what must survive a restart).
+pod_identity() {
+  k get pods -l "$1" -o 'jsonpath={range .items[*]}{.metadata.name} {.status.podIP} {.status.containerStatuses[0].containerID} {.status.containerStatuses[0].restartCount}{"\n"}{end}' |
+    sort
+}
+
+# all_ready SELECTOR N: exactly N pods, every one Ready.
+all_ready() {
+  local states
+  states=$(k get pods -l "$1" -o 'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')
+  [ "$(grep -c . <<<"$states")" = "$2" ] && ! grep -qv '^True$' <<<"$states"
+}
+
+# in_cidr IP CIDR: IP (v4) lies in CIDR.
+in_cidr() {
+  python3 -c 'import ipaddress, sys; sys.exit(ipaddress.ip_address(sys.argv[1]) not in ipaddress.ip_network(sys.argv[2]))' "$1" "$2"
+}
+
+# mesh SELECTOR: every pod fetches http://IP:8080/ of every pod (itself
+# included) in one exec; each must answer its own pod name.
+mesh() {
+  local table ips want p got names
+  table=$(pod_table "$1")
+  ips=$(awk '{print $2}' <<<"$table" | tr '\n' ' ')
+  want=$(awk '{print $1}' <<<"$table")
+  mapfile -t names <<<"$want"
+  for p in "${names[@]}"; do
+    # shellcheck disable=SC2016 # expanded in the pod
+    got=$(k exec "$p" -- sh -c 'for ip in $0; do timeout 3 wget -qO- "http://$ip:8080/" || echo "FAILED $ip"; done' "$ips")
+    [ "$got" = "$want" ] || fail "$p -> the other pods: got [$(tr '\n' ' ' <<<"$got")], want [$(tr '\n' ' ' <<<"$want")]"
+  done
+}
+
+# ping_counts FILE: "sent received" from busybox ping's summary in FILE.
+ping_counts() {
+  sed -n 's/^\([0-9]*\) packets transmitted, \([0-9]*\) packets received.*/\1 \2/p' "$1"
+}
+
+# --- the sandbox-ready measurement --------------------------------------------------
+
+# watch_pods SELECTOR OUT: a watch of the pods in the background, each event
+# stamped on arrival ("EPOCH NAME PHASE" lines in OUT); sets WATCHER (its
+# process group, stopped by stop_watch).
+watch_pods() {
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  setsid bash -c '. "$0/lib.sh"
+    k8s_kubectl "$1" get pods -l "$2" -w -o "jsonpath={.metadata.name} {.status.phase}{\"\n\"}" |
+      while read -r pod phase; do echo "$EPOCHREALTIME $pod $phase"; done' \
+    "$K8S_HARNESS" "$DIR" "$1" >"$2" 2>/dev/null &
+  WATCHER=$!
+  echo "$WATCHER" >>"$DIR/watchers"
+}
+stop_watch() { kill -- "-$WATCHER" 2>/dev/null || true; }
+
+# running_count OUT: pods seen Running in OUT.
+running_count() { awk '$3 == "Running" {print $2}' "$1" | sort -u | wc -l; }
+
+# kubelet_sandbox_stats NODE: "sum count" of kubelet's RunPodSandbox timer.
+kubelet_sandbox_stats() {
+  k8s_exec "$DIR" cp curl -sk --max-time 5 "https://$(k8s_node_ip "$DIR" "$1"):10250/metrics" |
+    awk '/^kubelet_runtime_operations_duration_seconds_(sum|count)\{operation_type="run_podsandbox"\}/ {
+           v[$1 ~ /_sum/ ? "s" : "c"] = $2 } END { print v["s"] + 0, v["c"] + 0 }'
+}
+
+# measure SLUG LABEL NODE N: N busybox pods on NODE at once (one
+# Deployment, bench-SLUG-N); per pod, the time from its creation (the
+# watch's first event) to Running, and the mean RunPodSandbox time from
+# kubelet's metrics. Appends a line to $DIR/measurements; the pods are
+# deleted after.
+measure() {
+  local slug=$1 label=$2 node=$3 n=$4 name out t0 before after i
+  name=bench-$slug-$n out=$DIR/watch-$slug-$n.txt
+  before=$(kubelet_sandbox_stats "$node")
+  watch_pods "bench=$name" "$out"
+  sleep 1.5 # the watch is established (kubectl prints nothing for an empty list)
+  t0=$EPOCHREALTIME
+  k apply -f - >/dev/null <<EOF
+{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "$name", "namespace": "default"},
+ "spec": {"replicas": $n, "selector": {"matchLabels": {"bench": "$name"}},
+  "template": {"metadata": {"labels": {"bench": "$name"}},
+   "spec": {"nodeSelector": {"kubernetes.io/hostname": "$node"}, "terminationGracePeriodSeconds": 0,
+    "containers": [{"name": "c", "image": "sarena.local/busybox:1.35", "imagePullPolicy": "Never",
+                    "command": ["sleep", "3600"]}]}}}}
+EOF
+  for ((i = 0; i < 1200; i++)); do
+    [ "$(running_count "$out")" -ge "$n" ] && break
+    sleep 0.25
+  done
+  stop_watch
+  [ "$(running_count "$out")" -ge "$n" ] || fail "$label: only $(running_count "$out") of $n pods Running after 300 s"
+  after=$(kubelet_sandbox_stats "$node")
+  local stats
+  stats=$(awk -v t0="$t0" -v n="$n" '
+      !($2 in first) { first[$2] = $1 }
+      $3 == "Running" && !($2 in run) { run[$2] = $1; d[++k] = $1 - first[$2]; if ($1 > last) last = $1 }
+      END {
+        for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (d[j] < d[i]) { t = d[i]; d[i] = d[j]; d[j] = t }
+        p50 = d[int((k + 1) / 2)]; p90 = d[int(k * 0.9 + 0.999)]
+        printf "p50 %.2fs  p90 %.2fs  max %.2fs  all %d Running after %.2fs", p50, p90, d[k], n, last - t0
+      }' "$out")
+  local sandbox
+  sandbox=$(awk -v b="$before" -v a="$after" 'BEGIN { split(b, x, " "); split(a, y, " ");
+      c = y[2] - x[2]; if (c > 0) printf "%.0f ms", (y[1] - x[1]) / c * 1000; else print "n/a" }')
+  printf '%-26s %3d pods: %s; kubelet RunPodSandbox mean %s\n' "$label" "$n" "$stats" "$sandbox" |
+    tee -a "$DIR/measurements" >&2
+  k delete deployment "$name" --wait=false >/dev/null
+  wait_until 180 no_pods "bench=$name" || fail "$label: pods of $name not gone after 180 s"
+}
+
+# no_pods SELECTOR: no pod matches.
+no_pods() { [ -z "$(k get pods -l "$1" -o name)" ]; }

@@ -1,0 +1,309 @@
+#!/usr/bin/env bash
+# Sarena installed the Kubernetes way and driven by a real kubelet: a control
+# plane (e2e/k8s, Kubernetes 1.20.2) and two kubelet nodes (containerd CRI,
+# kube-proxy in iptables mode), the image from scripts/build-image.sh
+# imported into each node's containerd, `kubectl apply -f deploy/kubernetes/`.
+# Then, through the API (kubectl; `sarena` in the daemon pods):
+#   the DaemonSet's pods Ready, the nodes Ready (NotReady before: no config);
+#   a Deployment of 10 busybox pods Running on both nodes, distinct addresses
+#   from each node's podCIDR; every pod reaches every other (across nodes);
+#   a ClusterIP Service answers from backends on both nodes;
+#   a daemon pod deleted: recreated by the DaemonSet, a ping across nodes
+#   loses nothing, the new daemon serves ADD;
+#   a rolling update of the DaemonSet: the conflist never missing, the nodes
+#   never NotReady, traffic kept;
+#   kubelet restarted on both nodes: every pod keeps its address, sandbox and
+#   traffic, the daemons' endpoints unchanged;
+#   the pods deleted: no address, endpoint or host link left;
+#   `sarena install-cni --uninstall`: the node NotReady; its daemon pod
+#   recreated: Ready again.
+# Measured, not asserted: pod sandbox-ready time (create -> Running) of 10
+# pods (and 50 with SARENA_DEPLOY_PODS="10 50") on one node, the reference
+# bridge + host-local (on a node of its own, removed before Sarena is
+# installed) and Sarena, in this run.
+# Usage (root): e2e/k8s/test-k8s-deploy.sh [sarena]
+#   SARENA_BIN_DIR=DIR  sarena-daemon, sarena-cni and sarena (default: build-image.sh
+#                       runs cargo build --release; e2e/run-all.sh sets it)
+#   SARENA_DEPLOY_PODS="10"  the measured sizes ("10 50": the full measurement,
+#                       "" for none: no reference node)
+#   SARENA_K8S_KEEP=1   keep the cluster directory
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=e2e/k8s/lib.sh
+. "$HERE/lib.sh"
+# shellcheck source=e2e/k8s/deploy-lib.sh
+. "$HERE/deploy-lib.sh"
+
+[ "$(id -u)" = 0 ] || fail "needs root"
+if [ "${1:-sarena}" != sarena ]; then
+  log "mode ${1}: the DaemonSet installs Sarena only; nothing to compare"
+  exit 0
+fi
+read -r -a SIZES <<<"${SARENA_DEPLOY_PODS-10}"
+
+PHASES=() PHASE_T=$SECONDS PHASE_NAME=""
+phase() {
+  if [ -n "$PHASE_NAME" ]; then PHASES+=("$(printf '%-74s %4ss' "$PHASE_NAME" $((SECONDS - PHASE_T)))"); fi
+  PHASE_NAME=$1 PHASE_T=$SECONDS
+  [ -z "$1" ] || log "== $1"
+}
+
+RID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+N1=s$RID-node1 N2=s$RID-node2 REF=s$RID-ref
+DIR=$(mktemp -d /tmp/sarena-k8s-deploy.XXXXXX)
+finish() {
+  local rc=$?
+  set +e
+  trap - EXIT
+  if [ -s "$DIR/watchers" ]; then while read -r w; do kill -- "-$w" 2>/dev/null; done <"$DIR/watchers"; fi
+  if [ "$rc" != 0 ]; then
+    log "failed; state and log tails:"
+    {
+      k get nodes -o wide
+      k get pods -A -o wide
+      for n in "$N1" "$N2"; do
+        p=$(ds_pod "$n")
+        [ -z "$p" ] || { echo "---- logs $p" && ks logs "$p" -c sarena --tail=30; }
+        echo "---- $n plugin log" && k8s_exec "$DIR" "$n" tail -n 20 /var/log/sarena-cni.log
+      done
+      for f in "$DIR"/logs/*kubelet.log; do
+        [ -s "$f" ] && echo "---- $f" && grep -E '^E[0-9]' "$f" | tail -n 8 | cut -c1-300
+      done
+    } >&2 2>&1
+  fi
+  k8s_down "$DIR" >/dev/null 2>&1
+  for n in "$N1" "$N2" "$REF"; do rm -rf "/sys/fs/bpf/sarena-node/$n"; done
+  rmdir /sys/fs/bpf/sarena-node 2>/dev/null
+  if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $DIR"; else rm -rf --one-file-system "$DIR"; fi
+  phase ""
+  log "phase times:"
+  printf '  %s\n' "${PHASES[@]}" >&2
+  if [ -s "$DIR/measurements" ]; then
+    log "pod sandbox-ready (create -> Running), same run:"
+    sed 's/^/  /' "$DIR/measurements" >&2
+  fi
+  if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc)"; fi
+  exit "$rc"
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+phase "build: binaries, image (scripts/build-image.sh), setup-k8s.sh (cached)"
+bash "$REPO/scripts/setup-k8s.sh" >/dev/null
+read -r TAG IMAGE < <(bash "$REPO/scripts/build-image.sh" -o "$DIR/sarena-image.tar")
+WANT=$(awk '$1 == "image:" {print $2; exit}' "$REPO/deploy/kubernetes/20-daemonset.yaml")
+[ "$TAG" = "$WANT" ] || fail "build-image.sh tagged $TAG, the DaemonSet runs $WANT"
+
+phase "control plane up"
+k8s_up "$DIR"
+
+if [ "${#SIZES[@]}" -gt 0 ]; then
+  phase "reference node: bridge + host-local, Ready"
+  k8s_kubelet_node "$DIR" "$REF"
+  RCIDR=$(cat "$DIR/nodes/$REF/podcidrs")
+  cat >"$DIR/nodes/$REF/net.d/10-bridge.conflist" <<EOF
+{"cniVersion": "0.4.0", "name": "reference", "plugins": [
+  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$RCIDR"}]], "routes": [{"dst": "0.0.0.0/0"}]}}]}
+EOF
+  wait_until 90 is_ready "$REF" || fail "$REF not Ready with the bridge config"
+
+  phase "reference: sandbox-ready of ${SIZES[*]} pods on one node"
+  measure warmup warm-up "$REF" 1 2>/dev/null
+  : >"$DIR/measurements"
+  for n in "${SIZES[@]}"; do measure ref "bridge + host-local" "$REF" "$n"; done
+
+  phase "reference node removed"
+  k delete node "$REF" >/dev/null
+  k8s_node_down "$DIR" "$REF"
+fi
+
+phase "two kubelet nodes, the image imported: NotReady (no CNI config)"
+for n in "$N1" "$N2"; do k8s_kubelet_node "$DIR" "$n" --image "$IMAGE"; done
+declare -A CIDR
+for n in "$N1" "$N2"; do
+  CIDR[$n]=$(k get node "$n" -o 'jsonpath={.spec.podCIDR}')
+  [ "$(node_ready "$n")" != True ] || fail "$n Ready before any CNI config"
+done
+
+phase "kubectl apply -f deploy/kubernetes/: DaemonSet Ready, nodes Ready"
+k apply -f "$REPO/deploy/kubernetes/" >/dev/null
+ks rollout status daemonset/sarena --timeout=180s >/dev/null || fail "the DaemonSet did not roll out"
+for n in "$N1" "$N2"; do
+  wait_until 60 is_ready "$n" || fail "$n not Ready after its Sarena pod is"
+  [ "$(k get node "$n" -o json | jq -r '.status.conditions[] | select(.type == "NetworkUnavailable") | "\(.status) \(.reason)"')" = "False SarenaIsUp" ] ||
+    fail "$n: NetworkUnavailable is not False/SarenaIsUp"
+  logs=$(ks logs "$(ds_pod "$n")" -c sarena)
+  [[ $logs == *"ready: CNI config written"* ]] || fail "$n's daemon did not log the conflist write"
+  [ "$(cat "$DIR/nodes/$n/net.d/10-sarena.conflist")" = "$(ks get configmap sarena -o 'jsonpath={.data.10-sarena\.conflist}')" ] ||
+    fail "$n: the conflist written is not the ConfigMap's"
+  [ "$(find "$DIR/nodes/$n/net.d" -mindepth 1 | wc -l)" = 1 ] ||
+    fail "$n: more than the conflist in the conf dir: $(ls -A "$DIR/nodes/$n/net.d")"
+  [ "$(ks logs "$(ds_pod "$n")" -c install-cni)" = "plugin    /opt/cni/bin/sarena-cni: written" ] ||
+    fail "$n: install-cni said '$(ks logs "$(ds_pod "$n")" -c install-cni)'"
+done
+
+phase "a Deployment of 10 pods: Running on both nodes, addresses from their podCIDRs"
+k apply -f - >/dev/null <<'EOF'
+{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+ "spec": {"replicas": 10, "selector": {"matchLabels": {"app": "web"}},
+  "template": {"metadata": {"labels": {"app": "web"}},
+   "spec": {"terminationGracePeriodSeconds": 1,
+    "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+      "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": "web"}}}],
+    "containers": [{"name": "web", "image": "sarena.local/busybox:1.35", "imagePullPolicy": "Never",
+      "command": ["sh", "-c", "mkdir -p /www && hostname >/www/index.html && exec httpd -f -p 8080 -h /www"],
+      "ports": [{"containerPort": 8080}],
+      "readinessProbe": {"tcpSocket": {"port": 8080}, "periodSeconds": 2}}]}}}}
+EOF
+wait_until 180 all_ready app=web 10 || fail "the 10 web pods are not all Ready: $(pod_table app=web | tr '\n' ';')"
+PODS=$(pod_table app=web)
+[ "$(awk '{print $2}' <<<"$PODS" | sort -u | wc -l)" = 10 ] || fail "addresses not distinct: $PODS"
+while read -r pod ip node; do
+  in_cidr "$ip" "${CIDR[$node]}" || fail "$pod on $node got $ip, not from ${CIDR[$node]}"
+done <<<"$PODS"
+for n in "$N1" "$N2"; do
+  [ "$(grep -c " $n\$" <<<"$PODS")" = 5 ] || fail "not 5 pods on $n: $PODS"
+  [ "$(endpoints_json "$n" | jq length)" = 5 ] || fail "$n's daemon does not hold 5 endpoints"
+done
+A=$(awk -v n="$N1" '$3 == n {print $1; exit}' <<<"$PODS")
+B=$(awk -v n="$N2" '$3 == n {print $1; exit}' <<<"$PODS")
+B_IP=$(awk -v p="$B" '$1 == p {print $2}' <<<"$PODS")
+
+phase "every pod reaches every pod (across nodes)"
+mesh app=web
+
+phase "a ClusterIP Service with backends on both nodes"
+k expose deployment web --port=80 --target-port=8080 >/dev/null
+SVC=$(k get service web -o 'jsonpath={.spec.clusterIP}')
+# shellcheck disable=SC2016 # expanded in the pod
+svc_names() { k exec "$1" -- sh -c 'for i in $(seq 30); do timeout 3 wget -qO- "http://$0/"; done' "$SVC"; }
+for from in "$A" "$B"; do
+  wait_until 30 k exec "$from" -- timeout 3 wget -qO- "http://$SVC/" || fail "$from -> $SVC: no answer"
+  seen=$(svc_names "$from" | sort -u)
+  nodes=$(awk 'NR == FNR {node[$1] = $3; next} {print node[$1]}' <(echo "$PODS") <(echo "$seen") | sort -u | grep -c .)
+  [ "$nodes" = 2 ] || fail "$from -> $SVC: answers only from one node: $(tr '\n' ' ' <<<"$seen")"
+done
+
+# ping_start: a 5/s ping from A (node1) to B (node2), in A, until ping_verdict.
+ping_start() {
+  # shellcheck disable=SC2016 # expanded in the pod
+  k exec "$A" -- sh -c 'ping -i 0.2 -W 2 "$0" >/ping.out 2>&1 & echo $! >/ping.pid' "$B_IP"
+  sleep 1
+}
+# ping_verdict WHAT: stop the ping (SIGINT: it prints its summary); at most
+# one reply may be missing (the one in flight when it stopped).
+ping_verdict() {
+  local sent got
+  # shellcheck disable=SC2016 # expanded in the pod
+  k exec "$A" -- sh -c 'kill -INT "$(cat /ping.pid)"; sleep 0.5; cat /ping.out' >"$DIR/ping.out"
+  read -r sent got < <(ping_counts "$DIR/ping.out")
+  [ "${sent:-0}" -ge 20 ] || fail "$1: ping sent ${sent:-nothing}: $(tail -n 3 "$DIR/ping.out")"
+  log "$1: $got of $sent pings answered"
+  [ $((sent - got)) -le 1 ] || fail "$1: $((sent - got)) of $sent pings lost"
+}
+
+phase "daemon pod deleted: recreated, traffic kept, ADD served by the new daemon"
+OLD=$(ds_pod "$N1")
+SINCE=$(node_ready_since "$N1")
+ping_start
+ks delete pod "$OLD" >/dev/null
+wait_until 90 ds_pod_ready "$N1" || fail "no Ready Sarena pod on $N1 after deleting $OLD"
+[ "$(ds_pod "$N1")" != "$OLD" ] || fail "$OLD was not replaced"
+ping_verdict "daemon pod deleted"
+[ "$(node_ready_since "$N1")" = "$SINCE" ] || fail "$N1's Ready condition changed"
+k apply -f - >/dev/null <<EOF
+{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "late", "namespace": "default", "labels": {"late": "1"}},
+ "spec": {"nodeName": "$N1", "terminationGracePeriodSeconds": 0,
+  "containers": [{"name": "c", "image": "sarena.local/busybox:1.35", "imagePullPolicy": "Never",
+                  "command": ["sleep", "3600"]}]}}
+EOF
+wait_until 60 all_ready late=1 1 || fail "a pod created after the daemon pod's replacement is not Ready"
+LATE_IP=$(k get pod late -o 'jsonpath={.status.podIP}')
+in_cidr "$LATE_IP" "${CIDR[$N1]}" || fail "late got $LATE_IP"
+k exec "$B" -- ping -c 1 -W 3 "$LATE_IP" >/dev/null || fail "$B cannot ping the new pod $LATE_IP"
+k delete pod late >/dev/null
+
+phase "rolling update of the DaemonSet: conflist always there, nodes stay Ready"
+declare -A SINCE_OF
+for n in "$N1" "$N2"; do SINCE_OF[$n]=$(node_ready_since "$n"); done
+(
+  while :; do
+    for n in "$N1" "$N2"; do
+      [ -s "$DIR/nodes/$n/net.d/10-sarena.conflist" ] || echo "$EPOCHREALTIME $n" >>"$DIR/conflist-missing"
+      [ -x "$DIR/nodes/$n/cni-bin/sarena-cni" ] || echo "$EPOCHREALTIME $n plugin" >>"$DIR/conflist-missing"
+    done
+    sleep 0.1
+  done
+) &
+SAMPLER=$!
+ping_start
+ks rollout restart daemonset/sarena >/dev/null
+ks rollout status daemonset/sarena --timeout=180s >/dev/null || fail "the rolling update did not finish"
+kill "$SAMPLER"
+wait "$SAMPLER" 2>/dev/null || true
+[ ! -s "$DIR/conflist-missing" ] || fail "the plugin or conflist went missing: $(head -3 "$DIR/conflist-missing")"
+for n in "$N1" "$N2"; do
+  [ "$(node_ready_since "$n")" = "${SINCE_OF[$n]}" ] || fail "$n's Ready condition changed during the update"
+done
+ping_verdict "rolling update"
+
+phase "kubelet restarted on both nodes: no pod loses its network"
+BEFORE=$(pod_identity app=web)
+declare -A EPS
+for n in "$N1" "$N2"; do EPS[$n]=$(endpoints_json "$n"); done
+for n in "$N1" "$N2"; do k8s_restart "$DIR" "$n" kubelet >/dev/null; done
+for n in "$N1" "$N2"; do
+  wait_until 60 k8s_exec "$DIR" "$n" curl -sf --max-time 2 http://127.0.0.1:10248/healthz ||
+    fail "$n's kubelet not healthy after its restart"
+done
+sleep 10 # kubelet's first pod sync after the restart
+wait_until 60 all_ready app=web 10 || fail "web pods not all Ready after the kubelet restarts"
+[ "$(pod_identity app=web)" = "$BEFORE" ] ||
+  fail "pods changed across the kubelet restarts: $(diff <(echo "$BEFORE") <(pod_identity app=web) | tr '\n' ' ')"
+for n in "$N1" "$N2"; do
+  [ "$(endpoints_json "$n")" = "${EPS[$n]}" ] || fail "$n's endpoints changed across the kubelet restart"
+done
+mesh app=web
+
+phase "pods deleted: no address, endpoint or host link left"
+declare -A HOST_IFS
+for n in "$N1" "$N2"; do HOST_IFS[$n]=$(endpoints_json "$n" | jq -r '.[].host_ifname'); done
+k delete service web >/dev/null
+k delete deployment web --wait=false >/dev/null
+T=$SECONDS
+for n in "$N1" "$N2"; do
+  # kubelet stops each sandbox (CNI DEL) before it lets the API object go;
+  # the objects themselves may linger for a minute after a kubelet restart
+  # (its status manager), so they are waited for at the end
+  wait_until 120 no_endpoints "$n" || fail "$n still has endpoints: $(endpoints_json "$n")"
+  log "$n: no endpoint $((SECONDS - T)) s after the Deployment's deletion"
+  [ "$(sarena_on "$n" -o json ipam list | jq '.allocations | length')" = 0 ] ||
+    fail "$n still holds addresses: $(sarena_on "$n" -o json ipam list | jq -c .allocations)"
+  for link in ${HOST_IFS[$n]}; do
+    if k8s_exec "$DIR" "$n" ip link show "$link" >/dev/null 2>&1; then fail "$n: host link $link left"; fi
+  done
+  # veths but the node's uplink and the daemon's gateway pair (sarena_host, sarena_net)
+  left=$(k8s_exec "$DIR" "$n" ip -o link show type veth | awk -F': ' '$2 !~ /^(eth0|sarena_host|sarena_net)@/ {print $2}')
+  [ -z "$left" ] || fail "$n: veths left: $left"
+done
+
+phase "install-cni --uninstall: node NotReady; daemon pod recreated: Ready again"
+out=$(ks exec "$(ds_pod "$N2")" -c sarena -- sarena install-cni --uninstall)
+[ "$out" = "removed   /etc/cni/net.d/10-sarena.conflist" ] || fail "uninstall said '$out'"
+wait_until 60 is_not_ready "$N2" || fail "$N2 still Ready without a CNI config"
+ks delete pod "$(ds_pod "$N2")" >/dev/null
+wait_until 90 ds_pod_ready "$N2" || fail "no Ready Sarena pod on $N2"
+wait_until 60 is_ready "$N2" || fail "$N2 not Ready again after its daemon rewrote the conflist"
+
+if [ "${#SIZES[@]}" -gt 0 ]; then
+  phase "Sarena: sandbox-ready of ${SIZES[*]} pods on one node"
+  for n in "${SIZES[@]}"; do measure sarena "Sarena (eBPF dataplane)" "$N1" "$n"; done
+  wait_until 90 no_endpoints "$N1" || fail "$N1 still has endpoints after the measurement"
+fi
+
+phase "down (the web pods gone from the API first)"
+wait_until 180 no_pods app=web || fail "web pods still in the API 180 s after their sandboxes went"
+k8s_down "$DIR"
+left=$(k8s_leftovers "$DIR") || fail "left after down: $left"
