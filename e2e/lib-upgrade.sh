@@ -61,16 +61,26 @@ counters_pin() {
 }
 
 # watch_filters IFNAME... : in the background, samples the filters of every
-# host veth's two hooks until $WORK/stop-watch exists; a sample with other
-# than exactly one bpf filter on a hook is written to $WORK/filters.bad.
+# host veth's two hooks until $WORK/stop-watch exists. A dump with other than
+# exactly one bpf filter on a hook, or a device gone, is written to
+# $WORK/filters.bad; a dump tc itself failed (no verdict either way) to
+# $WORK/filters.unknown, with tc's words.
 watch_filters() {
-  rm -f "$WORK/stop-watch"
+  rm -f "$WORK/stop-watch" "$WORK/filters.bad" "$WORK/filters.unknown"
   (
     while [ ! -e "$WORK/stop-watch" ]; do
       for ifname in "$@"; do
         for hook in ingress egress; do
-          n=$(tc filter show dev "$ifname" "$hook" 2>/dev/null | grep -c ' bpf .* handle .* id [0-9]') || true
-          [ "$n" = 1 ] || echo "$(date +%T.%N) $ifname $hook: $n filters" >>"$WORK/filters.bad"
+          if ! out=$(node_exec tc filter show dev "$ifname" "$hook" 2>&1); then
+            if node_exec ip link show dev "$ifname" >/dev/null 2>&1; then
+              echo "$(date +%T.%N) $ifname $hook: $out" >>"$WORK/filters.unknown"
+            else
+              echo "$(date +%T.%N) $ifname $hook: device gone ($out)" >>"$WORK/filters.bad"
+            fi
+            continue
+          fi
+          n=$(grep -c ' bpf .* handle .* id [0-9]' <<<"$out") || true
+          [ "$n" = 1 ] || echo "$(date +%T.%N) $ifname $hook: $n filters: $out" >>"$WORK/filters.bad"
         done
       done
     done
@@ -153,7 +163,7 @@ registry() {
   sarena_get /endpoints | jq -cS 'sort_by(.owner.container_id)'
 }
 
-# daemon_swap TO SIGNAL [KILL_AT]: stops the running daemon with SIGNAL
+# daemon_swap TO SIGNAL [KILL_AT]: in the node netns, stops the running daemon with SIGNAL
 # (TERM or KILL) and starts release TO's (new with SARENA_TEST_KILL_AT=KILL_AT:
 # it kills itself there, and this returns once it is gone).
 daemon_swap() {
@@ -168,7 +178,7 @@ daemon_swap() {
   if [ -n "$kill_at" ]; then
     local kills
     kills=$(grep -c "killing the daemon (fault injection)" "$WORK/sarena-daemon.log") || true
-    SARENA_TEST_KILL_AT=$kill_at "${SARENA_DAEMON[@]}" >>"$WORK/sarena-daemon.log" 2>&1 &
+    SARENA_TEST_KILL_AT=$kill_at ip netns exec "$NODE_NS" "${SARENA_DAEMON[@]}" >>"$WORK/sarena-daemon.log" 2>&1 &
     SARENA_PID=$!
     wait "$SARENA_PID" 2>/dev/null || true
     [ "$(grep -c "killing the daemon (fault injection)" "$WORK/sarena-daemon.log")" -gt "$kills" ] ||
