@@ -16,8 +16,10 @@ UPGRADE_CACHE=${SARENA_UPGRADE_CACHE:-/var/cache/sarena-upgrade}
 build_old_release() {
   local src="$UPGRADE_CACHE/src-${OLD_REV:0:7}" started=$SECONDS
   if [ ! -f "$src/Cargo.toml" ]; then
+    # A shallow clone may lack it: fetched from origin then, if there is one.
     git -C "$REPO_DIR" cat-file -e "$OLD_REV^{commit}" 2>/dev/null ||
-      fail "commit $OLD_REV (release 0.1.0) is not in this clone (a shallow clone?): git fetch origin $OLD_REV"
+      git -C "$REPO_DIR" fetch --quiet origin "$OLD_REV" 2>/dev/null ||
+      fail "commit $OLD_REV (release 0.1.0) is not in this clone (a shallow clone?) and origin did not give it: git fetch origin $OLD_REV"
     rm -rf "$src.partial"
     mkdir -p "$src.partial"
     git -C "$REPO_DIR" archive "$OLD_REV" | tar -x -C "$src.partial" ||
