@@ -286,12 +286,13 @@ node_setup() {
 
 # ebpf_counter IFNAME FIELD: FIELD of the eBPF counters of the node's host
 # veth IFNAME, summed over CPUs (bpftool on the pinned counters map; layout
-# of sarena_common::EndpointCounters). FIELD: from_pod_packets,
+# of sarena_common::EndpointCounters, whose first six fields and first four
+# drop slots release 0.1.0's had at the same offsets). FIELD: from_pod_packets,
 # to_pod_packets, redirected_packets, arp_replies, host_stack_flow_packets,
 # host_flows_recorded, ndp_replies, ipv6_from_pod_packets,
 # ipv6_redirected_packets, drops (all reasons) or drop:N (reason N).
 ebpf_counter() {
-  local ifname=$1 field=$2 ifindex idx key json
+  local ifname=$1 field=$2 ifindex idx key json map
   ifindex=$(node_exec cat "/sys/class/net/$ifname/ifindex") || fail "no host veth $ifname"
   case "$field" in
     from_pod_packets) idx='[0]' ;;
@@ -309,7 +310,10 @@ ebpf_counter() {
   esac
   key=$(printf '%08x' "$ifindex" | sed -E 's/(..)(..)(..)(..)/\4 \3 \2 \1/')
   # shellcheck disable=SC2086
-  json=$(bpftool -j map lookup pinned "$SARENA_PIN_DIR/maps/SARENA_COUNTERS" key hex $key) ||
+  # SARENA_COUNTERS_V2 since layout generation 2 (sarena_common::layouts);
+  # SARENA_COUNTERS_PIN names another (e2e/test-upgrade.sh, release 0.1.0's).
+  map=${SARENA_COUNTERS_PIN:-SARENA_COUNTERS_V2}
+  json=$(bpftool -j map lookup pinned "$SARENA_PIN_DIR/maps/$map" key hex $key) ||
     fail "bpftool: no counters for $ifname (ifindex $ifindex)"
   jq --argjson idx "$idx" '
     def hex: ltrimstr("0x") | ascii_downcase | explode

@@ -11,6 +11,8 @@
 #   E2E_EBPF_SKIP="podman"  tests not run on eBPF (default: none; chaining runs
 #     there with Sarena's own `bandwidth` capability instead of the reference
 #     bandwidth plugin)
+#   upgrade is e2e/test-upgrade.sh: release 0.1.0 (built from git into
+#     SARENA_UPGRADE_CACHE, default /var/cache/sarena-upgrade) <-> this tree
 #   k8s-mode is e2e/k8s/test-k8s-mode-cluster.sh (a real Kubernetes control
 #   plane; it runs scripts/setup-k8s.sh, cached after the first build);
 #   k8s-deploy is e2e/k8s/test-k8s-deploy.sh (Sarena installed by its
@@ -22,7 +24,7 @@ cd "$(dirname "$0")" || exit 1
 source ./lib.sh
 
 MODE=${1:-sarena}
-read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof k8s-mode k8s-deploy latency}"
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof upgrade k8s-mode k8s-deploy latency}"
 KERNEL_PASS=()
 EBPF_SKIP=()
 if [ "$MODE" = sarena ]; then
@@ -61,6 +63,13 @@ run() {
       cmd=(bash ./latency.sh -n "${E2E_LATENCY_PODS:-50}" "${modes[@]}")
       ;;
     k8s-mode) cmd=(bash ./k8s/test-k8s-mode-cluster.sh "$MODE") ;;
+    upgrade)
+      if [ "$MODE" != sarena ]; then
+        echo "skipped: test-upgrade.sh swaps Sarena's own releases"
+        return 0
+      fi
+      cmd=(bash ./test-upgrade.sh sarena)
+      ;;
     k8s-deploy) cmd=(bash ./k8s/test-k8s-deploy.sh "$MODE") ;;
     services | antispoof)
       case "$MODE" in

@@ -71,5 +71,5 @@ cargo bench --workspace --no-run
 echo "== benchmark harness smoke run (sarena-bench all --quick; the real run is scripts/bench.sh)"
 cargo build -p sarena-cni -p sarena-daemon -p sarena-benches
 target/debug/sarena-bench all --quick --out target/bench-quick
-echo "== end-to-end: libcni, chaining, podman, containerd, Kubernetes mode, latency (e2e/run-all.sh sarena)"
+echo "== end-to-end: libcni, chaining, podman, containerd, services, antispoof, upgrade, Kubernetes mode, latency (e2e/run-all.sh sarena)"
 bash e2e/run-all.sh sarena

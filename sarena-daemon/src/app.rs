@@ -155,7 +155,8 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         );
     }
 
-    let (daemon, reconciled) = dataplane::start(&config, node.clone(), &cli.bpf_pin_dir).await?;
+    let parts = dataplane::DataplaneParts::new(config.dataplane, &cli.bpf_pin_dir)?;
+    let (daemon, reconciled) = dataplane::start_on(&parts, &config, node.clone()).await?;
     let mut operated = Operated::new(daemon).with_delete_queue(queue.clone());
     if let Some(m) = &observed {
         if let Some(report) = &reconciled {
@@ -185,6 +186,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     for task in [expiry, metrics_task, cni_conf_task].into_iter().flatten() {
         task.abort();
     }
+    parts.hand_over();
     tracing::info!("stopped");
     Ok(())
 }

@@ -44,13 +44,13 @@ pub enum DataplaneStartError {
 /// The backend for `mode`; `None` for [`DataplaneMode::None`]. The eBPF
 /// dataplane keeps the kernel one as its host stack (routes to the pods for
 /// host and outside traffic, gateway addresses, masquerading).
-fn backend(
-    mode: DataplaneMode,
-    pin_dir: &Path,
-) -> Result<Option<Arc<dyn Dataplane>>, DataplaneStartError> {
+/// The eBPF one is returned a second time, typed, for [`DataplaneParts::hand_over`].
+type Backend = (Arc<dyn Dataplane>, Option<Arc<AyaDataplane>>);
+
+fn backend(mode: DataplaneMode, pin_dir: &Path) -> Result<Option<Backend>, DataplaneStartError> {
     match mode {
         DataplaneMode::None => Ok(None),
-        DataplaneMode::Kernel => Ok(Some(Arc::new(KernelDataplane::new()?))),
+        DataplaneMode::Kernel => Ok(Some((Arc::new(KernelDataplane::new()?), None))),
         DataplaneMode::Ebpf => {
             let object = crate::ebpf_object::ebpf_object().ok_or_else(|| {
                 DataplaneStartError::Unavailable {
@@ -63,9 +63,8 @@ fn backend(
             })?;
             // The programs check source addresses themselves.
             let host_stack = Arc::new(KernelDataplane::new()?.without_antispoof());
-            Ok(Some(Arc::new(
-                AyaDataplane::open(object, pin_dir)?.with_host_stack(host_stack),
-            )))
+            let ebpf = Arc::new(AyaDataplane::open(object, pin_dir)?.with_host_stack(host_stack));
+            Ok(Some((ebpf.clone(), Some(ebpf))))
         }
     }
 }
@@ -77,6 +76,7 @@ fn backend(
 #[derive(Clone)]
 pub struct DataplaneParts {
     backend: Option<Arc<dyn Dataplane>>,
+    ebpf: Option<Arc<AyaDataplane>>,
     links: Option<Arc<RtnetlinkLinks>>,
 }
 
@@ -91,39 +91,38 @@ impl std::fmt::Debug for DataplaneParts {
 impl DataplaneParts {
     /// The parts for `mode`, with eBPF pins under `pin_dir`.
     pub fn new(mode: DataplaneMode, pin_dir: &Path) -> Result<Self, DataplaneStartError> {
-        let Some(backend) = backend(mode, pin_dir)? else {
+        let Some((backend, ebpf)) = backend(mode, pin_dir)? else {
             return Ok(DataplaneParts {
                 backend: None,
+                ebpf: None,
                 links: None,
             });
         };
         Ok(DataplaneParts {
             backend: Some(backend),
+            ebpf,
             links: Some(Arc::new(veth_remover()?)),
         })
     }
+
+    /// At a graceful stop: the eBPF dataplane leaves its counters where the
+    /// previous release finds them after a downgrade
+    /// ([`AyaDataplane::hand_over`]). A failure is logged, never fatal: the
+    /// pods' traffic does not depend on it.
+    pub fn hand_over(&self) {
+        let Some(ebpf) = &self.ebpf else { return };
+        if let Err(error) = ebpf.hand_over() {
+            tracing::warn!(%error, "eBPF: counters not left for an older release");
+        }
+    }
 }
 
-/// Starts the configured dataplane (node set-up, then the start-up repair:
+/// Starts the dataplane of `parts` (node set-up, then the start-up repair:
 /// stale endpoints, owed veth removals, unowned links, reconciliation with
 /// the registry, see [`WithDataplane::start_up`]) and returns what the API
 /// should serve: the node itself, or the node wrapped so that endpoint
 /// changes drive the dataplane; and what the reconciliation changed (`None`
 /// without a dataplane).
-pub async fn start(
-    config: &NodeConfig,
-    node: Node,
-    pin_dir: &Path,
-) -> Result<(Arc<dyn Daemon>, Option<ReconcileReport>), DataplaneStartError> {
-    start_on(
-        &DataplaneParts::new(config.dataplane, pin_dir)?,
-        config,
-        node,
-    )
-    .await
-}
-
-/// [`start`] on parts built earlier.
 pub async fn start_on(
     parts: &DataplaneParts,
     config: &NodeConfig,

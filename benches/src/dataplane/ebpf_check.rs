@@ -2,7 +2,7 @@
 //! programs: the eBPF node has host routes to its pods too (its kernel
 //! dataplane serves host and outside traffic), so routes prove nothing; the
 //! programs' own per-endpoint counters, pinned by the daemon under
-//! `<pin dir>/maps/SARENA_COUNTERS`, do. They are read before and after the
+//! `<pin dir>/maps/SARENA_COUNTERS_V2`, do. They are read before and after the
 //! eBPF path's measurements and compared with what iperf3 moved.
 
 use std::path::Path;

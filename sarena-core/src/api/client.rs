@@ -385,10 +385,28 @@ impl Daemon for HttpDaemon {
         &self,
         owner: Attachment,
     ) -> Result<Option<Endpoint>, DaemonError> {
-        let r: Unregistered = self
-            .delete(&format!("{}?allocation=keep", endpoint_path(&owner)))
-            .await?;
-        Ok(r.endpoint)
+        let keep = self
+            .delete::<Unregistered>(&format!("{}?allocation=keep", endpoint_path(&owner)))
+            .await;
+        match keep {
+            Ok(r) => Ok(r.endpoint),
+            // Release 0.1.0's daemon knows no `allocation=keep` (`400`, and
+            // nothing done): its plain DELETE removes the endpoint with its
+            // allocation, which the repeated ADD then allocates again for the
+            // same owner. One version of skew, plugin ahead of the daemon.
+            Err(DaemonError::Api {
+                kind: ApiErrorKind::BadRequest,
+                message,
+            }) if message.contains("unknown query") => {
+                tracing::debug!(%message, "the daemon predates allocation=keep; deleting the endpoint");
+                let previous = self.endpoint(owner.clone()).await?;
+                if previous.is_some() {
+                    self.delete_endpoint(owner).await?;
+                }
+                Ok(previous)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {

@@ -102,7 +102,7 @@ pub async fn run(
         cli.state_dir.clone(),
         queue.clone(),
         config.clone(),
-        dataplane,
+        dataplane.clone(),
     )
     .with_observers(status.clone(), metrics.clone());
     let mut supervisor = Supervisor::new(SupervisorParts {
@@ -177,6 +177,7 @@ pub async fn run(
     if let Err(e) = server.await {
         tracing::warn!("the API server task failed: {e}");
     }
+    dataplane.hand_over();
     tracing::info!("stopped");
     Ok(outcome?)
 }

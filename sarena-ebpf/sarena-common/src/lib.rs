@@ -3,9 +3,15 @@
 //! Every type is `#[repr(C)]` with explicit padding so that kernel and user
 //! space agree byte for byte. With the `user` feature the types implement
 //! `aya::Pod` so they can be used as map keys and values from user space.
+//!
+//! A pinned map's name names its layout: see [`layouts`] for the rule, every
+//! layout any release pinned and the generations; [`v1`] holds the layouts
+//! of generation 1 that later ones migrate from.
 #![no_std]
 
 mod bandwidth;
+pub mod layouts;
+pub mod v1;
 
 pub use bandwidth::*;
 
@@ -18,8 +24,10 @@ pub const ENDPOINTS6_MAP: &str = "SARENA_ENDPOINTS6";
 /// pinned): the MACs of each attached endpoint, for answers to frames whose
 /// source names no address entry (link-local neighbour solicitations).
 pub const VETHS_MAP: &str = "SARENA_VETHS";
-/// Name of the counters map: host ifindex (`u32`) → [`EndpointCounters`] (per-CPU hash, pinned).
-pub const COUNTERS_MAP: &str = "SARENA_COUNTERS";
+/// Name of the counters map: host ifindex (`u32`) → [`EndpointCounters`]
+/// (per-CPU hash, not preallocated, pinned). `_V2`: generation 1 pinned
+/// 80-byte counters as `SARENA_COUNTERS` ([`v1::COUNTERS_MAP_V1`]).
+pub const COUNTERS_MAP: &str = "SARENA_COUNTERS_V2";
 /// Name of the host-stack flows map: [`FlowKey`] → [`FlowState`] (LRU hash, pinned).
 /// See [`FlowKey`] for what it records and why.
 pub const HOST_FLOWS_MAP: &str = "SARENA_HOST_FLOWS";
@@ -352,6 +360,8 @@ mod user {
     unsafe impl aya::Pod for super::FlowKey {}
     // SAFETY: as above (8 + 4 + 4 = 16 bytes, alignment 8).
     unsafe impl aya::Pod for super::FlowState {}
+    // SAFETY: as above (4 + 4 bytes).
+    unsafe impl aya::Pod for super::layouts::PinsMark {}
 }
 
 #[cfg(test)]

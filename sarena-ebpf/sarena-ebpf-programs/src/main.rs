@@ -63,8 +63,10 @@ static SARENA_VETHS: HashMap<u32, EndpointInfo> = HashMap::pinned(MAX_ENDPOINTS,
 /// Host veth ifindex → counters (entries created by user space, pinned).
 /// Not preallocated: a preallocated per-CPU map of this size would take
 /// `MAX_ENDPOINTS` × 224 bytes × CPUs (235 MB on 64 CPUs) whatever the
-/// number of pods; this one grows with the pods actually attached.
-#[map(name = "SARENA_COUNTERS")]
+/// number of pods; this one grows with the pods actually attached. `_V2`: a
+/// pin's name names its layout (`sarena_common::layouts`), and generation 1
+/// pinned 80-byte counters as `SARENA_COUNTERS`.
+#[map(name = "SARENA_COUNTERS_V2")]
 static SARENA_COUNTERS: PerCpuHashMap<u32, EndpointCounters> =
     PerCpuHashMap::pinned(MAX_ENDPOINTS, NO_PREALLOC);
 

@@ -401,3 +401,40 @@ async fn a_request_that_may_have_arrived_is_never_reported_unreachable() {
         .unwrap_err();
     assert!(matches!(err, DaemonError::Transport { .. }), "{err}");
 }
+
+/// Release 0.1.0's daemon: `?allocation=keep` is an unknown query (`400`),
+/// then a plain DELETE works.
+fn predates_allocation_keep(method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    static DELETES: AtomicUsize = AtomicUsize::new(0);
+    if (method, path) == ("DELETE", "/v1/endpoints/c0ffee/eth0") {
+        if DELETES.fetch_add(1, Ordering::SeqCst) == 0 {
+            let refused = r#"{"kind":"bad_request","message":"unknown query \"allocation=keep\"; the only one is veth=remove"}"#;
+            return (400, refused.to_owned());
+        }
+        return (200, r#"{"deleted":true}"#.to_owned());
+    }
+    happy(method, path, body)
+}
+
+#[tokio::test]
+async fn unregistering_on_a_daemon_without_allocation_keep_deletes_the_endpoint() {
+    let server = TestServer::start(predates_allocation_keep);
+    let previous = server.client().unregister_endpoint(owner()).await.unwrap();
+    assert_eq!(previous.map(|e| e.host_ifindex), Some(7));
+    let seen: Vec<(String, String)> = server
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(m, p, _)| (m.clone(), p.clone()))
+        .collect();
+    let path = "/v1/endpoints/c0ffee/eth0".to_string();
+    assert_eq!(
+        seen,
+        vec![
+            ("DELETE".into(), path.clone()),
+            ("GET".into(), path.clone()),
+            ("DELETE".into(), path)
+        ]
+    );
+}

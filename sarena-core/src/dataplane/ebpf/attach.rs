@@ -36,17 +36,22 @@ impl State {
         self.pacing.write(endpoint, mode, &mut changed)?;
         for direction in Direction::ALL {
             let name = program_for(endpoint, direction);
-            let tag = self.tag(name);
-            let up_to_date = current
-                .iter()
-                .any(|a| a.direction == direction && a.program == name && Some(a.tag) == tag);
-            if up_to_date {
+            if runs(current, direction, name, self.tag(name)) {
                 continue;
             }
             tc::attach(program(&mut self.ebpf, name)?, ifname, direction)?;
             changed = true;
         }
         Ok(changed)
+    }
+
+    /// Whether both hooks of `endpoint`'s device, with the filters
+    /// `current`, run the programs this dataplane gives it (same name and tag).
+    pub(super) fn runs_ours(&self, endpoint: &Endpoint, current: &[TcAttachment]) -> bool {
+        Direction::ALL.into_iter().all(|direction| {
+            let name = program_for(endpoint, direction);
+            runs(current, direction, name, self.tag(name))
+        })
     }
 
     /// Removes `endpoint`'s filters, map entries and counters, as far as it
@@ -71,6 +76,20 @@ impl State {
         }
         BpfError::collect("detach", &endpoint.host_ifname, errors)
     }
+}
+
+/// Whether `current` has, on `direction`'s hook, the program `name` with the
+/// tag `tag` (a hash of its code: equal tags mean the same code; `None`, a
+/// program this dataplane did not load, matches nothing).
+pub(super) fn runs(
+    current: &[TcAttachment],
+    direction: Direction,
+    name: &str,
+    tag: Option<u64>,
+) -> bool {
+    current
+        .iter()
+        .any(|a| a.direction == direction && a.program == name && Some(a.tag) == tag)
 }
 
 /// Whether the host device `ifname` is in Sarena's link group

@@ -7,6 +7,8 @@ use aya::maps::MapError;
 use aya::programs::ProgramError;
 use aya::programs::tc::TcError;
 
+use sarena_common::layouts::MapLayout;
+
 use super::pins::Direction;
 use crate::error_chain;
 
@@ -27,6 +29,73 @@ pub enum BpfError {
         /// aya's error (its sources hold the details).
         #[source]
         source: Box<aya::EbpfError>,
+    },
+    /// The object's ELF could not be read (for its map definitions).
+    #[error("eBPF parse object: {}", error_chain(.source))]
+    Parse {
+        /// aya-obj's error.
+        #[source]
+        source: Box<aya_obj::ParseError>,
+    },
+    /// The pin directory could not be listed.
+    #[error("eBPF inspect pins in {}: {source}", .dir.display())]
+    PinDir {
+        /// The `maps/` directory.
+        dir: PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A pinned map could not be opened, inspected, read or removed.
+    #[error("eBPF {call} {}: {}", .path.display(), error_chain(.source))]
+    Pin {
+        /// What was asked, e.g. `open pin`.
+        call: &'static str,
+        /// The pin.
+        path: PathBuf,
+        /// aya's error.
+        #[source]
+        source: Box<MapError>,
+    },
+    /// A pin has another layout than the one its name stands for. Nothing
+    /// was changed.
+    #[error(
+        "eBPF pin {}: {found}, but {} that name as {expected}. No release pins two \
+         layouts under one name, so this pin comes from a development build; nothing \
+         was changed. Remove the pin directory (pods keep their links and traffic; \
+         the next start re-creates the maps and re-attaches every endpoint, with \
+         counters from zero) and start again",
+        .pin.display(),
+        if *.retired { "an earlier release pinned" } else { "this release pins" }
+    )]
+    PinLayout {
+        /// The pin.
+        pin: PathBuf,
+        /// What the kernel reports of it.
+        found: MapLayout,
+        /// The layout of its name.
+        expected: MapLayout,
+        /// The name is an earlier generation's, no longer pinned by this one.
+        retired: bool,
+    },
+    /// The pins were left by a newer release that older ones must not run on.
+    /// Nothing was changed.
+    #[error(
+        "eBPF pins under {}: left by a Sarena of map layout generation {generation}, which \
+         only generation {oldest_reader} or later may open; this daemon is generation {}. \
+         Nothing was changed: run a release of generation {oldest_reader} or later \
+         (docs/upgrade.md lists each release's generation), or remove \
+         the pin directory to start this release's maps afresh",
+        .pin_dir.display(),
+        sarena_common::layouts::GENERATION
+    )]
+    PinsTooNew {
+        /// The pin directory.
+        pin_dir: PathBuf,
+        /// The generation of the daemon that left them.
+        generation: u32,
+        /// The oldest generation that may open them.
+        oldest_reader: u32,
     },
     /// The object has no program of that name.
     #[error("eBPF find program {program}: not in the object")]
@@ -149,13 +218,16 @@ impl BpfError {
             BpfError::Program { source, .. } | BpfError::Filter { source, .. } => {
                 program_errno(source)
             }
-            BpfError::Map { source, .. } => map_errno(source),
+            BpfError::Map { source, .. } | BpfError::Pin { source, .. } => map_errno(source),
             BpfError::Clsact { source, .. } => tc_errno(source),
-            BpfError::Cpus { source, .. } | BpfError::FindFilter { source, .. } => {
-                source.raw_os_error()
-            }
+            BpfError::Cpus { source, .. }
+            | BpfError::FindFilter { source, .. }
+            | BpfError::PinDir { source, .. } => source.raw_os_error(),
             BpfError::Several { errors, .. } => errors.first().and_then(BpfError::errno),
             BpfError::NoObject
+            | BpfError::Parse { .. }
+            | BpfError::PinLayout { .. }
+            | BpfError::PinsTooNew { .. }
             | BpfError::Load { .. }
             | BpfError::NoProgram { .. }
             | BpfError::NoMap { .. }

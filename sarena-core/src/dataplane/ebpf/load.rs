@@ -1,5 +1,6 @@
-//! Loading the object: maps re-opened from (or pinned to) the pin
-//! directory, the programs loaded, and what identifies them afterwards.
+//! Loading the object: the pins found judged first (`inspect.rs`), then maps
+//! re-opened from (or pinned to) the pin directory, the programs loaded,
+//! and what identifies them afterwards.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -14,8 +15,10 @@ use sarena_common::{
 
 use super::bandwidth::PacingMap;
 use super::error::BpfError;
+use super::inspect;
 use super::maps::Maps;
 use super::pins;
+use super::upgrade::{KillPoint, Upgrade};
 use super::{AyaDataplane, State};
 use crate::dataplane::DataplaneError;
 
@@ -25,10 +28,20 @@ impl AyaDataplane {
     /// pinning them. `pin_dir` must be on a bpffs; it is created if missing.
     /// Links pinned there earlier stay as they are until
     /// [`Dataplane::reconcile`](crate::dataplane::Dataplane::reconcile).
+    ///
+    /// First, before anything is created or reused, every pin found is
+    /// judged against the layouts this release knows
+    /// ([`sarena_common::layouts`]): a pin whose layout is not its name's, or
+    /// a mark that does not allow this generation, fails here with nothing
+    /// touched. Pins of the previous generation are taken over by
+    /// reconcile (see [`BpfError::PinLayout`], [`BpfError::PinsTooNew`] and
+    /// docs/upgrade.md).
     pub fn open(object: &[u8], pin_dir: &Path) -> Result<Self, DataplaneError> {
         if object.is_empty() {
             return Err(BpfError::NoObject.into());
         }
+        let current = inspect::current_layouts(object)?;
+        let inspection = inspect::inspect(pin_dir, &current)?;
         for dir in [pins::maps_dir(pin_dir), pins::links_dir(pin_dir)] {
             std::fs::create_dir_all(&dir).map_err(|source| DataplaneError::Io {
                 call: "create pin dir",
@@ -46,6 +59,12 @@ impl AyaDataplane {
         let (tags, map_ids) = load_programs(&mut ebpf)?;
         let maps = Maps::take(&mut ebpf)?;
         let pacing = PacingMap::take(&mut ebpf)?;
+        let upgrade = Upgrade::open(inspection)?;
+        if upgrade.migrating() {
+            tracing::info!(pin_dir = %pin_dir.display(),
+                "eBPF: pins of an earlier generation found; reconcile takes them over");
+        }
+        upgrade.kill_if(KillPoint::Loaded);
         Ok(AyaDataplane {
             pin_dir: pin_dir.to_owned(),
             object: object.to_vec(),
@@ -56,6 +75,7 @@ impl AyaDataplane {
                 maps,
                 pacing,
                 shaping: None,
+                upgrade,
             }),
             host_stack: None,
         })

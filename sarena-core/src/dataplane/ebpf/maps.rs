@@ -153,6 +153,27 @@ impl Maps {
         }
     }
 
+    /// Sets the counters of `endpoint` (an upgrade carrying them over).
+    pub(super) fn set_counters(
+        &mut self,
+        endpoint: &Endpoint,
+        values: PerCpuValues<EndpointCounters>,
+    ) -> Result<(), BpfError> {
+        self.counters
+            .insert(endpoint.host_ifindex, values, 0)
+            .map_err(map_error("carry counters", &endpoint.host_ifname))
+    }
+
+    /// Every endpoint's counters, per CPU, by host ifindex.
+    pub(super) fn all_counters(
+        &self,
+    ) -> Result<Vec<(u32, PerCpuValues<EndpointCounters>)>, BpfError> {
+        self.counters
+            .iter()
+            .collect::<Result<_, _>>()
+            .map_err(map_error("list counters", COUNTERS_MAP))
+    }
+
     /// Every IPv4 endpoint entry, sorted by address.
     pub(super) fn entries(&self) -> Result<Vec<(EndpointKey, EndpointInfo)>, BpfError> {
         self.endpoints.entries()

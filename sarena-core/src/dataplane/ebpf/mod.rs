@@ -36,6 +36,8 @@ mod attach;
 mod bandwidth;
 mod entries;
 mod error;
+mod handover;
+mod inspect;
 mod load;
 mod maps;
 pub mod pins;
@@ -44,6 +46,7 @@ pub mod qdisc;
 mod reconcile;
 mod shaping;
 pub mod tc;
+mod upgrade;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -59,6 +62,7 @@ pub use sarena_common::{
     BandwidthState, DropReason, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, Pacer,
 };
 pub use tc::TcAttachment;
+pub use upgrade::KILL_AT_ENV;
 
 use super::{Dataplane, DataplaneError, DataplaneMode, NodeNetwork, ReconcileReport};
 use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
@@ -96,6 +100,8 @@ struct State {
     /// How limits are enforced on this kernel; known once the first limited
     /// endpoint was attached (see `shaping.rs`).
     shaping: Option<ShapingMode>,
+    /// An older generation's pins being taken over (see `upgrade.rs`).
+    upgrade: upgrade::Upgrade,
 }
 
 impl State {
@@ -298,11 +304,7 @@ impl Dataplane for AyaDataplane {
                 };
             let complete = Direction::ALL.into_iter().all(|direction| {
                 let name = attach::program_for(endpoint, direction);
-                found.iter().any(|a| {
-                    a.direction == direction
-                        && a.program == name
-                        && Some(a.tag) == tags.get(name).copied()
-                })
+                attach::runs(&found, direction, name, tags.get(name).copied())
             });
             if complete {
                 status.attached += 1;

@@ -2,8 +2,12 @@
 //!
 //! ```text
 //! <pin_dir>/maps/SARENA_ENDPOINTS            pod address → endpoint
-//! <pin_dir>/maps/SARENA_COUNTERS             host ifindex → per-CPU counters
+//! <pin_dir>/maps/SARENA_ENDPOINTS6           pod IPv6 address → endpoint
+//! <pin_dir>/maps/SARENA_VETHS                host ifindex → endpoint
+//! <pin_dir>/maps/SARENA_COUNTERS_V2          host ifindex → per-CPU counters
 //! <pin_dir>/maps/SARENA_HOST_FLOWS           pod ↔ pod flows the host stack handled (LRU)
+//! <pin_dir>/maps/SARENA_LAYOUT               the layout generation of the pins (upgrade.rs)
+//! <pin_dir>/maps/SARENA_COUNTERS             release 0.1.0's counters (upgrade.rs, handover.rs)
 //! <pin_dir>/links/<ifindex>_<ifname>_ingress tcx link of from_container (earlier versions)
 //! <pin_dir>/links/<ifindex>_<ifname>_egress  tcx link of to_container (earlier versions)
 //! ```

@@ -7,6 +7,7 @@ use super::attach::host_ifindex;
 use super::error::BpfError;
 use super::pins::{self, PinnedAttachment};
 use super::tc::{self, TcAttachment};
+use super::upgrade::KillPoint;
 use super::{AyaDataplane, State};
 use crate::api::Endpoint;
 use crate::dataplane::{DataplaneError, ReconcileReport};
@@ -52,6 +53,7 @@ impl AyaDataplane {
         }
 
         let mut before = Vec::with_capacity(live.len());
+        let (mut swapped, mut carried) = (0, 0);
         {
             let mut state = self.lock();
             report
@@ -64,22 +66,52 @@ impl AyaDataplane {
                     .get(&endpoint.host_ifindex)
                     .map_or(&[][..], Vec::as_slice);
                 before.push(state.pacing.get(endpoint.host_ifindex)?);
+                let swap = !state.runs_ours(endpoint, filters);
+                if swap {
+                    // Before the swap: the old programs count into the old
+                    // map until the kernel runs the new ones (see upgrade.rs).
+                    let State { upgrade, maps, .. } = &mut *state;
+                    match upgrade.carry_counters(maps, endpoint) {
+                        Ok(true) => carried += 1,
+                        Ok(false) => {}
+                        // The fast path matters more than the counters.
+                        Err(error) => tracing::warn!(ifname = %endpoint.host_ifname, %error,
+                            "reconcile: counters not carried over"),
+                    }
+                }
                 match state.attach(endpoint, filters) {
-                    Ok(true) => report.attached.push(endpoint.host_ifname.clone()),
+                    Ok(true) => {
+                        report.attached.push(endpoint.host_ifname.clone());
+                        swapped += usize::from(swap);
+                        if swapped == 1 && swap {
+                            state.upgrade.kill_if(KillPoint::FirstSwap);
+                        }
+                    }
                     Ok(false) => {}
                     Err(e) => errors.push(e),
                 }
             }
             BpfError::collect("reconcile", self.pin_dir.display().to_string(), errors)?;
         }
+        if carried > 0 {
+            tracing::info!(
+                endpoints = carried,
+                "reconcile: counters carried over from an earlier generation's map"
+            );
+        }
         // Pod sides of egress limits: checked, replaced when they run other
         // code (an upgrade), removed where limits went.
         for (endpoint, before) in live.iter().zip(before) {
             self.shape_pod_side(endpoint, before, true).await?;
         }
+        if swapped > 0 {
+            self.lock().upgrade.kill_if(KillPoint::Swapped);
+        }
         for ifname in self.remove_legacy_links()? {
             tracing::info!(%ifname, "reconcile: replaced a tcx link of an earlier version");
         }
+        // Every endpoint runs this release's programs now.
+        self.lock().upgrade.finish(&self.pin_dir)?;
         Ok(())
     }
 
