@@ -42,7 +42,7 @@ measure() {
     out=$(drv add "$conf" "lat-$RUN_ID-$i" "/run/netns/$ns" \
       -args "IgnoreUnknown=1;K8S_POD_NAMESPACE=e2e;K8S_POD_NAME=lat-$i") || fail "ADD pod $i: $out"
     jq -r .elapsedMs <<<"$out" >>"$WORK/add.ms"
-    ip -n "$ns" -4 -o addr show dev eth0 | grep -q inet || fail "pod $i has no address after ADD"
+    ip -n "$ns" -4 -o addr show dev eth0 | grep inet >/dev/null || fail "pod $i has no address after ADD"
   done
   mode_assert_holding "$N"
   for ((i = 0; i < N; i++)); do

@@ -107,10 +107,10 @@ assert_gone() {
     ! ip link show "$hostif" >/dev/null 2>&1 || fail "host link $hostif of $ip still exists"
   fi
   if [[ "$ip" == *:* ]]; then
-    if ip -6 route show table all | grep -Eq "(^|[^0-9a-f:])$ip(/128)?( |$)"; then
+    if ip -6 route show table all | grep -E "(^|[^0-9a-f:])$ip(/128)?( |$)" >/dev/null; then
       fail "a route to $ip is still there: $(ip -6 route show table all | grep -F "$ip")"
     fi
-  elif ip -4 route show table all | grep -Eq "(^|[^0-9.])${ip//./\\.}(/32)?( |$)"; then
+  elif ip -4 route show table all | grep -E "(^|[^0-9.])${ip//./\\.}(/32)?( |$)" >/dev/null; then
     fail "a route to $ip is still there: $(ip -4 route show table all | grep -F "$ip")"
   fi
   pass "no link $hostif, no route to $ip"

@@ -129,7 +129,7 @@ tcp_start() {
   defer "kill $TCP_SERVER_PID"
   local i
   for ((i = 0; i < 50; i++)); do
-    ip netns exec "$1" ss -Hltn "sport = :$4" | grep -q . && break
+    ip netns exec "$1" ss -Hltn "sport = :$4" | grep . >/dev/null && break
     sleep 0.1
   done
   # shellcheck disable=SC2016 # expanded by the inner bash

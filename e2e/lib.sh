@@ -199,7 +199,7 @@ EOF
   fi
   SARENA_DAEMON=("$bin/sarena-daemon" --socket "$SARENA_SOCKET" --state-dir "$SARENA_STATE" --config "$cfg")
   SARENA_PIN_DIR=
-  if "$bin/sarena-daemon" --help 2>/dev/null | grep -q -- --bpf-pin-dir; then
+  if "$bin/sarena-daemon" --help 2>/dev/null | grep -- --bpf-pin-dir >/dev/null; then
     # eBPF pins outlive the daemon: a private pin dir, removed at exit.
     if [ -n "${NODE_NS:-}" ]; then
       SARENA_PIN_DIR="$NODE_BPFFS/sarena"
@@ -332,7 +332,7 @@ sarena_node_cleanup() {
   local dev family
   for family in inet arp; do
     grep -qx "table $family sarena" <<<"${SARENA_NFT_BEFORE:-}" && continue
-    nft list set "$family" sarena guarded 2>/dev/null | grep -q 'elements' && continue
+    nft list set "$family" sarena guarded 2>/dev/null | grep 'elements' >/dev/null && continue
     nft delete table "$family" sarena 2>/dev/null
   done
   dev=$(ip -o -4 addr show | awk -v a="$POD_GATEWAY/32" '$4 == a {print $2}' | head -n1)

@@ -81,11 +81,11 @@ for p in a b; do
     ctr --address '$SOCK' --namespace '$NS_CTR' container rm '${C[$p]}'; \
     runc --root '$CD/runc' delete --force '${C[$p]}'"
   for _ in $(seq 100); do
-    ctr_ task ls 2>/dev/null | grep -q "^${C[$p]} .*RUNNING" && break
+    ctr_ task ls 2>/dev/null | grep "^${C[$p]} .*RUNNING" >/dev/null && break
     kill -0 "${CTR_PID[$p]}" 2>/dev/null || fail "ctr run ${C[$p]} exited: $(cat "$WORK/ctr-run-$p.log")"
     sleep 0.1
   done
-  ctr_ task ls | grep -q "^${C[$p]} .*RUNNING" || fail "${C[$p]} not running after 10s"
+  ctr_ task ls | grep "^${C[$p]} .*RUNNING" >/dev/null || fail "${C[$p]} not running after 10s"
   IP[$p]=$(ctr_ task exec --exec-id "ip-$RUN_ID" "${C[$p]}" /bin/ip -4 -o addr show dev eth0 |
     sed -n 's/.* inet \([0-9.]*\)\/.*/\1/p')
   [ -n "${IP[$p]}" ] || fail "${C[$p]} has no IPv4 address on eth0"

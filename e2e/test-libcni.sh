@@ -33,7 +33,7 @@ for p in a b; do
   IP[$p]=$(jq -r '.result.ips[0].address' <<<"$out" | cut -d/ -f1)
   HOSTIF[$p]=$(host_if_for "${IP[$p]}")
   [ -n "${HOSTIF[$p]}" ] && [ "${HOSTIF[$p]}" != "$HOST_DUMMY" ] || fail "no host route to ${IP[$p]}"
-  ip -n "${NS[$p]}" -4 -o addr show dev eth0 | grep -qF " ${IP[$p]}/" ||
+  ip -n "${NS[$p]}" -4 -o addr show dev eth0 | grep -F " ${IP[$p]}/" >/dev/null ||
     fail "pod $p: eth0 does not carry ${IP[$p]}"
   if [ -n "${POD_SUBNET6:-}" ]; then
     IP6[$p]=$(jq -r '[.result.ips[].address | select(contains(":"))][0] // empty' <<<"$out" | cut -d/ -f1)
@@ -113,7 +113,7 @@ ip netns del "${NS[a]}"
 for p in a b; do
   assert_gone "${IP[$p]}" "${HOSTIF[$p]}"
   [ -z "${IP6[$p]:-}" ] || assert_gone "${IP6[$p]}" ""
-  ! ip netns list | grep -qw "${NS[$p]}" || fail "netns ${NS[$p]} still exists"
+  ! ip netns list | grep -w "${NS[$p]}" >/dev/null || fail "netns ${NS[$p]} still exists"
 done
 assert_no_cache "$WORK/cni-cache"
 mode_assert_released

@@ -85,13 +85,13 @@ for p in a b; do
   SANDBOX[$p]=$(jq -r '.[0].NetworkSettings.SandboxKey' <<<"$info")
   [ -n "${IP[$p]}" ] && [ "${IP[$p]}" != null ] || fail "podman inspect shows no IP for ${C[$p]}"
   [ -n "$mac" ] && [ "$mac" != null ] || fail "podman inspect shows no MAC for ${C[$p]}"
-  pm exec "${C[$p]}" ip -4 -o addr show dev eth0 | grep -qF " ${IP[$p]}/" ||
+  pm exec "${C[$p]}" ip -4 -o addr show dev eth0 | grep -F " ${IP[$p]}/" >/dev/null ||
     fail "${C[$p]}: eth0 does not carry ${IP[$p]}"
   HOSTIF[$p]=$(host_if_for "${IP[$p]}")
   if [ -n "${POD_SUBNET6:-}" ]; then
     IP6[$p]=$(jq -r --arg n "$NET_NAME" '.[0].NetworkSettings.Networks[$n].GlobalIPv6Address' <<<"$info")
     [ -n "${IP6[$p]}" ] && [ "${IP6[$p]}" != null ] || fail "podman inspect shows no IPv6 for ${C[$p]}"
-    pm exec "${C[$p]}" ip -6 -o addr show dev eth0 | grep -qF " ${IP6[$p]}/" ||
+    pm exec "${C[$p]}" ip -6 -o addr show dev eth0 | grep -F " ${IP6[$p]}/" >/dev/null ||
       fail "${C[$p]}: eth0 does not carry ${IP6[$p]}"
     [ "$(host_if_for "${IP6[$p]}")" = "${HOSTIF[$p]}" ] ||
       fail "the host routes ${IP6[$p]} elsewhere than ${HOSTIF[$p]}"

@@ -95,7 +95,7 @@ serve b UDP-RECVFROM:5353,fork SYSTEM:'read q; echo "dns-b $q"'
 serve b TCP-LISTEN:9000,fork,reuseaddr EXEC:cat
 for p in b c d; do
   for _ in $(seq 50); do
-    ip netns exec "${NS[$p]}" ss -Htln 'sport = :8080' | grep -q . && break
+    ip netns exec "${NS[$p]}" ss -Htln 'sport = :8080' | grep . >/dev/null && break
     sleep 0.1
   done
 done

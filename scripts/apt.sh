@@ -4,7 +4,7 @@
 ensure_packages() {
   local missing=() p
   for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep "install ok installed" >/dev/null || missing+=("$p")
   done
   [ "${#missing[@]}" -gt 0 ] || return 0
   log "installing Debian packages: ${missing[*]}"

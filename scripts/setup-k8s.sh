@@ -294,7 +294,7 @@ step_build() {
     tail -n 25 "$LOGS/go-build.log" >&2
     die "go build failed (full log: $LOGS/go-build.log)"
   }
-  "$BIN/kubectl" version --client --short 2>/dev/null | grep -q "$K8S_VERSION" ||
+  "$BIN/kubectl" version --client --short 2>/dev/null | grep "$K8S_VERSION" >/dev/null ||
     die "kubectl does not report $K8S_VERSION"
   # pause: Kubernetes' own, static
   run pause-gcc gcc -Os -static -DVERSION=3.4 -o "$BIN/pause" "$TREE/build/pause/linux/pause.c"

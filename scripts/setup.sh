@@ -14,7 +14,7 @@ APT_PACKAGES=(iproute2 jq iputils-ping nftables curl)
 ensure_packages "${APT_PACKAGES[@]}"
 
 # bpffs for the eBPF dataplane's pins.
-if [ "$(id -u)" = 0 ] && ! mount | grep -q ' /sys/fs/bpf type bpf'; then
+if [ "$(id -u)" = 0 ] && ! mount | grep ' /sys/fs/bpf type bpf' >/dev/null; then
   log "mounting bpffs on /sys/fs/bpf"
   mount -t bpf bpf /sys/fs/bpf
 fi

@@ -121,16 +121,16 @@ expect_route() {
     native) want="${CIDR[$2]} via ${IP[$2]} dev eth0" ;;
     vxlan) want="${CIDR[$2]} via ${CIDR[$2]%/*} dev sarena.vxlan onlink" ;;
   esac
-  sm_peer_routes "$1" | grep -qxF "$want"
+  sm_peer_routes "$1" | grep -xF "$want" >/dev/null
 }
 
 # no_route NODE CIDR: NODE has no Sarena route to CIDR.
-no_route() { ! sm_peer_routes "$1" | grep -q "^$2 "; }
+no_route() { ! sm_peer_routes "$1" | grep "^$2 " >/dev/null; }
 
 # Predicates for wait_until (which expands its arguments once).
 marked_up() { [ "$(sm_condition "$1")" = "False SarenaIsUp" ]; }
 has_pod_cidr() { [ -n "$(k get node "$1" -o 'jsonpath={.spec.podCIDR}')" ]; }
-health_says() { sm_api "$1" "$2" daemon/health | grep -qF "$3"; }
+health_says() { sm_api "$1" "$2" daemon/health | grep -F "$3" >/dev/null; }
 answers() { [ "$(in_pod "$1" curl -s --max-time 2 "$2")" = "$3" ]; } # POD URL BODY
 has_event() { # NODE REASON
   [ -n "$(k get events -n default -o name --field-selector "involvedObject.name=$1,reason=$2")" ]
@@ -176,7 +176,7 @@ for ROUTING in native vxlan; do
   wait_until 10 expect_route node1 node2 "$ROUTING" || fail "node1 routes: $(sm_peer_routes node1)"
   wait_until 10 expect_route node2 node1 "$ROUTING" || fail "node2 routes: $(sm_peer_routes node2)"
   if [ "$ROUTING" = vxlan ]; then
-    k8s_exec "$DIR" node1 ip link show sarena.vxlan | grep -q "mtu 1450" || fail "sarena.vxlan's MTU is not 1450"
+    k8s_exec "$DIR" node1 ip link show sarena.vxlan | grep "mtu 1450" >/dev/null || fail "sarena.vxlan's MTU is not 1450"
   fi
 
   phase "$ROUTING: pods on node1 and node2 by the plugin"
@@ -187,11 +187,11 @@ for ROUTING in native vxlan; do
   EP=$(sm_api node1 "$ROUTING" endpoints | jq -c --arg n "$a" '.[] | select(.pod.name == $n)')
   [ "$(jq -r .pod.uid <<<"$EP")" = "uid-$a-$RID" ] || fail "the registry has no pod UID for $a: $EP"
   HOST_IF=$(jq -r .host_ifname <<<"$EP")
-  k8s_exec "$DIR" node1 tc filter show dev "$HOST_IF" ingress | grep -q from_container ||
+  k8s_exec "$DIR" node1 tc filter show dev "$HOST_IF" ingress | grep from_container >/dev/null ||
     fail "no eBPF program on $a's host veth $HOST_IF"
   want_mtu=1500
   [ "$ROUTING" = native ] || want_mtu=1450
-  in_pod "$a" ip link show eth0 | grep -q "mtu $want_mtu " || fail "$a's eth0 MTU is not $want_mtu"
+  in_pod "$a" ip link show eth0 | grep "mtu $want_mtu " >/dev/null || fail "$a's eth0 MTU is not $want_mtu"
 
   phase "$ROUTING: pod <-> pod across nodes: ping and TCP, both ways"
   sm_ping "$a" "$b" || fail "$a -> $b ping"
@@ -210,7 +210,7 @@ EOF
   SVC=$(k get service web -o 'jsonpath={.spec.clusterIP}')
   wait_until 30 answers "$a" "http://$SVC/index.html" "$b" ||
     fail "$a -> $SVC:80 did not reach $b on node2"
-  k8s_exec "$DIR" node1 iptables-save -t nat | grep -q "KUBE-SEP.*-j DNAT.*--to-destination ${POD_IP[$b]}:8080" ||
+  k8s_exec "$DIR" node1 iptables-save -t nat | grep "KUBE-SEP.*-j DNAT.*--to-destination ${POD_IP[$b]}:8080" >/dev/null ||
     fail "no kube-proxy DNAT to ${POD_IP[$b]}:8080 on node1"
 
   if [ "$ROUTING" = native ]; then

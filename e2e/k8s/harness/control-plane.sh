@@ -60,7 +60,7 @@ _k8s_cp_netns() {
 }
 
 _k8s_has_sa_token() {
-  _k8s_kubectl get serviceaccount default -o 'jsonpath={.secrets[0].name}' | grep -q .
+  _k8s_kubectl get serviceaccount default -o 'jsonpath={.secrets[0].name}' | grep . >/dev/null
 }
 
 _k8s_up() {

@@ -19,7 +19,7 @@ _k8s_plug() {
     IDX=$(cat "$ND/index")
   else
     for ((IDX = 1; IDX < 240; IDX++)); do
-      cat "$D"/nodes/*/index 2>/dev/null | grep -qx "$IDX" || break
+      cat "$D"/nodes/*/index 2>/dev/null | grep -x "$IDX" >/dev/null || break
     done
     [ "$IDX" -lt 240 ] || _k8s_die "no free node index"
     echo "$IDX" >"$ND/index"
