@@ -10,18 +10,6 @@ fail() {
   exit 1
 }
 
-# wait_until SECONDS CMD...: CMD until it succeeds (every 0.25 s), at most SECONDS.
-wait_until() {
-  local secs=$1 i
-  shift
-  for ((i = 0; i < secs * 4; i++)); do
-    "$@" >/dev/null 2>&1 && return 0
-    sleep 0.25
-  done
-  return 1
-}
-
-k() { k8s_kubectl "$DIR" "$@"; }
 ks() { k8s_kubectl "$DIR" -n kube-system "$@"; }
 
 # --- nodes and the daemon pods ------------------------------------------------

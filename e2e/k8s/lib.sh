@@ -119,6 +119,22 @@ _k8s_kubectl_cmd() {
     --kubeconfig "$D/kubeconfig" --cache-dir "$D/kubectl-cache" "$@"
 }
 
+# wait_until SECONDS CMD...: CMD until it succeeds (every 0.25 s), at most
+# SECONDS. CMD's words are expanded once, by the caller: wrap a command
+# substitution that must be re-run each time in a function.
+wait_until() {
+  local secs=$1 i
+  shift
+  for ((i = 0; i < secs * 4; i++)); do
+    "$@" >/dev/null 2>&1 && return 0
+    sleep 0.25
+  done
+  return 1
+}
+
+# k ARGS...: kubectl against the cluster in $DIR.
+k() { k8s_kubectl "$DIR" "$@"; }
+
 k8s_exec() { _k8s_child _k8s_exec_cmd "$@"; }
 _k8s_exec_cmd() {
   _k8s_dir "${1:-}"

@@ -37,7 +37,6 @@ report() {
 }
 
 DIR=$(mktemp -d /tmp/sarena-k8s-smoke.XXXXXX)
-k() { k8s_kubectl "$DIR" "$@"; }
 
 # what the host has before, to compare after down
 host_state() {

@@ -17,7 +17,7 @@ use sarena_core::dataplane::Dataplane;
 use sarena_core::dataplane::ebpf::{AyaDataplane, EndpointInfo, EndpointKey};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_test_support::{
-    PinDir, Pod, ping_summary, require_ebpf_object, require_root, tc_programs,
+    PinDir, background_ping, require_ebpf_object, require_root, tc_programs,
 };
 
 #[tokio::test]
@@ -52,23 +52,6 @@ async fn detach_removes_entries_counters_and_links() {
     assert_eq!(tc_programs(a.ifname()), (0, 0));
 }
 
-/// `count` pings at 20/s from `from` to `to` in the background; returns
-/// (transmitted, received) once done.
-fn background_ping(from: &Pod, to: &Pod, count: u32) -> std::thread::JoinHandle<(u32, u32)> {
-    let netns = from.netns.name.clone();
-    let to = to.ip().to_string();
-    std::thread::spawn(move || {
-        let out = std::process::Command::new("ip")
-            .args([
-                "netns", "exec", &netns, "ping", "-n", "-q", "-i", "0.05", "-W", "1",
-            ])
-            .args(["-c", &count.to_string(), &to])
-            .output()
-            .unwrap();
-        ping_summary(&out)
-    })
-}
-
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn pins_survive_the_loader_and_reconcile_repairs_drift() {
@@ -84,7 +67,7 @@ async fn pins_survive_the_loader_and_reconcile_repairs_drift() {
     assert!(a.ping(&b, 1));
 
     // "Restart": the loader goes away and comes back while pods keep pinging.
-    let pinger = background_ping(&a, &b, 60);
+    let pinger = background_ping(&a, &b, 60, "0.05");
     std::thread::sleep(Duration::from_millis(500));
     drop(dp);
     std::thread::sleep(Duration::from_millis(500));

@@ -24,7 +24,7 @@ use sarena_core::dataplane::DataplaneError;
 use sarena_core::dataplane::ebpf::{AyaDataplane, BpfError, EndpointCounters};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_test_support::{
-    PinDir, Pod, ping_summary, require_ebpf_object, require_root, tc_program_ids,
+    PinDir, background_ping, require_ebpf_object, require_root, tc_program_ids,
 };
 
 fn cpus() -> usize {
@@ -90,22 +90,6 @@ fn pin_names(dir: &Path) -> Vec<String> {
     names
 }
 
-/// `count` pings at 50/s from `from` to `to` in the background.
-fn background_ping(from: &Pod, to: &Pod, count: u32) -> std::thread::JoinHandle<(u32, u32)> {
-    let netns = from.netns.name.clone();
-    let to = to.ip().to_string();
-    std::thread::spawn(move || {
-        let out = std::process::Command::new("ip")
-            .args([
-                "netns", "exec", &netns, "ping", "-n", "-q", "-i", "0.02", "-W", "1",
-            ])
-            .args(["-c", &count.to_string(), &to])
-            .output()
-            .unwrap();
-        ping_summary(&out)
-    })
-}
-
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped() {
@@ -134,7 +118,7 @@ async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped()
         ],
     );
 
-    let pinger = background_ping(&a, &b, 100);
+    let pinger = background_ping(&a, &b, 100, "0.02");
     std::thread::sleep(Duration::from_millis(500));
     let dp = AyaDataplane::open(&object, &pins.0).unwrap();
     // Opened: the new maps beside the old pin, nothing swapped yet.

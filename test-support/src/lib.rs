@@ -45,4 +45,4 @@ pub use pod::Pod;
 pub use require::{require, require_ebpf_object, require_root};
 pub use sysctl::SysctlGuard;
 pub use tc::{tc_program_ids, tc_programs};
-pub use traffic::{ping_summary, tcp_exchange, tcp_exchange_at, tcp_exchange_to};
+pub use traffic::{background_ping, ping_summary, tcp_exchange, tcp_exchange_at, tcp_exchange_to};

@@ -84,6 +84,27 @@ pub fn ping_summary(out: &Output) -> (u32, u32) {
     (numbers[0], numbers[1])
 }
 
+/// `count` pings from `from` to `to` in the background, one every `interval`
+/// seconds (as `ping -i` takes it); returns (transmitted, received) once done.
+pub fn background_ping(
+    from: &Pod,
+    to: &Pod,
+    count: u32,
+    interval: &str,
+) -> std::thread::JoinHandle<(u32, u32)> {
+    let netns = from.netns.name.clone();
+    let to = to.ip().to_string();
+    let interval = interval.to_string();
+    std::thread::spawn(move || {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &netns, "ping", "-n", "-q", "-W", "1"])
+            .args(["-i", &interval, "-c", &count.to_string(), &to])
+            .output()
+            .unwrap();
+        ping_summary(&out)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::ping_summary;

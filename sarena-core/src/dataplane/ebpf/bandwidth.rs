@@ -32,6 +32,7 @@ use sarena_common::{
 };
 
 use super::error::{BpfError, is_not_found};
+use super::maps::map_error;
 use crate::api::{BandwidthLimits, Endpoint};
 
 /// Credit an idle bucket may gather, as time at the rate (1 s).
@@ -146,17 +147,6 @@ pub(super) fn egress_program(endpoint: &Endpoint) -> &'static str {
 
 /// `SARENA_BANDWIDTH` (host ifindex → pacers), as pinned.
 pub(super) struct PacingMap(BpfHashMap<MapData, u32, BandwidthState>);
-
-fn map_error(
-    call: &'static str,
-    object: impl ToString,
-) -> impl FnOnce(aya::maps::MapError) -> BpfError {
-    move |source| BpfError::Map {
-        call,
-        object: object.to_string(),
-        source: Box::new(source),
-    }
-}
 
 impl PacingMap {
     /// Takes the map out of the loaded object.

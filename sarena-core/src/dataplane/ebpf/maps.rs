@@ -30,7 +30,8 @@ struct AddressMap<K> {
     map: BpfHashMap<MapData, K, EndpointInfo>,
 }
 
-fn map_error(
+/// Turns an aya map error of `call` on `object` into a [`BpfError::Map`].
+pub(super) fn map_error(
     call: &'static str,
     object: impl ToString,
 ) -> impl FnOnce(aya::maps::MapError) -> BpfError {
