@@ -45,8 +45,7 @@ impl ChainCheck {
     /// `bandwidth` plugin after `plugin_type`; `None` otherwise (or when no
     /// file defines the network).
     pub fn reference_bandwidth_after_us(&self) -> Option<PathBuf> {
-        let path = network_file(&self.conf_dir, &self.network)?;
-        let conf = read(&path)?;
+        let (path, conf) = network_file(&self.conf_dir, &self.network)?;
         let types: Vec<&str> = conf
             .get("plugins")?
             .as_array()?
@@ -60,8 +59,9 @@ impl ChainCheck {
     }
 }
 
-/// The first config file under `dir`, in name order, whose `name` is `network`.
-fn network_file(dir: &Path, network: &str) -> Option<PathBuf> {
+/// The first config file under `dir`, in name order, whose `name` is
+/// `network`, with its parsed contents (each file is read once).
+fn network_file(dir: &Path, network: &str) -> Option<(PathBuf, Value)> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .ok()?
         .filter_map(Result::ok)
@@ -73,8 +73,9 @@ fn network_file(dir: &Path, network: &str) -> Option<PathBuf> {
         })
         .collect();
     files.sort();
-    files.into_iter().find(|path| {
-        read(path).is_some_and(|conf| conf.get("name").and_then(Value::as_str) == Some(network))
+    files.into_iter().find_map(|path| {
+        let conf = read(&path)?;
+        (conf.get("name").and_then(Value::as_str) == Some(network)).then_some((path, conf))
     })
 }
 

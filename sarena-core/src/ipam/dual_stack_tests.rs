@@ -1,26 +1,7 @@
 //! Dual-stack and IPv6-only pools: one address per family, all or nothing.
 
-use std::net::IpAddr;
-
+use super::tests::{alloc, ip, pool};
 use super::*;
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
-fn pool(name: &str, cidrs: &[&str], ns: &[&str]) -> PoolConfig {
-    PoolConfig {
-        name: name.into(),
-        cidrs: cidrs.iter().map(|c| c.parse().unwrap()).collect(),
-        gateways: vec![],
-        reserved: vec![],
-        namespaces: ns.iter().map(|s| s.to_string()).collect(),
-    }
-}
-
-fn alloc(pools: Vec<PoolConfig>) -> Allocator {
-    Allocator::new(&IpamConfig { pools }).unwrap()
-}
 
 fn addresses(got: &[crate::api::AllocatedAddress]) -> Vec<String> {
     got.iter().map(|a| a.address.to_string()).collect()

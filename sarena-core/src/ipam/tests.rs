@@ -5,11 +5,11 @@ use std::net::IpAddr;
 
 use super::*;
 
-fn ip(s: &str) -> IpAddr {
+pub(super) fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-fn pool(name: &str, cidrs: &[&str], ns: &[&str]) -> PoolConfig {
+pub(super) fn pool(name: &str, cidrs: &[&str], ns: &[&str]) -> PoolConfig {
     PoolConfig {
         name: name.into(),
         cidrs: cidrs.iter().map(|c| c.parse().unwrap()).collect(),
@@ -19,7 +19,7 @@ fn pool(name: &str, cidrs: &[&str], ns: &[&str]) -> PoolConfig {
     }
 }
 
-fn alloc(pools: Vec<PoolConfig>) -> Allocator {
+pub(super) fn alloc(pools: Vec<PoolConfig>) -> Allocator {
     Allocator::new(&IpamConfig { pools }).unwrap()
 }
 
