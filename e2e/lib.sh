@@ -52,13 +52,30 @@ _e2e_exit() {
   exit "$rc"
 }
 
+# require_tools TOOL...: fail, naming the set-up script, unless each is on PATH.
+require_tools() {
+  local tool
+  for tool in "$@"; do
+    command -v "$tool" >/dev/null || fail "$tool missing: run scripts/setup-e2e.sh"
+  done
+}
+
+# each_contender SCRIPT WHICH: for WHICH "all", run SCRIPT once per
+# contender (ref, ebpf, kernel) and exit with 1 if any run failed; else return.
+each_contender() {
+  [ "$2" = all ] || return 0
+  local rc=0 m
+  for m in ref ebpf kernel; do
+    bash "$1" "$m" || rc=1
+  done
+  exit "$rc"
+}
+
 # e2e_init NAME: unique run id, private work dir, cleanup trap.
 e2e_init() {
   E2E_TEST=$1
   [ "$(id -u)" = 0 ] || fail "the end-to-end tests need root"
-  for tool in ip jq curl ping; do
-    command -v "$tool" >/dev/null || fail "$tool missing: run scripts/setup-e2e.sh"
-  done
+  require_tools ip jq curl ping
   RUN_ID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
   WORK=$(mktemp -d "/tmp/sarena-e2e-$E2E_TEST.XXXXXX")
   chmod 755 "$WORK"

@@ -17,18 +17,10 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 WHICH=${1:-all}
-if [ "$WHICH" = all ]; then
-  rc=0
-  for m in ref ebpf kernel; do
-    bash "$0" "$m" || rc=1
-  done
-  exit "$rc"
-fi
+each_contender "$0" "$WHICH"
 
 e2e_init "antispoof-$WHICH"
-for tool in socat arping nft; do
-  command -v "$tool" >/dev/null || fail "$tool missing: run scripts/setup-e2e.sh"
-done
+require_tools socat arping nft
 ensure_driver
 node_setup
 pick_subnet
