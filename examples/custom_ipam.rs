@@ -16,8 +16,9 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use async_trait::async_trait;
 use sarena_core::api::{
-    AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, Endpoint,
-    EndpointCreate, GcReport, GcRequest, Health, IpamState, PodRef,
+    AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, DaemonStatus,
+    Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest, Health, Inspect,
+    IpamState, PodRef,
 };
 use sarena_core::node::{Node, NodeConfig};
 
@@ -83,14 +84,35 @@ impl Daemon for OrdinalAddresses {
     async fn endpoint(&self, owner: Attachment) -> Result<Option<Endpoint>, DaemonError> {
         self.node.endpoint(owner).await
     }
+    async fn delete_endpoint_and_veth(&self, owner: Attachment) -> Result<Deleted, DaemonError> {
+        self.node.delete_endpoint_and_veth(owner).await
+    }
+    async fn endpoint_stats_of(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<EndpointStats>, DaemonError> {
+        self.node.endpoint_stats_of(owner).await
+    }
+    async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
+        self.node.gc(req).await
+    }
+}
+
+/// The operator's reads (served by a daemon with `sarena` and `/metrics`):
+/// all the node's.
+#[async_trait]
+impl Inspect for OrdinalAddresses {
     async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
         self.node.endpoints().await
     }
     async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
         self.node.ipam_state().await
     }
-    async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
-        self.node.gc(req).await
+    async fn status(&self) -> Result<DaemonStatus, DaemonError> {
+        self.node.status().await
+    }
+    async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
+        self.node.endpoint_stats().await
     }
 }
 

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use sarena_core::api::{Attachment, Daemon, PodRef};
+use sarena_core::api::{Attachment, Inspect, PodRef};
 use sarena_core::cni::Version;
 use sarena_core::dataplane::ebpf::AyaDataplane;
 use sarena_core::links::RtnetlinkLinks;

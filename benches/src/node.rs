@@ -17,7 +17,7 @@ use std::fs::{File, OpenOptions};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use sarena_core::api::Daemon as _;
+use sarena_core::api::Inspect as _;
 use serde_json::json;
 
 use crate::BenchError;

@@ -196,7 +196,7 @@ fn cni_runtime_runs_reference_plugins() {
 #[tokio::test]
 #[ignore = "privileged: needs root (the plugin makes a veth pair)"]
 async fn cni_runtime_runs_sarena() {
-    use sarena_core::api::Daemon;
+    use sarena_core::api::Inspect;
     require_root("cni_runtime_runs_sarena");
     let site = Site::new();
     let _daemon = site.start(&[]).await;

@@ -15,7 +15,7 @@ use arbitrary::Arbitrary;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Method, Request};
-use sarena_core::api::{Daemon, Endpoint, GcRequest, IpamState, encode_segment};
+use sarena_core::api::{Endpoint, GcRequest, IpamState, NodeApi, encode_segment};
 use serde_json::{Value, json};
 
 /// At most this many requests per input.
@@ -194,7 +194,7 @@ pub struct Snapshot {
 }
 
 /// Reads the daemon's whole state.
-pub async fn snapshot(daemon: &dyn Daemon) -> Snapshot {
+pub async fn snapshot(daemon: &dyn NodeApi) -> Snapshot {
     Snapshot {
         ipam: daemon.ipam_state().await.expect("ipam state"),
         endpoints: daemon.endpoints().await.expect("endpoints"),
@@ -337,7 +337,7 @@ pub fn request(step: &Step, state: &Snapshot) -> Option<Request<Full<Bytes>>> {
 /// Runs `input` against `daemon` through `handle` (the daemon's router),
 /// starting from an empty state, and checks the invariants; panics with the
 /// step that broke one.
-pub async fn run<H, F>(daemon: &dyn Daemon, input: &Input, handle: H)
+pub async fn run<H, F>(daemon: &dyn NodeApi, input: &Input, handle: H)
 where
     H: Fn(Request<Full<Bytes>>) -> F,
     F: std::future::Future<Output = hyper::Response<Full<Bytes>>>,

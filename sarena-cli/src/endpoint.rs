@@ -1,12 +1,16 @@
 //! `sarena endpoint list` and `sarena endpoint get`.
 
-use sarena_core::api::{Attachment, Daemon, EndpointStats};
+use sarena_core::api::{Attachment, EndpointStats, NodeApi};
 
 use crate::table::{age, bytes, fields, short_id, table};
 use crate::{CliError, OutputFormat, json};
 
 /// Every endpoint with its traffic.
-pub async fn list(daemon: &dyn Daemon, output: OutputFormat, now: u64) -> Result<String, CliError> {
+pub async fn list(
+    daemon: &dyn NodeApi,
+    output: OutputFormat,
+    now: u64,
+) -> Result<String, CliError> {
     let stats = daemon.endpoint_stats().await?;
     match output {
         OutputFormat::Json => json(&stats),
@@ -16,7 +20,7 @@ pub async fn list(daemon: &dyn Daemon, output: OutputFormat, now: u64) -> Result
 
 /// One endpoint with every counter.
 pub async fn get(
-    daemon: &dyn Daemon,
+    daemon: &dyn NodeApi,
     output: OutputFormat,
     container_id: &str,
     ifname: &str,

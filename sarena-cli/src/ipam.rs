@@ -1,12 +1,16 @@
 //! `sarena ipam list`.
 
-use sarena_core::api::{Daemon, IpamState};
+use sarena_core::api::{IpamState, NodeApi};
 
 use crate::table::{age, short_id, table};
 use crate::{CliError, OutputFormat, json};
 
 /// Pools, allocations and leases.
-pub async fn list(daemon: &dyn Daemon, output: OutputFormat, now: u64) -> Result<String, CliError> {
+pub async fn list(
+    daemon: &dyn NodeApi,
+    output: OutputFormat,
+    now: u64,
+) -> Result<String, CliError> {
     let state = daemon.ipam_state().await?;
     match output {
         OutputFormat::Json => json(&state),

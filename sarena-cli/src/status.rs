@@ -1,12 +1,12 @@
 //! `sarena status`.
 
-use sarena_core::api::{Daemon, DaemonStatus};
+use sarena_core::api::{Daemon, DaemonStatus, NodeApi};
 
 use crate::table::{fields, table};
 use crate::{CliError, OutputFormat, json};
 
 /// Asks the daemon for its status and shows it.
-pub async fn run(daemon: &dyn Daemon, output: OutputFormat) -> Result<String, CliError> {
+pub async fn run(daemon: &dyn NodeApi, output: OutputFormat) -> Result<String, CliError> {
     let status = daemon.status().await?;
     match output {
         OutputFormat::Json => json(&status),

@@ -8,6 +8,7 @@
 //! reopens the store and checks every acknowledged operation.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use sarena_core::api::Inspect as _;
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::net::IpAddr;

@@ -164,7 +164,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         }
         operated = operated.with_metrics(m.clone());
     }
-    let daemon: Arc<dyn sarena_core::api::Daemon> = Arc::new(operated);
+    let daemon: Arc<dyn sarena_core::api::NodeApi> = Arc::new(operated);
 
     let unix = UnixSocket::bind(&cli.socket)?;
     let tcp = match cli.listen_tcp {
@@ -206,7 +206,7 @@ pub(crate) fn metrics_for(cli: &Cli) -> Result<Option<Arc<Metrics>>, MetricsErro
 pub(crate) async fn serve_metrics(
     cli: &Cli,
     observed: Option<&Arc<Metrics>>,
-    daemon: &Arc<dyn sarena_core::api::Daemon>,
+    daemon: &Arc<dyn sarena_core::api::NodeApi>,
 ) -> Result<Option<JoinHandle<()>>, MetricsError> {
     let (Some(addr), Some(m)) = (cli.metrics.listen, observed) else {
         return Ok(None);

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sarena_core::api::Daemon;
+use sarena_core::api::NodeApi;
 use sarena_core::install::{
     ConflistOptions, InstallError, Installer, Outcome, generate_conflist, validate_conflist,
 };
@@ -115,7 +115,7 @@ impl CniConfWriter {
 
     /// Waits until `daemon` is ready (asking every `poll`), then writes the
     /// conflist, trying again every `retry` while the write fails.
-    pub async fn write_when_ready(&self, daemon: &dyn Daemon, poll: Duration, retry: Duration) {
+    pub async fn write_when_ready(&self, daemon: &dyn NodeApi, poll: Duration, retry: Duration) {
         loop {
             match daemon.health().await {
                 Ok(health) if health.ready => break,
@@ -146,7 +146,7 @@ impl CniConfWriter {
     }
 
     /// [`CniConfWriter::write_when_ready`] in the background.
-    pub fn spawn(self, daemon: Arc<dyn Daemon>) -> JoinHandle<()> {
+    pub fn spawn(self, daemon: Arc<dyn NodeApi>) -> JoinHandle<()> {
         tokio::spawn(async move { self.write_when_ready(daemon.as_ref(), POLL, RETRY).await })
     }
 }
@@ -155,7 +155,7 @@ impl CniConfWriter {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use sarena_core::api::{DaemonError, Health, MockDaemon};
+    use sarena_core::api::{DaemonError, Health, MockNodeApi};
 
     use super::*;
 
@@ -175,7 +175,7 @@ mod tests {
         let writer =
             CniConfWriter::new(&path, generate_conflist(&ConflistOptions::default())).unwrap();
         let calls = Arc::new(AtomicUsize::new(0));
-        let mut daemon = MockDaemon::new();
+        let mut daemon = MockNodeApi::new();
         let (seen, absent) = (calls.clone(), path.clone());
         daemon.expect_health().times(4).returning(move || {
             assert!(!absent.exists(), "written before the daemon was ready");
@@ -206,7 +206,7 @@ mod tests {
         let path = blocker.join("10-sarena.conflist");
         let writer =
             CniConfWriter::new(&path, generate_conflist(&ConflistOptions::default())).unwrap();
-        let mut daemon = MockDaemon::new();
+        let mut daemon = MockNodeApi::new();
         daemon.expect_health().returning(|| health(true));
         let fix = blocker.clone();
         let fixer = tokio::spawn(async move {

@@ -4,7 +4,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use sarena_core::api::{Daemon, DaemonError};
+use sarena_core::api::DaemonError;
+use sarena_core::api::NodeApi;
 use sarena_core::dataplane::ebpf::AyaDataplane;
 use sarena_core::dataplane::{
     Dataplane, DataplaneError, DataplaneMode, KernelDataplane, ReconcileReport,
@@ -127,7 +128,7 @@ pub async fn start_on(
     parts: &DataplaneParts,
     config: &NodeConfig,
     node: Node,
-) -> Result<(Arc<dyn Daemon>, Option<ReconcileReport>), DataplaneStartError> {
+) -> Result<(Arc<dyn NodeApi>, Option<ReconcileReport>), DataplaneStartError> {
     let (Some(dataplane), Some(links)) = (&parts.backend, &parts.links) else {
         tracing::warn!("dataplane \"none\": pod traffic is not forwarded by Sarena");
         return Ok((Arc::new(node), None));

@@ -6,6 +6,8 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use sarena_core::api::Inspect;
+use sarena_core::api::NodeApi;
 use sarena_core::api::{
     AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, DaemonStatus,
     DeleteQueueStatus, Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest,
@@ -17,7 +19,7 @@ use crate::metrics::Metrics;
 
 /// See the [module docs](self).
 pub struct Operated {
-    inner: Arc<dyn Daemon>,
+    inner: Arc<dyn NodeApi>,
     queue: Option<DeleteQueue>,
     kubernetes: KubernetesCell,
     metrics: Option<Arc<Metrics>>,
@@ -38,7 +40,7 @@ impl std::fmt::Debug for Operated {
 
 impl Operated {
     /// Wraps `inner`; nothing added yet.
-    pub fn new(inner: Arc<dyn Daemon>) -> Self {
+    pub fn new(inner: Arc<dyn NodeApi>) -> Self {
         Operated {
             inner,
             queue: None,
@@ -159,14 +161,6 @@ impl Daemon for Operated {
         self.inner.endpoint(owner).await
     }
 
-    async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
-        self.inner.endpoints().await
-    }
-
-    async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
-        self.inner.ipam_state().await
-    }
-
     async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
         let result = self.inner.gc(req).await;
         let noop = result
@@ -174,6 +168,24 @@ impl Daemon for Operated {
             .is_ok_and(|r| r.endpoints_removed.is_empty() && r.allocations_released.is_empty());
         self.count("gc", &result, noop);
         result
+    }
+
+    async fn endpoint_stats_of(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<EndpointStats>, DaemonError> {
+        self.inner.endpoint_stats_of(owner).await
+    }
+}
+
+#[async_trait]
+impl Inspect for Operated {
+    async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
+        self.inner.endpoints().await
+    }
+
+    async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
+        self.inner.ipam_state().await
     }
 
     async fn status(&self) -> Result<DaemonStatus, DaemonError> {
@@ -190,13 +202,6 @@ impl Daemon for Operated {
 
     async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
         self.inner.endpoint_stats().await
-    }
-
-    async fn endpoint_stats_of(
-        &self,
-        owner: Attachment,
-    ) -> Result<Option<EndpointStats>, DaemonError> {
-        self.inner.endpoint_stats_of(owner).await
     }
 }
 

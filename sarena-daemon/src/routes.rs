@@ -1,5 +1,5 @@
 //! Routing and handlers: one HTTP request in, one JSON response out, over any
-//! [`Daemon`] backend. Nothing here panics on input: every failure becomes a
+//! [`NodeApi`] backend. Nothing here panics on input: every failure becomes a
 //! JSON [`ApiErrorBody`] with the status of its [`ApiErrorKind`].
 //!
 //! Every answered request is reported to the [`RequestObserver`] installed
@@ -13,8 +13,9 @@ use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Body, Bytes};
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode, header};
+use sarena_core::api::NodeApi;
 use sarena_core::api::{
-    API_BASE, ApiErrorBody, ApiErrorKind, Attachment, Daemon, DaemonError, Deleted, MAX_BODY_BYTES,
+    API_BASE, ApiErrorBody, ApiErrorKind, Attachment, DaemonError, Deleted, MAX_BODY_BYTES,
     Released, Unregistered, decode_segment, validate_attachment,
 };
 use serde::Serialize;
@@ -113,7 +114,7 @@ impl From<DaemonError> for ApiError {
 }
 
 /// Serves one request against `daemon`. Never fails: errors become JSON error answers.
-pub async fn handle<B>(daemon: &dyn Daemon, req: Request<B>) -> Response<Full<Bytes>>
+pub async fn handle<B>(daemon: &dyn NodeApi, req: Request<B>) -> Response<Full<Bytes>>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -123,7 +124,7 @@ where
 
 /// [`handle`] reporting to `observer` instead of the installed one.
 pub async fn handle_observed<B>(
-    daemon: &dyn Daemon,
+    daemon: &dyn NodeApi,
     observer: Option<&dyn RequestObserver>,
     req: Request<B>,
 ) -> Response<Full<Bytes>>
@@ -158,7 +159,7 @@ where
 }
 
 async fn dispatch<B>(
-    daemon: &dyn Daemon,
+    daemon: &dyn NodeApi,
     route: Route,
     parts: &Parts,
     body: B,

@@ -26,7 +26,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use sarena_core::api::Daemon;
+use sarena_core::api::NodeApi;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -234,7 +234,7 @@ pub async fn bind_tcp(addr: SocketAddr, allow_remote: bool) -> Result<TcpListene
 /// accepting, removes the socket file, and waits up to `grace` for open
 /// connections to finish their in-flight requests. [`Limits::DEFAULT`] apply.
 pub async fn serve(
-    daemon: Arc<dyn Daemon>,
+    daemon: Arc<dyn NodeApi>,
     unix: UnixSocket,
     tcp: Option<TcpListener>,
     shutdown: impl Future<Output = ()>,
@@ -245,7 +245,7 @@ pub async fn serve(
 
 /// [`serve`] with other [`Limits`].
 pub async fn serve_with_limits(
-    daemon: Arc<dyn Daemon>,
+    daemon: Arc<dyn NodeApi>,
     unix: UnixSocket,
     tcp: Option<TcpListener>,
     shutdown: impl Future<Output = ()>,
@@ -315,7 +315,7 @@ async fn accept_failed(e: io::Error) {
 /// Serves one connection on a task of its own; `slot` is held until it ends.
 fn spawn_connection<S>(
     graceful: &GracefulShutdown,
-    daemon: Arc<dyn Daemon>,
+    daemon: Arc<dyn NodeApi>,
     stream: S,
     slot: OwnedSemaphorePermit,
     limits: Limits,

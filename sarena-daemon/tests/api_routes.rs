@@ -2,6 +2,7 @@
 //! HTTP for the requests a well-behaved client never sends.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use sarena_core::api::Inspect as _;
 use std::collections::HashSet;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 

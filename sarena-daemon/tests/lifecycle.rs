@@ -1,6 +1,7 @@
 //! Lease expiry and deletion-queue replay, through the real daemon binary.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use sarena_core::api::Inspect as _;
 use std::time::{Duration, Instant};
 
 use sarena_core::api::{Allocation, Daemon, EndpointCreate, HttpDaemon, PodRef};

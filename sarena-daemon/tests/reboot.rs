@@ -6,6 +6,7 @@
 //! and the daemon's start-up sweep (see tests/chaos), so it runs alone.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use sarena_core::api::Inspect as _;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};

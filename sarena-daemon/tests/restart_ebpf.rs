@@ -23,12 +23,13 @@
 //! exist before (otherwise only its gateway address).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use sarena_core::api::Inspect as _;
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
 use std::time::Duration;
 
-use sarena_core::api::{Daemon, Endpoint};
+use sarena_core::api::Endpoint;
 use sarena_test_support::{ping_summary, run, succeeds, tc_program_ids};
 
 mod ebpf_node;

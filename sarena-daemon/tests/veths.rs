@@ -10,6 +10,7 @@
 //! one at a time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use sarena_core::api::Inspect as _;
 use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};

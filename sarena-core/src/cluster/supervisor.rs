@@ -25,7 +25,7 @@ use super::pools::SessionParams;
 use super::switch::Switch;
 use super::traits::{ClusterApi, NodeState, PeerRouting};
 use super::types::{ClusterView, RoutingMode};
-use crate::api::Daemon;
+use crate::api::NodeApi;
 
 /// How often the supervisor re-syncs when all is well (repairs routes
 /// removed by hand; the API server is watched, not polled).
@@ -69,7 +69,7 @@ impl std::fmt::Debug for SupervisorParts {
 pub struct Supervisor {
     parts: SupervisorParts,
     switch: Arc<Switch>,
-    session: Option<(SessionParams, Arc<dyn Daemon>)>,
+    session: Option<(SessionParams, Arc<dyn NodeApi>)>,
     /// The uid of the Node marked `NetworkUnavailable=False` in this session.
     marked: Option<String>,
     /// The offer already refused (logged and recorded once).

@@ -1,13 +1,14 @@
 //! [`Supervisor`] against mocks of the node state, peer routing and the API
 //! server: what it opens, serves, refuses and marks, in which order.
 
+use crate::api::{Daemon as _, Inspect as _};
 use std::sync::{Arc, Mutex};
 
 use mockall::Sequence;
 use mockall::predicate::eq;
 
 use super::*;
-use crate::api::{Attachment, Endpoint, MockDaemon};
+use crate::api::{Attachment, Endpoint, MockNodeApi};
 use crate::cluster::traits::{MockClusterApi, MockNodeState, MockPeerRouting};
 use crate::cluster::{ClusterNode, SyncReport};
 
@@ -54,8 +55,8 @@ fn endpoint(addr: &str) -> Endpoint {
 }
 
 /// A node-state daemon whose endpoints are whatever `endpoints` holds.
-fn node_daemon(endpoints: Arc<Mutex<Vec<Endpoint>>>) -> Arc<dyn Daemon> {
-    let mut d = MockDaemon::new();
+fn node_daemon(endpoints: Arc<Mutex<Vec<Endpoint>>>) -> Arc<dyn NodeApi> {
+    let mut d = MockNodeApi::new();
     d.expect_endpoints()
         .returning(move || Ok(endpoints.lock().unwrap().clone()));
     d.expect_health().returning(|| {

@@ -17,7 +17,7 @@ use async_trait::async_trait;
 use crate::api::{
     AllocateRequest, Allocation, ApiErrorKind, Attachment, Daemon, DaemonConfig, DaemonError,
     DaemonStatus, Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest, Health,
-    IpamState,
+    Inspect, IpamState, NodeApi,
 };
 
 /// Why the daemon does not serve a request now.
@@ -34,7 +34,7 @@ pub struct NotServing {
 enum Serving {
     Waiting(String),
     Node {
-        daemon: Arc<dyn Daemon>,
+        daemon: Arc<dyn NodeApi>,
         closed: Option<String>,
     },
 }
@@ -87,7 +87,7 @@ impl Switch {
     }
 
     /// Serves `daemon`, ADD included.
-    pub fn open(&self, daemon: Arc<dyn Daemon>) {
+    pub fn open(&self, daemon: Arc<dyn NodeApi>) {
         self.set(Serving::Node {
             daemon,
             closed: None,
@@ -95,7 +95,7 @@ impl Switch {
     }
 
     /// Serves `daemon` with ADD closed, for `reason`.
-    pub fn close(&self, daemon: Arc<dyn Daemon>, reason: impl Into<String>) {
+    pub fn close(&self, daemon: Arc<dyn NodeApi>, reason: impl Into<String>) {
         self.set(Serving::Node {
             daemon,
             closed: Some(reason.into()),
@@ -108,7 +108,7 @@ impl Switch {
     }
 
     /// The node state, for every call but ADD's.
-    fn node(&self) -> Result<Arc<dyn Daemon>, DaemonError> {
+    fn node(&self) -> Result<Arc<dyn NodeApi>, DaemonError> {
         match self.current() {
             Serving::Waiting(reason) => Err(unavailable("requests", reason)),
             Serving::Node { daemon, .. } => Ok(daemon),
@@ -116,7 +116,7 @@ impl Switch {
     }
 
     /// The node state, for ADD's calls.
-    fn node_for_add(&self) -> Result<Arc<dyn Daemon>, DaemonError> {
+    fn node_for_add(&self) -> Result<Arc<dyn NodeApi>, DaemonError> {
         match self.current() {
             Serving::Waiting(reason)
             | Serving::Node {
@@ -193,16 +193,26 @@ impl Daemon for Switch {
         self.node()?.endpoint(owner).await
     }
 
+    async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
+        self.node()?.gc(req).await
+    }
+
+    async fn endpoint_stats_of(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<EndpointStats>, DaemonError> {
+        self.node()?.endpoint_stats_of(owner).await
+    }
+}
+
+#[async_trait]
+impl Inspect for Switch {
     async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
         self.node()?.endpoints().await
     }
 
     async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
         self.node()?.ipam_state().await
-    }
-
-    async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
-        self.node()?.gc(req).await
     }
 
     /// Waiting: not ready with the reason, nothing else known yet; closed:
@@ -234,19 +244,12 @@ impl Daemon for Switch {
     async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
         self.node()?.endpoint_stats().await
     }
-
-    async fn endpoint_stats_of(
-        &self,
-        owner: Attachment,
-    ) -> Result<Option<EndpointStats>, DaemonError> {
-        self.node()?.endpoint_stats_of(owner).await
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::MockDaemon;
+    use crate::api::MockNodeApi;
 
     fn owner() -> Attachment {
         Attachment {
@@ -255,8 +258,8 @@ mod tests {
         }
     }
 
-    fn node() -> Arc<dyn Daemon> {
-        let mut d = MockDaemon::new();
+    fn node() -> Arc<dyn NodeApi> {
+        let mut d = MockNodeApi::new();
         d.expect_health().returning(|| {
             Ok(Health {
                 ready: true,
@@ -326,7 +329,7 @@ mod tests {
         assert_eq!(status.health.message, "node n1 has no spec.podCIDRs yet");
         assert!(status.pools.is_empty() && status.endpoints == 0);
 
-        let mut d = MockDaemon::new();
+        let mut d = MockNodeApi::new();
         d.expect_status().returning(|| {
             Ok(DaemonStatus::from_parts(
                 Health {
@@ -338,7 +341,7 @@ mod tests {
                 3,
             ))
         });
-        let d: Arc<dyn Daemon> = Arc::new(d);
+        let d: Arc<dyn NodeApi> = Arc::new(d);
         s.open(d.clone());
         let status = s.status().await.unwrap();
         assert!(status.health.ready);

@@ -14,7 +14,7 @@ use super::routes::PeerRoute;
 use super::sync::SyncReport;
 use super::types::{ClusterNode, ClusterView};
 use super::vxlan::{FdbEntry, NeighbourEntry, VxlanDevice};
-use crate::api::Daemon;
+use crate::api::NodeApi;
 
 /// The main routing table, as far as Sarena's peer routes go.
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
@@ -90,7 +90,7 @@ pub trait NodeState: Send + Sync {
     /// Opens the node state for `session` (pools from its podCIDRs),
     /// replays the deletion queue, sets up and reconciles the dataplane
     /// (gateways in place), persists `session`; what the API then serves.
-    async fn open(&self, session: &SessionParams) -> Result<Arc<dyn Daemon>, ClusterError>;
+    async fn open(&self, session: &SessionParams) -> Result<Arc<dyn NodeApi>, ClusterError>;
     /// Closes the open session (its background tasks; the store once the
     /// last handle to it is gone).
     async fn close(&self);

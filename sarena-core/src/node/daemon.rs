@@ -1,5 +1,6 @@
-//! `impl Daemon for Node`: the node's one interface, over the synchronous
-//! operations of `ops.rs`.
+//! `impl Daemon for Node` and `impl Inspect for Node`: the registry's
+//! answers, over the synchronous operations of `ops.rs`. A registry has no
+//! dataplane: it removes no veth and keeps no counters, and says so.
 //!
 //! Mutations (which fsync) run on tokio's blocking pool when called inside a tokio
 //! runtime, so they never stall the async workers; elsewhere they run inline.
@@ -11,8 +12,9 @@ use async_trait::async_trait;
 
 use super::{Inner, Node, NodeError};
 use crate::api::{
-    AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, Endpoint,
-    EndpointCreate, GcReport, GcRequest, Health, IpamState,
+    AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, DaemonStatus,
+    Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest, Health, Inspect,
+    IpamState, registry_status,
 };
 
 impl Node {
@@ -88,6 +90,31 @@ impl Daemon for Node {
         Ok(self.inner.endpoint(&owner)?)
     }
 
+    async fn delete_endpoint_and_veth(&self, owner: Attachment) -> Result<Deleted, DaemonError> {
+        // The registry removes no links: the caller does (`veth_removal: false`).
+        Ok(Deleted {
+            deleted: self.delete_endpoint(owner).await?,
+            veth_removal: false,
+        })
+    }
+
+    async fn endpoint_stats_of(
+        &self,
+        owner: Attachment,
+    ) -> Result<Option<EndpointStats>, DaemonError> {
+        Ok(self
+            .endpoint(owner)
+            .await?
+            .map(EndpointStats::registry_only))
+    }
+
+    async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
+        self.blocking(move |n| n.gc(&req.valid)).await
+    }
+}
+
+#[async_trait]
+impl Inspect for Node {
     async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
         Ok(self.inner.endpoints()?)
     }
@@ -96,7 +123,16 @@ impl Daemon for Node {
         Ok(self.inner.ipam_state()?)
     }
 
-    async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
-        self.blocking(move |n| n.gc(&req.valid)).await
+    async fn status(&self) -> Result<DaemonStatus, DaemonError> {
+        registry_status(self).await
+    }
+
+    async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
+        Ok(self
+            .endpoints()
+            .await?
+            .into_iter()
+            .map(EndpointStats::registry_only)
+            .collect())
     }
 }

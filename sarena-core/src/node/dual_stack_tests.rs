@@ -1,6 +1,7 @@
 //! The node with dual-stack and IPv6-only pools: what a pod is told, and
 //! all-or-nothing allocation, durably.
 
+use crate::api::Inspect as _;
 use std::net::IpAddr;
 
 use super::*;

@@ -65,7 +65,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::api::{Attachment, Daemon, Health, IpamState, MockDaemon, ProgramsStatus};
+    use crate::api::{Attachment, Health, Inspect, IpamState, MockNodeApi, ProgramsStatus};
     use crate::dataplane::ebpf::EndpointCounters;
     use crate::dataplane::{DataplaneError, DataplaneMode, MockDataplane};
 
@@ -87,8 +87,8 @@ mod tests {
         }
     }
 
-    fn registry() -> MockDaemon {
-        let mut registry = MockDaemon::new();
+    fn registry() -> MockNodeApi {
+        let mut registry = MockNodeApi::new();
         registry
             .expect_endpoints()
             .returning(|| Ok(vec![endpoint("lxca"), endpoint("lxcb")]));

@@ -1,5 +1,6 @@
 //! Node tests: configuration, every operation, leases, GC, reopen.
 
+use crate::api::Inspect as _;
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! `unregister_endpoint`: the endpoint goes, the allocation stays (under a
 //! lease), durably.
 
+use crate::api::Inspect as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 

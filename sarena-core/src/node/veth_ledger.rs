@@ -57,7 +57,7 @@ impl VethLedger for Node {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{AllocateRequest, Daemon, EndpointCreate, PodRef};
+    use crate::api::{AllocateRequest, Daemon, EndpointCreate, Inspect as _, PodRef};
     use crate::node::NodeConfig;
 
     fn owner(cid: &str) -> Attachment {

@@ -17,7 +17,7 @@ use crate::api::ApiErrorKind;
 use crate::api::{
     AllocateRequest, Allocation, Attachment, BandwidthLimits, Daemon, DaemonConfig, DaemonError,
     DaemonStatus, Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest, Health,
-    IpamState,
+    Inspect, IpamState, NodeApi,
 };
 use crate::dataplane::{Dataplane, DataplaneError};
 use crate::links::{LinkError, Links};
@@ -58,7 +58,7 @@ pub struct BandwidthUnsupported {
 /// half-done is fixed by [`Dataplane::reconcile`] at the next start.
 #[derive(Clone)]
 pub struct WithDataplane {
-    pub(super) registry: Arc<dyn Daemon>,
+    pub(super) registry: Arc<dyn NodeApi>,
     pub(super) dataplane: Arc<dyn Dataplane>,
     veths: Option<VethRemoval>,
 }
@@ -121,7 +121,7 @@ impl std::fmt::Debug for WithDataplane {
 
 impl WithDataplane {
     /// Wraps `registry`, driving `dataplane`.
-    pub fn new(registry: Arc<dyn Daemon>, dataplane: Arc<dyn Dataplane>) -> Self {
+    pub fn new(registry: Arc<dyn NodeApi>, dataplane: Arc<dyn Dataplane>) -> Self {
         WithDataplane {
             registry,
             dataplane,
@@ -266,14 +266,6 @@ impl Daemon for WithDataplane {
         self.registry.endpoint(owner).await
     }
 
-    async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
-        self.registry.endpoints().await
-    }
-
-    async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
-        self.registry.ipam_state().await
-    }
-
     async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
         let before = self.registry.endpoints().await?;
         let report = self.registry.gc(req).await?;
@@ -284,15 +276,6 @@ impl Daemon for WithDataplane {
             self.detach_logged(endpoint).await;
         }
         Ok(report)
-    }
-
-    async fn status(&self) -> Result<DaemonStatus, DaemonError> {
-        self.dataplane_status().await
-    }
-
-    async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
-        let endpoints = self.registry.endpoints().await?;
-        Ok(endpoints.into_iter().map(|e| self.stats(e)).collect())
     }
 
     async fn endpoint_stats_of(
@@ -307,6 +290,26 @@ impl Daemon for WithDataplane {
             bandwidth,
             ..self.stats(endpoint)
         }))
+    }
+}
+
+#[async_trait]
+impl Inspect for WithDataplane {
+    async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
+        self.registry.endpoints().await
+    }
+
+    async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
+        self.registry.ipam_state().await
+    }
+
+    async fn status(&self) -> Result<DaemonStatus, DaemonError> {
+        self.dataplane_status().await
+    }
+
+    async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
+        let endpoints = self.registry.endpoints().await?;
+        Ok(endpoints.into_iter().map(|e| self.stats(e)).collect())
     }
 }
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::api::{ApiErrorKind, MockDaemon};
+use crate::api::{ApiErrorKind, MockNodeApi};
 use crate::dataplane::{DataplaneError, DataplaneMode, MockDataplane};
 use crate::node::MockVethLedger;
 use mockall::Sequence;
@@ -28,7 +28,7 @@ fn endpoint() -> Endpoint {
     }
 }
 
-fn wrap(registry: MockDaemon, mut dataplane: MockDataplane) -> WithDataplane {
+fn wrap(registry: MockNodeApi, mut dataplane: MockDataplane) -> WithDataplane {
     dataplane.expect_mode().return_const(DataplaneMode::Kernel);
     WithDataplane::new(Arc::new(registry), Arc::new(dataplane))
 }
@@ -36,7 +36,7 @@ fn wrap(registry: MockDaemon, mut dataplane: MockDataplane) -> WithDataplane {
 #[tokio::test]
 async fn create_attaches_before_committing() {
     let mut seq = Sequence::new();
-    let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (mut registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     dataplane
         .expect_attach()
         .times(1)
@@ -54,7 +54,7 @@ async fn create_attaches_before_committing() {
 
 #[tokio::test]
 async fn failed_attach_registers_nothing() {
-    let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (mut registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     dataplane.expect_attach().returning(|_| {
         Err(DataplaneError::Netlink(crate::NetlinkError::new(
             "route add",
@@ -95,7 +95,7 @@ async fn failed_attach_registers_nothing() {
 
 #[tokio::test]
 async fn failed_commit_detaches_again() {
-    let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (mut registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     dataplane.expect_attach().returning(|_| Ok(()));
     registry
         .expect_create_endpoint()
@@ -110,7 +110,7 @@ async fn failed_commit_detaches_again() {
 
 #[tokio::test]
 async fn delete_detaches_what_existed_and_tolerates_detach_errors() {
-    let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (mut registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     registry
         .expect_endpoint()
         .returning(|_| Ok(Some(endpoint())));
@@ -132,7 +132,7 @@ async fn delete_detaches_what_existed_and_tolerates_detach_errors() {
 
 #[tokio::test]
 async fn delete_of_unknown_endpoint_detaches_nothing() {
-    let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (mut registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     registry.expect_endpoint().returning(|_| Ok(None));
     registry.expect_delete_endpoint().returning(|_| Ok(false));
     dataplane.expect_detach().never();
@@ -177,7 +177,7 @@ async fn fired(rx: tokio::sync::oneshot::Receiver<()>) {
 #[tokio::test]
 async fn delete_with_veth_records_the_removal_then_removes_by_index_then_settles() {
     let mut seq = Sequence::new();
-    let (registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     let mut ledger = MockVethLedger::new();
     let mut links = crate::links::MockLinks::new();
     ledger
@@ -225,7 +225,7 @@ async fn delete_with_veth_records_the_removal_then_removes_by_index_then_settles
 
 #[tokio::test]
 async fn a_removal_that_fails_stays_owed_and_a_foreign_link_is_settled() {
-    let (registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     dataplane.expect_detach().returning(|_| Ok(()));
     let mut ledger = MockVethLedger::new();
     ledger
@@ -277,7 +277,7 @@ async fn a_removal_that_fails_stays_owed_and_a_foreign_link_is_settled() {
 
 #[tokio::test]
 async fn delete_with_veth_of_an_unknown_endpoint_leaves_the_links_to_the_caller() {
-    let (registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     let mut ledger = MockVethLedger::new();
     ledger
         .expect_delete_owing_removal()
@@ -296,7 +296,7 @@ async fn delete_with_veth_of_an_unknown_endpoint_leaves_the_links_to_the_caller(
 
 #[tokio::test]
 async fn gc_detaches_removed_endpoints_only() {
-    let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (mut registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     let kept = Endpoint {
         owner: Attachment {
             container_id: "c2".into(),
@@ -330,7 +330,7 @@ async fn gc_detaches_removed_endpoints_only() {
 #[tokio::test]
 async fn unregister_detaches_what_it_removed_and_keeps_the_allocation() {
     let mut seq = Sequence::new();
-    let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (mut registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     registry
         .expect_unregister_endpoint()
         .times(1)

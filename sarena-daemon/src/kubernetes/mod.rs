@@ -12,7 +12,8 @@ use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sarena_core::api::{Daemon, KubernetesStatus};
+use sarena_core::api::KubernetesStatus;
+use sarena_core::api::NodeApi;
 use sarena_core::cluster::kernel::RtnetlinkPeers;
 use sarena_core::cluster::{ClusterError, PeerSync, Supervisor, SupervisorParts};
 use sarena_core::node::NodeConfig;
@@ -132,7 +133,7 @@ pub async fn run(
     if let Some(m) = &metrics {
         operated = operated.with_metrics(m.clone());
     }
-    let served: Arc<dyn Daemon> = Arc::new(operated);
+    let served: Arc<dyn NodeApi> = Arc::new(operated);
     let metrics_task = serve_metrics(cli, metrics.as_ref(), &served).await?;
     let cni_conf_task = cni_conf.map(|w| w.spawn(served.clone()));
     let mut on_stop = stopped.clone();

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use sarena_core::api::Daemon;
+use sarena_core::api::NodeApi;
 use sarena_core::cluster::{ClusterError, NodeState, SessionFile, SessionParams, session_config};
 use sarena_core::node::{Node, NodeConfig, NodeError};
 use sarena_core::plugin::DeleteQueue;
@@ -100,7 +100,7 @@ impl NodeState for DaemonNodeState {
         self.file.load()
     }
 
-    async fn open(&self, session: &SessionParams) -> Result<Arc<dyn Daemon>, ClusterError> {
+    async fn open(&self, session: &SessionParams) -> Result<Arc<dyn NodeApi>, ClusterError> {
         let config =
             session_config(&self.base, session).map_err(|e| open_error(session)(Box::new(e)))?;
         let state_dir = self.state_dir.clone();

@@ -29,7 +29,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
-use sarena_core::api::{Daemon, DaemonError};
+use sarena_core::api::DaemonError;
+use sarena_core::api::NodeApi;
 use sarena_core::dataplane::ReconcileReport;
 use sarena_core::delqueue::ReplayReport;
 
@@ -167,7 +168,7 @@ impl Metrics {
     }
 
     /// One scrape: reads the snapshot from `daemon`, then encodes every series.
-    pub async fn render(&self, daemon: &dyn Daemon) -> Result<String, std::fmt::Error> {
+    pub async fn render(&self, daemon: &dyn NodeApi) -> Result<String, std::fmt::Error> {
         let _one_at_a_time = self.scrape.lock().await;
         self.snapshot.set(Snapshot::read(daemon).await);
         let mut out = String::new();

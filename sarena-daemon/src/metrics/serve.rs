@@ -15,7 +15,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode, header};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
-use sarena_core::api::Daemon;
+use sarena_core::api::NodeApi;
 use tokio::net::TcpListener;
 
 use super::Metrics;
@@ -64,7 +64,7 @@ pub async fn bind(addr: SocketAddr, allow_remote: bool) -> Result<TcpListener, M
 pub async fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
-    daemon: Arc<dyn Daemon>,
+    daemon: Arc<dyn NodeApi>,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut shutdown = std::pin::pin!(shutdown);
@@ -99,7 +99,7 @@ pub async fn serve(
 
 async fn answer<B>(
     metrics: &Metrics,
-    daemon: &dyn Daemon,
+    daemon: &dyn NodeApi,
     req: &Request<B>,
 ) -> Response<Full<Bytes>> {
     if req.uri().path() != "/metrics" {

@@ -10,7 +10,8 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use sarena_core::api::{Daemon, DaemonStatus, EndpointStats};
+use sarena_core::api::NodeApi;
+use sarena_core::api::{DaemonStatus, EndpointStats};
 
 use super::{Labels, lock};
 
@@ -26,7 +27,7 @@ pub struct Snapshot {
 impl Snapshot {
     /// Reads the status and the endpoints' counters; a failure is logged and
     /// leaves its part empty, so a scrape always answers.
-    pub async fn read(daemon: &dyn Daemon) -> Snapshot {
+    pub async fn read(daemon: &dyn NodeApi) -> Snapshot {
         let status = daemon
             .status()
             .await

@@ -1,10 +1,10 @@
-//! The metrics as a scraper sees them: rendered over a `MockDaemon` and
+//! The metrics as a scraper sees them: rendered over a `MockNodeApi` and
 //! parsed back with `prometheus-parse`, an independent text-format parser.
 
 use prometheus_parse::{Sample, Scrape, Value};
 use sarena_core::api::{
     ApiErrorKind, Attachment, DaemonStatus, DataplaneCounters, Endpoint, EndpointStats, Health,
-    IpamState, MockDaemon, PodRef, PoolState, ProgramsStatus,
+    IpamState, MockNodeApi, PodRef, PoolState, ProgramsStatus,
 };
 use sarena_core::dataplane::ebpf::{DropReason, EndpointCounters};
 
@@ -54,8 +54,8 @@ fn endpoint(cid: &str) -> Endpoint {
     }
 }
 
-fn daemon() -> MockDaemon {
-    let mut daemon = MockDaemon::new();
+fn daemon() -> MockNodeApi {
+    let mut daemon = MockNodeApi::new();
     daemon.expect_status().returning(|| {
         let ipam = IpamState {
             pools: vec![PoolState {
@@ -269,7 +269,7 @@ async fn per_endpoint_series_stop_at_the_limit() {
 
 #[tokio::test]
 async fn a_daemon_that_cannot_answer_still_gets_a_scrape() {
-    let mut daemon = MockDaemon::new();
+    let mut daemon = MockNodeApi::new();
     daemon
         .expect_status()
         .returning(|| Err(DaemonError::api(ApiErrorKind::Unavailable, "later")));

@@ -1,7 +1,7 @@
-//! [`Operated`] over a `MockDaemon`: what it adds to the status and what it counts.
+//! [`Operated`] over a `MockNodeApi`: what it adds to the status and what it counts.
 
 use ipnet::IpNet;
-use sarena_core::api::{ApiErrorKind, Health, IpamState, MockDaemon};
+use sarena_core::api::{ApiErrorKind, Health, IpamState, MockNodeApi};
 
 use super::*;
 
@@ -23,7 +23,7 @@ async fn status_has_the_queue_and_kubernetes() {
             ifname: "eth0".into(),
         })
         .unwrap();
-    let mut inner = MockDaemon::new();
+    let mut inner = MockNodeApi::new();
     inner.expect_status().returning(|| Ok(status()));
     let operated = Operated::new(Arc::new(inner)).with_delete_queue(queue);
 
@@ -45,7 +45,7 @@ async fn status_has_the_queue_and_kubernetes() {
 
 #[tokio::test]
 async fn operations_are_counted_by_outcome() {
-    let mut inner = MockDaemon::new();
+    let mut inner = MockNodeApi::new();
     inner
         .expect_release()
         .returning(|_| Err(DaemonError::api(ApiErrorKind::Conflict, "in use")));
@@ -70,7 +70,7 @@ async fn operations_are_counted_by_outcome() {
             .deleted
     );
 
-    let mut probe = MockDaemon::new();
+    let mut probe = MockNodeApi::new();
     probe.expect_status().returning(|| Ok(status()));
     probe.expect_endpoint_stats().returning(|| Ok(vec![]));
     let text = metrics.render(&probe).await.unwrap();
@@ -87,7 +87,7 @@ async fn operations_are_counted_by_outcome() {
 #[tokio::test]
 async fn unregister_is_passed_through_not_emulated() {
     // The trait's default would delete the endpoint, address and all.
-    let mut inner = MockDaemon::new();
+    let mut inner = MockNodeApi::new();
     inner
         .expect_unregister_endpoint()
         .times(1)

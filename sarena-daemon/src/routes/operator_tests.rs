@@ -1,17 +1,18 @@
 //! The operator's routes (`/daemon/status`, `/stats/endpoints…`) and the
-//! request observer, against `MockDaemon`.
+//! request observer, against `MockNodeApi`.
 
 use std::sync::Mutex;
 
 use sarena_core::api::{
-    DaemonStatus, DataplaneCounters, Endpoint, EndpointStats, Health, IpamState, MockDaemon, PodRef,
+    DaemonStatus, DataplaneCounters, Endpoint, EndpointStats, Health, IpamState, MockNodeApi,
+    PodRef,
 };
 use serde_json::{Value, json};
 
 use super::*;
 
 async fn get(
-    daemon: &MockDaemon,
+    daemon: &MockNodeApi,
     observer: Option<&dyn RequestObserver>,
     path: &str,
 ) -> (u16, Value) {
@@ -74,7 +75,7 @@ fn operator_routes_and_their_templates() {
 
 #[tokio::test]
 async fn status_and_stats_are_served() {
-    let mut daemon = MockDaemon::new();
+    let mut daemon = MockNodeApi::new();
     daemon.expect_status().returning(|| {
         let health = Health {
             ready: true,
@@ -135,7 +136,7 @@ impl RequestObserver for Seen {
 
 #[tokio::test]
 async fn the_observer_sees_templates_and_statuses() {
-    let mut daemon = MockDaemon::new();
+    let mut daemon = MockNodeApi::new();
     daemon.expect_endpoint().returning(|_| Ok(None));
     let seen = Seen::default();
     get(&daemon, Some(&seen), "/v1/endpoints/abc/eth0").await;

@@ -1,9 +1,9 @@
-//! Routing and handler tests against `MockDaemon`: a mock without an expectation
+//! Routing and handler tests against `MockNodeApi`: a mock without an expectation
 //! panics when called, so these also prove bad requests never reach the backend.
 
 use hyper::HeaderMap;
 use sarena_core::api::{
-    AllocateRequest, Allocation, DaemonConfig, Deleted, Endpoint, GcReport, MockDaemon, PodRef,
+    AllocateRequest, Allocation, DaemonConfig, Deleted, Endpoint, GcReport, MockNodeApi, PodRef,
 };
 use serde_json::{Value, json};
 
@@ -15,7 +15,7 @@ struct Answer {
     headers: HeaderMap,
 }
 
-async fn call(daemon: &MockDaemon, method: &str, path: &str, body: &str) -> Answer {
+async fn call(daemon: &MockNodeApi, method: &str, path: &str, body: &str) -> Answer {
     let req = Request::builder()
         .method(method)
         .uri(path)
@@ -160,7 +160,7 @@ fn route_table() {
 
 #[tokio::test]
 async fn config_and_health() {
-    let mut d = MockDaemon::new();
+    let mut d = MockNodeApi::new();
     d.expect_config().returning(|| {
         Ok(DaemonConfig {
             mtu: 1500,
@@ -191,7 +191,7 @@ async fn allocate_passes_the_request_through() {
         "pool": "blue"
     });
     let expected: AllocateRequest = serde_json::from_value(body.clone()).unwrap();
-    let mut d = MockDaemon::new();
+    let mut d = MockNodeApi::new();
     d.expect_allocate()
         .withf(move |req| *req == expected)
         .times(1)
@@ -211,7 +211,7 @@ async fn allocate_passes_the_request_through() {
 
 #[tokio::test]
 async fn daemon_errors_keep_their_kind() {
-    let mut d = MockDaemon::new();
+    let mut d = MockNodeApi::new();
     d.expect_allocate().returning(|_| {
         Err(DaemonError::api(
             ApiErrorKind::PoolExhausted,
@@ -222,7 +222,7 @@ async fn daemon_errors_keep_their_kind() {
     let a = call(&d, "POST", "/v1/ipam/allocate", body).await;
     assert_error(&a, 409, "pool_exhausted", "pool default is full");
 
-    let mut d = MockDaemon::new();
+    let mut d = MockNodeApi::new();
     d.expect_ipam_state().returning(|| {
         Err(DaemonError::Decode {
             path: "x".into(),
@@ -239,7 +239,7 @@ async fn daemon_errors_keep_their_kind() {
 
 #[tokio::test]
 async fn bad_bodies_are_400_and_never_reach_the_daemon() {
-    let d = MockDaemon::new();
+    let d = MockNodeApi::new();
     let cases = [
         ("/v1/ipam/allocate", "", "invalid JSON body"),
         ("/v1/ipam/allocate", "{not json", "invalid JSON body"),
@@ -287,7 +287,7 @@ async fn bad_bodies_are_400_and_never_reach_the_daemon() {
 
 #[tokio::test]
 async fn oversize_bodies_are_413() {
-    let d = MockDaemon::new();
+    let d = MockNodeApi::new();
     let big = format!(r#"{{"valid":[],"pad":"{}"}}"#, "x".repeat(MAX_BODY_BYTES));
     // Without a Content-Length header: stopped while reading.
     let a = call(&d, "POST", "/v1/gc", &big).await;
@@ -307,7 +307,7 @@ async fn oversize_bodies_are_413() {
 
 #[tokio::test]
 async fn endpoint_lookup_release_delete() {
-    let mut d = MockDaemon::new();
+    let mut d = MockNodeApi::new();
     d.expect_endpoint()
         .returning(|o| Ok((o.container_id == "c1").then(|| endpoint("c1"))));
     d.expect_release()
@@ -357,7 +357,7 @@ async fn endpoint_lookup_release_delete() {
 
 #[tokio::test]
 async fn unregistering_answers_the_endpoint_removed() {
-    let mut d = MockDaemon::new();
+    let mut d = MockNodeApi::new();
     d.expect_unregister_endpoint()
         .returning(|o| Ok((o.container_id == "c1").then(|| endpoint("c1"))));
     let a = call(&d, "DELETE", "/v1/endpoints/c1/eth0?allocation=keep", "").await;
@@ -370,7 +370,7 @@ async fn unregistering_answers_the_endpoint_removed() {
 
 #[tokio::test]
 async fn gc_and_405_and_404_answers() {
-    let mut d = MockDaemon::new();
+    let mut d = MockNodeApi::new();
     d.expect_gc()
         .withf(|r| r.valid == [owner("c1")])
         .returning(|_| {
@@ -415,7 +415,7 @@ impl Body for Silent {
 
 #[tokio::test(start_paused = true)]
 async fn a_body_that_never_comes_times_out() {
-    let d = MockDaemon::new();
+    let d = MockNodeApi::new();
     let req = Request::builder()
         .method("POST")
         .uri("/v1/gc")

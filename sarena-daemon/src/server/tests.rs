@@ -119,14 +119,30 @@ impl Daemon for Slow {
     async fn endpoint(&self, _: Attachment) -> Result<Option<Endpoint>, DaemonError> {
         Ok(None)
     }
+    async fn delete_endpoint_and_veth(&self, _: Attachment) -> Result<Deleted, DaemonError> {
+        Err(DaemonError::api(ApiErrorKind::Internal, "unused"))
+    }
+    async fn endpoint_stats_of(&self, _: Attachment) -> Result<Option<EndpointStats>, DaemonError> {
+        Ok(None)
+    }
+    async fn gc(&self, _: GcRequest) -> Result<GcReport, DaemonError> {
+        Ok(GcReport::default())
+    }
+}
+
+#[async_trait]
+impl Inspect for Slow {
     async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
         Ok(vec![])
     }
     async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
         Ok(IpamState::default())
     }
-    async fn gc(&self, _: GcRequest) -> Result<GcReport, DaemonError> {
-        Ok(GcReport::default())
+    async fn status(&self) -> Result<DaemonStatus, DaemonError> {
+        Err(DaemonError::api(ApiErrorKind::Internal, "unused"))
+    }
+    async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
+        Ok(vec![])
     }
 }
 

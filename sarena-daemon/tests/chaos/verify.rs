@@ -1,11 +1,12 @@
 //! After the chaos: settle what a runtime would settle, then check that
 //! nothing was lost, nothing is owned twice and nothing is left behind.
 
+use sarena_core::api::Inspect as _;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 
 use ipnet::IpNet;
-use sarena_core::api::{Attachment, Daemon};
+use sarena_core::api::Attachment;
 use sarena_core::delqueue::DeleteQueue;
 use sarena_core::links::{Links, RtnetlinkLinks, host_ifname};
 use sarena_core::node::{Node, NodeConfig, VethLedger};

@@ -25,6 +25,7 @@ use super::API_BASE;
 use super::bodies::{Deleted, Released, Unregistered};
 use super::daemon::Daemon;
 use super::error::{ApiErrorBody, ApiErrorKind, DaemonError};
+use super::inspect::Inspect;
 use super::path::{allocation_path, endpoint_path, endpoint_stats_path};
 use super::status::{DaemonStatus, EndpointStats};
 use super::types::*;
@@ -420,24 +421,8 @@ impl Daemon for HttpDaemon {
         }
     }
 
-    async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
-        self.get(&format!("{API_BASE}/endpoints")).await
-    }
-
-    async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
-        self.get(&format!("{API_BASE}/ipam")).await
-    }
-
     async fn gc(&self, req: GcRequest) -> Result<GcReport, DaemonError> {
         self.post(&format!("{API_BASE}/gc"), &req).await
-    }
-
-    async fn status(&self) -> Result<DaemonStatus, DaemonError> {
-        self.get(&format!("{API_BASE}/daemon/status")).await
-    }
-
-    async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
-        self.get(&format!("{API_BASE}/stats/endpoints")).await
     }
 
     async fn endpoint_stats_of(
@@ -452,6 +437,25 @@ impl Daemon for HttpDaemon {
             }) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+}
+
+#[async_trait]
+impl Inspect for HttpDaemon {
+    async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
+        self.get(&format!("{API_BASE}/endpoints")).await
+    }
+
+    async fn ipam_state(&self) -> Result<IpamState, DaemonError> {
+        self.get(&format!("{API_BASE}/ipam")).await
+    }
+
+    async fn status(&self) -> Result<DaemonStatus, DaemonError> {
+        self.get(&format!("{API_BASE}/daemon/status")).await
+    }
+
+    async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
+        self.get(&format!("{API_BASE}/stats/endpoints")).await
     }
 }
 

@@ -1,12 +1,15 @@
-//! The daemon's REST API: request/response types, the [`Daemon`] trait every
-//! backend implements (the HTTP client, the in-process node state, mocks), and
-//! the errors with their stable machine-readable kinds.
+//! The daemon's REST API: request/response types, the traits every backend
+//! implements (the HTTP client, the in-process node state, mocks) split by
+//! who calls them — [`Daemon`] for the plugin, [`Inspect`] for operators,
+//! [`NodeApi`] for both — and the errors with their stable machine-readable
+//! kinds.
 
 mod bandwidth;
 mod bodies;
 mod client;
 mod daemon;
 mod error;
+mod inspect;
 mod mode;
 mod path;
 mod status;
@@ -20,6 +23,9 @@ pub use daemon::Daemon;
 #[cfg(any(test, feature = "mocks"))]
 pub use daemon::MockDaemon;
 pub use error::{ApiErrorBody, ApiErrorKind, DaemonError};
+pub use inspect::{Inspect, NodeApi, registry_status};
+#[cfg(any(test, feature = "mocks"))]
+pub use inspect::{MockInspect, MockNodeApi};
 pub use mode::DataplaneMode;
 pub use path::{
     MAX_BODY_BYTES, SegmentError, allocation_path, decode_segment, encode_segment, endpoint_path,

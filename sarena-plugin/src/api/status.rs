@@ -153,6 +153,18 @@ pub struct EndpointStats {
     pub bandwidth: Option<BandwidthStatus>,
 }
 
+impl EndpointStats {
+    /// The stats a registry without a dataplane gives: the endpoint, no
+    /// counters, no bandwidth state.
+    pub fn registry_only(endpoint: Endpoint) -> Self {
+        EndpointStats {
+            endpoint,
+            counters: None,
+            bandwidth: None,
+        }
+    }
+}
+
 /// An endpoint's eBPF counters, summed over CPUs, by name.
 ///
 /// `counters` holds every scalar field of

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use mockall::Sequence;
 
 use super::*;
-use crate::api::{MockDaemon, PodRef};
+use crate::api::{MockNodeApi, PodRef};
 use crate::dataplane::{DataplaneMode, MockDataplane};
 use crate::links::MockLinks;
 use crate::node::{MockVethLedger, OwedRemoval};
@@ -38,7 +38,7 @@ fn owed(ifname: &str, ifindex: u32) -> OwedRemoval {
 #[tokio::test]
 async fn stale_endpoints_then_owed_removals_then_unowned_links_then_reconcile() {
     let mut seq = Sequence::new();
-    let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (mut registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     let (mut links, mut ledger) = (MockLinks::new(), MockVethLedger::new());
     dataplane.expect_mode().return_const(DataplaneMode::Ebpf);
     let live = endpoint("live", "lxclive", 10);
@@ -165,7 +165,7 @@ async fn stale_endpoints_then_owed_removals_then_unowned_links_then_reconcile() 
 
 #[tokio::test]
 async fn without_veth_removal_only_the_dataplane_reconciles() {
-    let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (mut registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     dataplane.expect_mode().return_const(DataplaneMode::Kernel);
     let listed = vec![endpoint("a", "lxca", 3)];
     let expected = listed.clone();
@@ -191,7 +191,7 @@ async fn without_veth_removal_only_the_dataplane_reconciles() {
 
 #[tokio::test]
 async fn a_failing_link_lookup_fails_start_up_before_anything_is_deleted() {
-    let (mut registry, mut dataplane) = (MockDaemon::new(), MockDataplane::new());
+    let (mut registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     let (mut links, ledger) = (MockLinks::new(), MockVethLedger::new());
     dataplane.expect_mode().return_const(DataplaneMode::Ebpf);
     let listed = vec![endpoint("a", "lxca", 3)];
