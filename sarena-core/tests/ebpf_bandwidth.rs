@@ -12,6 +12,7 @@
 
 mod bandwidth;
 
+use sarena_core::dataplane::EndpointReports as _;
 use std::sync::Arc;
 
 use bandwidth::{Dnat, Side, assert_near, egress_programs, root_qdisc, tcp_rate, tcp_rate_via};

@@ -11,6 +11,7 @@
 
 mod ebpf;
 
+use sarena_core::dataplane::EndpointReports as _;
 use std::path::Path;
 use std::time::Duration;
 

@@ -49,10 +49,13 @@ pub struct ReconcileReport {
     pub removed: Vec<String>,
 }
 
-/// How pod traffic is forwarded on this node.
-#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+/// How pod traffic is forwarded on this node: the verbs every dataplane has.
+/// What a dataplane can tell or do beyond forwarding is a capability trait
+/// of its own, a supertrait here ([`EndpointReports`]): each dataplane
+/// implements it and says in its own impl what it has, so no feature is a
+/// defaulted method that a new dataplane silently answers "nothing" to.
 #[async_trait]
-pub trait Dataplane: Send + Sync {
+pub trait Dataplane: EndpointReports + Send + Sync {
     /// The mode this backend implements.
     fn mode(&self) -> DataplaneMode;
     /// Node-level set-up: forwarding, the gateway addresses, masquerading. Idempotent.
@@ -64,34 +67,65 @@ pub trait Dataplane: Send + Sync {
     /// Brings the dataplane in line with the registry: attaches what is
     /// missing, removes what is stale.
     async fn reconcile(&self, endpoints: &[Endpoint]) -> Result<ReconcileReport, DataplaneError>;
+}
 
+/// What a dataplane reports about its endpoints, read from the kernel at
+/// request time (`GET /daemon/status`, `GET /stats/endpoints`, CHECK's
+/// bandwidth check). Read-only: nothing here changes the dataplane. A
+/// dataplane that keeps no per-endpoint state answers `None` in its impl.
+#[async_trait]
+pub trait EndpointReports: Send + Sync {
     /// Whether each of `endpoints` has this dataplane's programs in place;
-    /// `None` (the default) for a dataplane without programs. Read-only: it
-    /// asks the kernel, it changes nothing.
+    /// `None` for a dataplane without programs.
     async fn programs_status(
         &self,
-        _endpoints: &[Endpoint],
-    ) -> Result<Option<ProgramsStatus>, DataplaneError> {
-        Ok(None)
-    }
+        endpoints: &[Endpoint],
+    ) -> Result<Option<ProgramsStatus>, DataplaneError>;
 
     /// For an endpoint with bandwidth limits, what the dataplane enforces and
-    /// what is missing (read from the kernel); `None` (the default) for a
-    /// dataplane without limits or an endpoint without any.
+    /// what is missing; `None` for a dataplane without limits or an endpoint
+    /// without any.
     async fn bandwidth_status(
         &self,
-        _endpoint: &Endpoint,
-    ) -> Result<Option<BandwidthStatus>, DataplaneError> {
-        Ok(None)
-    }
+        endpoint: &Endpoint,
+    ) -> Result<Option<BandwidthStatus>, DataplaneError>;
 
     /// The counters the dataplane keeps for `endpoint`, summed over CPUs;
-    /// `None` (the default) when it keeps none. Reading them costs the
-    /// dataplane nothing per packet: the programs count anyway.
+    /// `None` when it keeps none. Reading them costs the dataplane nothing
+    /// per packet: the programs count anyway.
     fn endpoint_counters(
         &self,
-        _endpoint: &Endpoint,
-    ) -> Result<Option<ebpf::EndpointCounters>, DataplaneError> {
-        Ok(None)
+        endpoint: &Endpoint,
+    ) -> Result<Option<ebpf::EndpointCounters>, DataplaneError>;
+}
+
+#[cfg(any(test, feature = "mocks"))]
+mockall::mock! {
+    /// A mock dataplane, every capability included (feature `mocks`).
+    pub Dataplane {}
+
+    #[async_trait]
+    impl Dataplane for Dataplane {
+        fn mode(&self) -> DataplaneMode;
+        async fn setup(&self, node: &NodeNetwork) -> Result<(), DataplaneError>;
+        async fn attach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError>;
+        async fn detach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError>;
+        async fn reconcile(&self, endpoints: &[Endpoint]) -> Result<ReconcileReport, DataplaneError>;
+    }
+
+    #[async_trait]
+    impl EndpointReports for Dataplane {
+        async fn programs_status(
+            &self,
+            endpoints: &[Endpoint],
+        ) -> Result<Option<ProgramsStatus>, DataplaneError>;
+        async fn bandwidth_status(
+            &self,
+            endpoint: &Endpoint,
+        ) -> Result<Option<BandwidthStatus>, DataplaneError>;
+        fn endpoint_counters(
+            &self,
+            endpoint: &Endpoint,
+        ) -> Result<Option<ebpf::EndpointCounters>, DataplaneError>;
     }
 }

@@ -64,7 +64,9 @@ pub use sarena_common::{
 pub use tc::TcAttachment;
 pub use upgrade::KILL_AT_ENV;
 
-use super::{Dataplane, DataplaneError, DataplaneMode, NodeNetwork, ReconcileReport};
+use super::{
+    Dataplane, DataplaneError, DataplaneMode, EndpointReports, NodeNetwork, ReconcileReport,
+};
 use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
 use crate::netlink;
 use crate::sysctl;
@@ -282,7 +284,12 @@ impl Dataplane for AyaDataplane {
         self.reconcile_programs(endpoints, &mut report).await?;
         Ok(report)
     }
+}
 
+/// The programs' state, the per-endpoint counters and the shaping, read
+/// from the kernel and the pinned maps.
+#[async_trait]
+impl EndpointReports for AyaDataplane {
     /// An endpoint counts as attached when both hooks of its host veth run
     /// this dataplane's programs (same name and tag as the loaded ones; on
     /// the egress hook `to_container_bw` for a pod whose incoming traffic

@@ -25,8 +25,11 @@ use ipnet::IpNet;
 use rtnetlink::packet_route::address::{AddressAttribute, AddressFlags};
 use rtnetlink::{Handle, LinkUnspec, LinkVeth};
 
-use super::{Dataplane, DataplaneError, DataplaneMode, NodeNetwork, ReconcileReport};
-use crate::api::Endpoint;
+use super::ebpf::EndpointCounters;
+use super::{
+    Dataplane, DataplaneError, DataplaneMode, EndpointReports, NodeNetwork, ReconcileReport,
+};
+use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
 use crate::netlink::{self, NetlinkError};
 use crate::sysctl;
 use routes::PodRoute;
@@ -182,6 +185,31 @@ impl KernelDataplane {
 /// `ADDR/32` or `ADDR/128`.
 fn host_prefix(ip: IpAddr) -> IpNet {
     IpNet::from(ip)
+}
+
+/// Routes keep no per-endpoint state: no programs, no counters, no shaping.
+#[async_trait]
+impl EndpointReports for KernelDataplane {
+    async fn programs_status(
+        &self,
+        _endpoints: &[Endpoint],
+    ) -> Result<Option<ProgramsStatus>, DataplaneError> {
+        Ok(None)
+    }
+
+    async fn bandwidth_status(
+        &self,
+        _endpoint: &Endpoint,
+    ) -> Result<Option<BandwidthStatus>, DataplaneError> {
+        Ok(None)
+    }
+
+    fn endpoint_counters(
+        &self,
+        _endpoint: &Endpoint,
+    ) -> Result<Option<EndpointCounters>, DataplaneError> {
+        Ok(None)
+    }
 }
 
 #[async_trait]
