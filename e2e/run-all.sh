@@ -52,6 +52,7 @@ E2E_TEST=run-all build_driver "$E2E_DRIVER"
 passed=0
 failed=0
 failures=()
+times=()
 # run NAME DATAPLANE: one test (DATAPLANE: the Sarena dataplane, for the label).
 run() {
   local t=$1 cmd
@@ -83,12 +84,15 @@ run() {
       ;;
     *) cmd=(bash "./test-$t.sh" "$MODE") ;;
   esac
+  local started=$SECONDS verdict=passed
   if "${cmd[@]}"; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
     failures+=("$t${2:+ ($2)}")
+    verdict=failed
   fi
+  times+=("$(printf '%-28s %-7s %5d s' "$t${2:+ ($2)}" "$verdict" $((SECONDS - started)))")
 }
 for t in "${TESTS[@]}"; do
   if [ "${#EBPF_SKIP[@]}" -gt 0 ] && [[ " ${EBPF_SKIP[*]} " == *" $t "* ]]; then
@@ -100,6 +104,8 @@ done
 for t in "${KERNEL_PASS[@]}"; do
   SARENA_DATAPLANE=kernel run "$t" kernel
 done
+echo "=============== per-test times"
+for line in "${times[@]}"; do echo "  $line"; done
 echo "==============="
 [ "$failed" = 0 ] || echo "failed: ${failures[*]}"
 echo "$passed passed, $failed failed"

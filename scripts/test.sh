@@ -5,6 +5,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The phase-time table: every phase's wall time, printed at the end of the
+# run (also when a phase fails), so a slower CI run says where it went.
+PHASES=()
+RUN_START=$SECONDS
+phase_start=$SECONDS
+phase_name="set-up (scripts/setup.sh)"
+# phase NAME: closes the running phase and starts NAME.
+phase() {
+  PHASES+=("$(printf '%-58s %6d s' "$phase_name" $((SECONDS - phase_start)))")
+  phase_name=$1
+  phase_start=$SECONDS
+  echo "== $1"
+}
+print_phases() {
+  local rc=$? line
+  PHASES+=("$(printf '%-58s %6d s' "$phase_name$([ "$rc" = 0 ] || echo " (failed)")" $((SECONDS - phase_start)))")
+  echo "== phase times"
+  for line in "${PHASES[@]}"; do echo "  $line"; done
+  printf '  %-58s %6d s\n' "total" $((SECONDS - RUN_START))
+}
+trap print_phases EXIT
+
 bash scripts/setup.sh
 
 # A test run builds each crate once: incremental caches would only take disk
@@ -25,7 +47,7 @@ fi
 if [ "${CI:-}" = "true" ]; then
   export SARENA_EBPF_REQUIRED=1
 fi
-echo "== eBPF object"
+phase "eBPF object (cargo build -p sarena-daemon)"
 daemon_out="$(cargo build -p sarena-daemon --message-format=json \
   | jq -r 'select(.reason == "build-script-executed" and (.package_id | contains("sarena-daemon"))) | .out_dir' \
   | tail -n1)"
@@ -36,20 +58,20 @@ else
   echo "warning: no eBPF object built; the eBPF dataplane tests will fail" >&2
 fi
 
-echo "== cargo fmt --check"
+phase "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+phase "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
-echo "== cargo doc (rustdoc warnings are errors: broken links, missing docs)"
+phase "cargo doc (rustdoc warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
-echo "== eBPF programs: rustfmt and clippy (nightly, bpf target)"
+phase "eBPF programs: rustfmt and clippy (nightly, bpf target)"
 (
   cd sarena-ebpf/sarena-ebpf-programs
   cargo +nightly fmt -- --check
   cargo +nightly clippy --release --target bpfel-unknown-none -Z build-std=core \
     --target-dir ../../target/ebpf-clippy -- -D warnings
 )
-echo "== cargo test"
+phase "cargo test (unit, real-binary, privileged)"
 # The privileged tests are #[ignore = "privileged: ..."]: as root they are
 # included, and one that cannot run (no eBPF object, no bpffs) fails. The
 # other #[ignore]d tests are not privileged tests, so they are skipped: helpers
@@ -66,10 +88,10 @@ if [ "$(id -u)" = 0 ]; then
 else
   cargo test --workspace
 fi
-echo "== cargo bench --no-run"
+phase "cargo bench --no-run"
 cargo bench --workspace --no-run
-echo "== benchmark harness smoke run (sarena-bench all --quick; the real run is scripts/bench.sh)"
+phase "benchmark harness smoke run (sarena-bench all --quick)"
 cargo build -p sarena-cni -p sarena-daemon -p sarena-benches
 target/debug/sarena-bench all --quick --out target/bench-quick
-echo "== end-to-end: libcni, chaining, podman, containerd, services, antispoof, upgrade, Kubernetes mode, latency (e2e/run-all.sh sarena)"
+phase "end-to-end (e2e/run-all.sh sarena; per-test times above)"
 bash e2e/run-all.sh sarena
