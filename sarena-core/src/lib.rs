@@ -18,9 +18,10 @@
 //!
 //! | trait | what it does | implementations |
 //! | --- | --- | --- |
-//! | [`api::Daemon`] | IPAM and the endpoint registry: allocate, register, delete, GC, status | [`node::Node`] in process (durable in redb); [`api::HttpDaemon`] over the daemon's socket; [`node::WithDataplane`] = a registry that also drives a [`dataplane::Dataplane`]; `MockDaemon` (feature `mocks`) |
+//! | [`api::Daemon`] | what the plugin asks: config, health, allocate, register, delete, CHECK's reads, GC | [`node::Node`] in process (durable in redb); [`api::HttpDaemon`] over the daemon's socket; [`node::WithDataplane`] = a registry that also drives a [`dataplane::Dataplane`]; `MockDaemon` (feature `mocks`) |
+//! | [`api::Inspect`] | what an operator reads: endpoints, pools, status, counters ([`api::NodeApi`] = both traits) | the same types; `MockInspect`, `MockNodeApi` |
 //! | [`links::Links`] | netns handling, veth pairs, pod addresses and routes | [`links::RtnetlinkLinks`] (netlink); `MockLinks` |
-//! | [`dataplane::Dataplane`] | forwarding of pod traffic on the node | [`dataplane::ebpf::AyaDataplane`] (TC programs; give it [`dataplane::KernelDataplane`] as its host stack for traffic to the host and beyond); [`dataplane::KernelDataplane`] (routes only); `MockDataplane` |
+//! | [`dataplane::Dataplane`] (with its capability [`dataplane::EndpointReports`]) | forwarding of pod traffic on the node, and what it reports per endpoint | [`dataplane::ebpf::AyaDataplane`] (TC programs; give it [`dataplane::KernelDataplane`] as its host stack for traffic to the host and beyond); [`dataplane::KernelDataplane`] (routes only); `MockDataplane` |
 //!
 //! Which to pick:
 //! - a runtime on a node that runs `sarena-daemon`: [`plugin::Plugin::connect`]
