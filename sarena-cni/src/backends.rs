@@ -5,6 +5,7 @@
 
 use sarena_core::api::DEFAULT_SOCKET;
 use sarena_core::cni::{CniError, ErrorCode, NetConf};
+use sarena_core::error_chain;
 use sarena_core::plugin::{ConnectError, Plugin};
 
 /// The plugin for `conf`: the daemon client for its `daemon-endpoint` (default:
@@ -21,9 +22,9 @@ pub(crate) fn connect(conf: &NetConf) -> Result<Plugin, CniError> {
                 endpoint.unwrap_or(DEFAULT_SOCKET)
             ),
         )
-        .with_details(e.to_string()),
+        .with_details(error_chain(&e)),
         ConnectError::Links(e) => CniError::new(ErrorCode::Kernel, "cannot open a netlink socket")
-            .with_details(e.to_string()),
+            .with_details(error_chain(&e)),
     })
 }
 

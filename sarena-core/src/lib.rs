@@ -98,7 +98,8 @@
 //!
 //! Links and both dataplanes talk to the kernel through shared crate-internal
 //! modules (netlink handles and lookups, sysctl); their errors,
-//! [`NetlinkError`] and [`SysctlError`], are re-exported here.
+//! [`NetlinkError`] (with the kernel's answer, [`KernelAnswer`]) and
+//! [`SysctlError`], are re-exported here.
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
@@ -121,5 +122,5 @@ pub mod store;
 mod sysctl;
 
 pub use error_chain::error_chain;
-pub use netlink::NetlinkError;
+pub use netlink::{KernelAnswer, NetlinkError};
 pub use sysctl::SysctlError;

@@ -11,8 +11,8 @@ mod routes;
 
 use rtnetlink::Handle;
 
-pub use error::NetlinkError;
 pub(crate) use error::errno;
+pub use error::{KernelAnswer, NetlinkError};
 pub(crate) use netns::handle_in;
 pub(crate) use query::{
     MarkedDeletion, all_links, delete_marked_link, link_by_name, link_group, link_index,

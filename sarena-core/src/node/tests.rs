@@ -231,11 +231,11 @@ async fn node_errors_keep_their_source_and_answer_as_api_errors() {
     );
     let body = err.to_body();
     assert_eq!(body.kind, ApiErrorKind::PoolExhausted);
-    assert_eq!(body.message, source.to_string());
+    assert_eq!(body.message, crate::error_chain(source));
     assert_eq!(
-        err.to_string(),
-        DaemonError::api(body.kind, body.message).to_string(),
-        "displays as the same answer over the wire would"
+        crate::error_chain(&err),
+        crate::error_chain(&DaemonError::api(body.kind, body.message)),
+        "reads as the same answer over the wire would"
     );
 }
 
