@@ -74,7 +74,7 @@ mod tests {
         // the error names it.
         if !std::path::Path::new(DEFAULT_SOCKET).exists() {
             let err = plugin.status().await.unwrap_err();
-            assert!(err.to_string().contains(DEFAULT_SOCKET), "{err}");
+            assert!(error_chain(&err).contains(DEFAULT_SOCKET), "{err}");
         }
     }
 }

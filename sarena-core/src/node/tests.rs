@@ -98,7 +98,7 @@ fn default_config_toml_is_the_default() {
 fn config_errors_name_the_field() {
     let invalid = |text: &str| match NodeConfig::from_toml_str(text).unwrap_err() {
         ConfigError::Invalid { field, .. } => field,
-        other => format!("{other}"),
+        other => crate::error_chain(&other),
     };
     assert_eq!(invalid("mtu = 100"), "mtu");
     assert_eq!(
@@ -246,7 +246,7 @@ async fn exhausted_pool_is_a_clear_error() {
     node.allocate(req("c1")).await.unwrap();
     let err = node.allocate(req("c2")).await.unwrap_err();
     assert_eq!(err.kind(), Some(ApiErrorKind::PoolExhausted));
-    assert!(err.to_string().contains("\"p\""), "{err}");
+    assert!(crate::error_chain(&err).contains("\"p\""), "{err}");
     assert!(node.release(owner("c1")).await.unwrap());
     assert!(!node.release(owner("c1")).await.unwrap(), "double release");
     node.allocate(req("c2")).await.unwrap();
