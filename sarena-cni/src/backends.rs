@@ -3,10 +3,10 @@
 //! place so that tests (and other embedders) can pass their own plugin to
 //! [`crate::run::run`].
 
-use sarena_core::api::DEFAULT_SOCKET;
-use sarena_core::cni::{CniError, ErrorCode, NetConf};
-use sarena_core::error_chain;
-use sarena_core::plugin::{ConnectError, Plugin};
+use sarena_plugin::api::DEFAULT_SOCKET;
+use sarena_plugin::cni::{CniError, ErrorCode, NetConf};
+use sarena_plugin::error_chain;
+use sarena_plugin::plugin::{ConnectError, Plugin};
 
 /// The plugin for `conf`: the daemon client for its `daemon-endpoint` (default:
 /// the daemon's well-known socket; building it does no I/O, the first call

@@ -1,7 +1,7 @@
-//! `sarena-cni`: the CNI plugin binary, a thin adapter over `sarena_core`.
+//! `sarena-cni`: the CNI plugin binary, a thin adapter over `sarena_plugin`.
 //!
 //! Reads the `CNI_*` environment and the network config on stdin, runs the
-//! command through [`sarena_core::plugin::dispatch`], prints the result or the
+//! command through [`sarena_plugin::plugin::dispatch`], prints the result or the
 //! error JSON on stdout in one write, and exits 0 or 1.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
@@ -13,7 +13,7 @@ mod run;
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
-use sarena_core::error_chain;
+use sarena_plugin::error_chain;
 
 fn main() -> ExitCode {
     let mut stdin = Vec::new();

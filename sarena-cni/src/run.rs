@@ -1,10 +1,10 @@
 //! [`run`]: one plugin invocation, from environment and stdin to the text to
 //! print and the exit code. Everything testable lives here; `main` only does I/O.
 
-use sarena_core::cni::version::decode_cni_version;
-use sarena_core::cni::{CniEnv, CniError, Command, ErrorCode, NetConf, Version};
-use sarena_core::error_chain;
-use sarena_core::plugin::{DeleteQueue, Plugin, dispatch, version_output};
+use sarena_plugin::cni::version::decode_cni_version;
+use sarena_plugin::cni::{CniEnv, CniError, Command, ErrorCode, NetConf, Version};
+use sarena_plugin::error_chain;
+use sarena_plugin::plugin::{DeleteQueue, Plugin, dispatch, version_output};
 use serde_json::Value;
 
 use crate::logging;

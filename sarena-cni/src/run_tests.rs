@@ -1,11 +1,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use sarena_core::api::{
+use sarena_plugin::api::{
     AllocatedAddress, Allocation, Daemon, DaemonConfig, DaemonError, Endpoint, MockDaemon,
     RouteSpec,
 };
-use sarena_core::links::{Links, MockLinks, VethPair};
+use sarena_plugin::links::{Links, MockLinks, VethPair};
 use serde_json::json;
 
 use super::*;

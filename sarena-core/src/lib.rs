@@ -4,6 +4,16 @@
 //! `sarena-daemon` are thin adapters and a Rust container runtime can embed the
 //! same logic with a handful of calls.
 //!
+//! The logic lives in two crates, split where the process boundary is:
+//! - `sarena-plugin`, the plugin side ([`cni`], [`plugin`], [`api`], [`links`],
+//!   [`delqueue`], [`mac`]): what runs once per pod. `sarena-cni` links it
+//!   alone, so the plugin carries no eBPF loader, database or config parser.
+//! - this crate, the node side ([`ipam`], [`store`], [`node`], [`dataplane`],
+//!   [`cluster`], [`install`]): the daemon's state and the kernel's dataplane.
+//!   It re-exports every plugin-side module under its old path
+//!   (`sarena_core::cni`, `sarena_core::plugin`, …), so embedders import
+//!   everything from here.
+//!
 //! ## The traits, and which implementation to pick
 //!
 //! | trait | what it does | implementations |
@@ -96,31 +106,23 @@
 //!   put onto a node without a moment where the runtime sees half of either.
 //! - [`mac`]: [`mac::MacAddr`], the type of every MAC address.
 //!
-//! Links and both dataplanes talk to the kernel through shared crate-internal
-//! modules (netlink handles and lookups, sysctl); their errors,
-//! [`NetlinkError`] (with the kernel's answer, [`KernelAnswer`]) and
-//! [`SysctlError`], are re-exported here.
+//! Links and both dataplanes talk to the kernel through the same netlink
+//! and sysctl plumbing (`sarena_plugin::netlink`, `sarena_plugin::sysctl`);
+//! their errors, [`NetlinkError`] (with the kernel's answer, [`KernelAnswer`])
+//! and [`SysctlError`], are re-exported here.
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
-pub mod api;
-mod blocking;
 pub mod cluster;
-pub mod cni;
 pub mod dataplane;
-pub mod delqueue;
-mod digest;
-mod error_chain;
 pub mod install;
 pub mod ipam;
-pub mod links;
-pub mod mac;
-mod netlink;
 pub mod node;
-pub mod plugin;
 pub mod store;
-mod sysctl;
 
-pub use error_chain::error_chain;
-pub use netlink::{KernelAnswer, NetlinkError};
-pub use sysctl::SysctlError;
+pub use sarena_plugin::netlink::KernelAnswer;
+pub use sarena_plugin::{NetlinkError, SysctlError, error_chain};
+pub use sarena_plugin::{api, cni, delqueue, durable, links, mac, plugin};
+// The kernel and file-system plumbing both sides share, under the paths the
+// node-side modules use (`crate::netlink`, …).
+use sarena_plugin::{blocking, netlink, sysctl};

@@ -1,10 +1,11 @@
 //! [`SessionFile`]: the [`SessionParams`] of the last Kubernetes-mode
 //! session, kept in the state directory (`kubernetes-session.json`),
-//! written atomically (temporary file, fsync, rename).
+//! written durably ([`durable::replace`]).
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use sarena_plugin::durable;
 
 use super::error::ClusterError;
 use super::pools::SessionParams;
@@ -48,16 +49,13 @@ impl SessionFile {
 
     /// Stores `session`.
     pub fn store(&self, session: &SessionParams) -> Result<(), ClusterError> {
-        let tmp = self.path.with_extension("json.tmp");
         let text =
             serde_json::to_vec_pretty(session).map_err(|source| ClusterError::SessionFormat {
                 path: self.path.clone(),
                 source,
             })?;
-        let mut file = fs::File::create(&tmp).map_err(|e| self.io("create", e))?;
-        file.write_all(&text).map_err(|e| self.io("write", e))?;
-        file.sync_all().map_err(|e| self.io("fsync", e))?;
-        fs::rename(&tmp, &self.path).map_err(|e| self.io("rename", e))
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        durable::replace(dir, SESSION_FILE, &text, 0o600).map_err(|e| self.io(e.call, e.source))
     }
 
     fn io(&self, call: &'static str, source: std::io::Error) -> ClusterError {

@@ -14,8 +14,8 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use async_trait::async_trait;
 use ipnet::IpNet;
-use serde::{Deserialize, Serialize};
 
+pub use crate::api::DataplaneMode;
 use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
 pub use error::DataplaneError;
 pub use kernel::KernelDataplane;
@@ -28,31 +28,6 @@ pub mod ebpf;
 /// kernel mode the address itself, on every pod's host veth). A pool's own
 /// IPv6 gateway address stays the host's, never a pod's.
 pub const POD_IPV6_GATEWAY: Ipv6Addr = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
-
-/// Which dataplane the daemon runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DataplaneMode {
-    /// eBPF programs on the host-side veths (default).
-    #[default]
-    Ebpf,
-    /// Kernel routing: host routes per pod, the host answers for the gateway.
-    Kernel,
-    /// No forwarding at all: the daemon only does IPAM and the endpoint
-    /// registry (development, or another component forwards pod traffic).
-    None,
-}
-
-impl DataplaneMode {
-    /// `ebpf` or `kernel`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DataplaneMode::Ebpf => "ebpf",
-            DataplaneMode::Kernel => "kernel",
-            DataplaneMode::None => "none",
-        }
-    }
-}
 
 /// Node-wide settings the dataplane needs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -98,13 +73,6 @@ pub trait Dataplane: Send + Sync {
         _endpoints: &[Endpoint],
     ) -> Result<Option<ProgramsStatus>, DataplaneError> {
         Ok(None)
-    }
-
-    /// Whether this dataplane enforces the bandwidth limits an endpoint may
-    /// carry (`false`, the default: it would ignore them, so endpoints with
-    /// limits are refused).
-    fn enforces_bandwidth(&self) -> bool {
-        false
     }
 
     /// For an endpoint with bandwidth limits, what the dataplane enforces and

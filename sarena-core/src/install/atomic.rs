@@ -1,16 +1,14 @@
 //! Replacing a file so that a reader sees the old one or the new one, never
-//! a part: a temporary file in the same directory (same file system),
-//! written and fsync'd, renamed over the target, the directory fsync'd.
+//! a part ([`durable::replace`]), and not at all when it already holds what
+//! it should.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use super::InstallError;
+use sarena_plugin::durable;
 
-/// The end of every temporary file's name: not an extension libcni loads.
-const TEMP_SUFFIX: &str = ".sarena-tmp";
+use super::InstallError;
 
 /// What a write did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,7 +29,7 @@ impl std::fmt::Display for Outcome {
 }
 
 /// Makes `dir/name` hold `body` with permission bits `mode` (`dir` and its
-/// parents created when missing).
+/// parents created when missing), through [`durable::replace`].
 pub(super) fn replace_file(
     dir: &Path,
     name: &str,
@@ -43,15 +41,8 @@ pub(super) fn replace_file(
     if is_same(&path, body, mode)? {
         return Ok(Outcome::Unchanged);
     }
-    remove_stale_temps(dir, name)?;
-    let tmp = dir.join(format!(".{name}.{}{TEMP_SUFFIX}", std::process::id()));
-    let written = write_new(&tmp, body, mode)
-        .and_then(|()| fs::rename(&tmp, &path).map_err(|e| InstallError::io("rename", &tmp, e)));
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    sync_dir(dir)?;
+    durable::remove_stale_temps(dir, Some(name))?;
+    durable::replace(dir, name, body, mode)?;
     Ok(Outcome::Written)
 }
 
@@ -72,37 +63,6 @@ fn is_same(path: &Path, body: &[u8], mode: u32) -> Result<bool, InstallError> {
     Ok(old == body)
 }
 
-/// The file, created (never an existing one), filled, given `mode` (the
-/// umask does not apply) and fsync'd.
-fn write_new(tmp: &Path, body: &[u8], mode: u32) -> Result<(), InstallError> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(tmp)
-        .map_err(|e| InstallError::io("create", tmp, e))?;
-    file.write_all(body)
-        .map_err(|e| InstallError::io("write", tmp, e))?;
-    file.set_permissions(fs::Permissions::from_mode(mode))
-        .map_err(|e| InstallError::io("chmod", tmp, e))?;
-    file.sync_all()
-        .map_err(|e| InstallError::io("fsync", tmp, e))
-}
-
-/// Temporary files of `name` left by an installer that died mid-write.
-fn remove_stale_temps(dir: &Path, name: &str) -> Result<(), InstallError> {
-    let prefix = format!(".{name}.");
-    for path in list(dir)? {
-        let Some(file) = path.file_name().and_then(|f| f.to_str()) else {
-            continue;
-        };
-        if file.starts_with(&prefix) && file.ends_with(TEMP_SUFFIX) {
-            fs::remove_file(&path).map_err(|e| InstallError::io("remove", &path, e))?;
-        }
-    }
-    Ok(())
-}
-
 /// The entries of `dir`, sorted.
 pub(super) fn list(dir: &Path) -> Result<Vec<PathBuf>, InstallError> {
     let mut paths = Vec::new();
@@ -119,7 +79,5 @@ pub(super) fn list(dir: &Path) -> Result<Vec<PathBuf>, InstallError> {
 
 /// Makes the renames and removals in `dir` durable.
 pub(super) fn sync_dir(dir: &Path) -> Result<(), InstallError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| InstallError::io("fsync dir", dir, e))
+    Ok(durable::sync_dir(dir)?)
 }

@@ -44,6 +44,16 @@ pub enum InstallError {
     },
 }
 
+impl From<sarena_plugin::durable::FileError> for InstallError {
+    fn from(e: sarena_plugin::durable::FileError) -> Self {
+        InstallError::Io {
+            call: e.call,
+            path: e.path,
+            source: e.source,
+        }
+    }
+}
+
 impl InstallError {
     /// An [`InstallError::Io`] of `call` on `path`.
     pub(super) fn io(call: &'static str, path: &Path, source: io::Error) -> Self {

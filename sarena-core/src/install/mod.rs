@@ -41,7 +41,9 @@ pub use error::InstallError;
 /// The CNI bin dir of kubelet, containerd and CRI-O unless configured.
 pub const DEFAULT_CNI_BIN_DIR: &str = "/opt/cni/bin";
 /// The CNI conf dir of kubelet, containerd and CRI-O unless configured.
-pub const DEFAULT_CNI_CONF_DIR: &str = "/etc/cni/net.d";
+pub use sarena_plugin::cni::conf_dir::DEFAULT_CONF_DIR as DEFAULT_CNI_CONF_DIR;
+/// The extensions libcni loads from a conf dir.
+pub use sarena_plugin::cni::conf_dir::{CONF_EXTENSIONS, is_loadable};
 /// The name of Sarena's conflist in the conf dir.
 pub const DEFAULT_CONFLIST_NAME: &str = "10-sarena.conflist";
 /// The plugin's binary name (the conflist's `type`).
@@ -49,8 +51,6 @@ pub const PLUGIN_NAME: &str = "sarena-cni";
 /// Appended to another network's config set aside by
 /// [`Installer::set_aside_others`].
 pub const SET_ASIDE_SUFFIX: &str = ".sarena-bak";
-/// The extensions libcni loads from a conf dir.
-pub const CONF_EXTENSIONS: [&str; 3] = ["conf", "conflist", "json"];
 
 /// What [`Installer::uninstall`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -89,11 +89,7 @@ impl Installer {
     /// Another name for the conflist: a file name (no `/`) ending in one
     /// of [`CONF_EXTENSIONS`], else libcni would never load it.
     pub fn with_conflist_name(mut self, name: &str) -> Result<Self, InstallError> {
-        if name.is_empty()
-            || name.contains('/')
-            || name.starts_with('.')
-            || !CONF_EXTENSIONS.iter().any(|e| has_extension(name, e))
-        {
+        if name.is_empty() || name.contains('/') || name.starts_with('.') || !is_loadable(name) {
             return Err(InstallError::ConflistName {
                 name: name.to_owned(),
             });
@@ -164,11 +160,4 @@ impl Installer {
         }
         Ok(UninstallReport { removed, restored })
     }
-}
-
-/// `name` ends in `.ext`, with something before it.
-fn has_extension(name: &str, ext: &str) -> bool {
-    name.strip_suffix(ext)
-        .and_then(|rest| rest.strip_suffix('.'))
-        .is_some_and(|stem| !stem.is_empty())
 }

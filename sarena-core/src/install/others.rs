@@ -6,7 +6,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::atomic::{list, sync_dir};
-use super::{CONF_EXTENSIONS, InstallError, SET_ASIDE_SUFFIX, has_extension};
+use super::{InstallError, SET_ASIDE_SUFFIX, is_loadable};
 
 /// Renames every network config of `conf_dir` but `ours`; returns the new paths.
 pub(super) fn set_aside(conf_dir: &Path, ours: &str) -> Result<Vec<PathBuf>, InstallError> {
@@ -59,7 +59,7 @@ pub(super) fn restore(conf_dir: &Path) -> Result<Vec<PathBuf>, InstallError> {
 
 /// A regular file (or a link to one) with an extension libcni loads.
 fn is_network_config(path: &Path, name: &str) -> Result<bool, InstallError> {
-    if !CONF_EXTENSIONS.iter().any(|e| has_extension(name, e)) {
+    if !is_loadable(name) {
         return Ok(false);
     }
     match fs::metadata(path) {

@@ -191,7 +191,7 @@ impl Daemon for WithDataplane {
 
     async fn create_endpoint(&self, req: EndpointCreate) -> Result<Endpoint, DaemonError> {
         if let Some(limits) = req.bandwidth
-            && !self.dataplane.enforces_bandwidth()
+            && !self.dataplane.mode().enforces_bandwidth()
         {
             return Err(DaemonError::local(
                 ApiErrorKind::BadRequest,

@@ -98,8 +98,8 @@ pub const ENDPOINT_F_ACTIVE: u32 = 1;
 /// `<&'static str>::from(reason)` names it in snake case (`malformed_ipv4`).
 #[repr(u32)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "user", derive(strum::EnumIter, strum::IntoStaticStr))]
-#[cfg_attr(feature = "user", strum(serialize_all = "snake_case"))]
+#[cfg_attr(feature = "names", derive(strum::EnumIter, strum::IntoStaticStr))]
+#[cfg_attr(feature = "names", strum(serialize_all = "snake_case"))]
 pub enum DropReason {
     /// Shorter than an Ethernet header.
     MalformedEthernet = 0,
@@ -162,7 +162,7 @@ pub const MAX_IPV6_EXT_HEADERS: usize = 8;
 /// which are the names readers (the daemon's API, its metrics) show.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "user", derive(serde::Serialize))]
+#[cfg_attr(feature = "names", derive(serde::Serialize))]
 pub struct EndpointCounters {
     /// Frames received from the pod (ingress of the host veth).
     pub from_pod_packets: u64,

@@ -323,10 +323,6 @@ impl Dataplane for AyaDataplane {
         self.counters(endpoint.host_ifindex)
     }
 
-    fn enforces_bandwidth(&self) -> bool {
-        true
-    }
-
     async fn bandwidth_status(
         &self,
         endpoint: &Endpoint,

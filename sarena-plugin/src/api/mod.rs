@@ -1,0 +1,35 @@
+//! The daemon's REST API: request/response types, the [`Daemon`] trait every
+//! backend implements (the HTTP client, the in-process node state, mocks), and
+//! the errors with their stable machine-readable kinds.
+
+mod bandwidth;
+mod bodies;
+mod client;
+mod daemon;
+mod error;
+mod mode;
+mod path;
+mod status;
+mod types;
+
+pub use crate::cni::validate::MAX_IFNAME_LEN;
+pub use bandwidth::{BandwidthLimits, BandwidthStatus};
+pub use bodies::{Deleted, Released, Unregistered};
+pub use client::{DEFAULT_SOCKET, DEFAULT_TIMEOUT, HttpDaemon};
+pub use daemon::Daemon;
+#[cfg(any(test, feature = "mocks"))]
+pub use daemon::MockDaemon;
+pub use error::{ApiErrorBody, ApiErrorKind, DaemonError};
+pub use mode::DataplaneMode;
+pub use path::{
+    MAX_BODY_BYTES, SegmentError, allocation_path, decode_segment, encode_segment, endpoint_path,
+    endpoint_stats_path, validate_attachment, validate_container_id, validate_ifname,
+};
+pub use status::{
+    DaemonStatus, DataplaneCounters, DataplaneStatus, DeleteQueueStatus, EndpointStats,
+    KubernetesStatus, PoolUsage, ProgramsStatus,
+};
+pub use types::*;
+
+/// The versioned base path every route lives under.
+pub const API_BASE: &str = "/v1";
