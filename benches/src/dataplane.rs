@@ -260,7 +260,7 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
                 Some(EbpfCheck::new(&before, &after, iperf_bytes, ipv6))
             }
             (Err(e), _) | (_, Some(Err(e))) => {
-                check_errors.push(format!("eBPF counters: {e}"));
+                check_errors.push(format!("eBPF counters: {}", sarena_core::error_chain(&e)));
                 None
             }
             (Ok(_), None) => None,

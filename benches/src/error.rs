@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// A failure of the benchmark harness, with the call and the object as fields;
-/// the message carries the source's text, so one `{e}` line is complete.
+/// the message never repeats the source, so print it with
+/// [`sarena_core::error_chain`] for the whole cause.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     /// The harness needs root (namespaces, veths, bpffs).
@@ -19,7 +20,7 @@ pub enum BenchError {
         hint: &'static str,
     },
     /// A file-system or process call failed.
-    #[error("{call} {path}: {source}")]
+    #[error("{call} {path}")]
     Io {
         call: &'static str,
         path: PathBuf,
@@ -41,7 +42,7 @@ pub enum BenchError {
         log_tail: String,
     },
     /// A call to the daemon's API failed.
-    #[error("daemon API {call} on {socket}: {source}")]
+    #[error("daemon API {call} on {socket}")]
     Api {
         socket: PathBuf,
         call: &'static str,
@@ -49,21 +50,21 @@ pub enum BenchError {
         source: sarena_core::api::DaemonError,
     },
     /// A file under /proc did not read or parse.
-    #[error("/proc: {what}: {source}")]
+    #[error("/proc: {what}")]
     Proc {
         what: &'static str,
         #[source]
         source: procfs::ProcError,
     },
     /// A plot did not render.
-    #[error("plotting {plot}: {source}")]
+    #[error("plotting {plot}")]
     Plot {
         plot: &'static str,
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A socket call of the request/response test failed.
-    #[error("{call} {addr}: {source}")]
+    #[error("{call} {addr}")]
     Socket {
         call: &'static str,
         addr: SocketAddr,
@@ -71,14 +72,14 @@ pub enum BenchError {
         source: std::io::Error,
     },
     /// The eBPF programs' pinned counters map could not be read.
-    #[error("pinned eBPF counters map {path}: {source}")]
+    #[error("pinned eBPF counters map {path}")]
     Counters {
         path: PathBuf,
         #[source]
         source: aya::maps::MapError,
     },
     /// The eBPF run-time statistics could not be switched on.
-    #[error("BPF_ENABLE_STATS: {source}: {}", .source.io_error)]
+    #[error("BPF_ENABLE_STATS")]
     BpfStats {
         #[source]
         source: aya::sys::SyscallError,
@@ -98,7 +99,7 @@ pub enum BenchError {
         detail: String,
     },
     /// JSON the harness reads or writes did not (de)serialise.
-    #[error("JSON of {what}: {source}")]
+    #[error("JSON of {what}")]
     Json {
         what: String,
         #[source]

@@ -2,6 +2,7 @@
 //! that says what to check.
 
 use sarena_core::api::{ApiErrorKind, DaemonError};
+use sarena_core::error_chain;
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
@@ -43,10 +44,9 @@ pub enum CliError {
         ifname: String,
     },
     /// A daemon error not yet tied to the socket (mapped by `run`).
-    #[error("{source}")]
+    #[error(transparent)]
     Daemon {
         /// The client's error.
-        #[source]
         source: Box<DaemonError>,
     },
     /// The daemon answers but cannot serve ADD (`sarena health`).
@@ -56,21 +56,21 @@ pub enum CliError {
         message: String,
     },
     /// `install-cni` failed.
-    #[error("install-cni: {source}")]
+    #[error("install-cni")]
     Install {
         /// Cause (names the file and the call).
         #[source]
         source: sarena_core::install::InstallError,
     },
     /// `install-cni` without --plugin could not find its own executable.
-    #[error("install-cni: cannot find sarena-cni beside this command ({source}); pass --plugin")]
+    #[error("install-cni: cannot find sarena-cni beside this command (pass --plugin)")]
     NoPlugin {
         /// Cause.
         #[source]
         source: std::io::Error,
     },
     /// The answer could not be printed as JSON.
-    #[error("cannot encode the answer as JSON: {source}")]
+    #[error("cannot encode the answer as JSON")]
     Json {
         /// Cause.
         #[source]
@@ -93,7 +93,7 @@ impl CliError {
         match err {
             DaemonError::Unreachable { source, .. } => CliError::DaemonDown {
                 socket,
-                reason: source.to_string(),
+                reason: error_chain(source.as_ref()),
             },
             DaemonError::Transport { source, .. } => CliError::NoAnswer {
                 socket,
@@ -111,7 +111,7 @@ impl CliError {
             },
             other => CliError::Refused {
                 kind: other.kind().unwrap_or(ApiErrorKind::Internal).as_str(),
-                message: other.to_string(),
+                message: error_chain(&other),
             },
         }
     }

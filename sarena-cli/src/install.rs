@@ -191,7 +191,7 @@ mod tests {
         );
         let err = run(&a, Path::new("/s"), OutputFormat::Table).unwrap_err();
         assert!(
-            err.to_string().contains("no plugin of type `sarena-cni`"),
+            sarena_core::error_chain(&err).contains("no plugin of type `sarena-cni`"),
             "{err}"
         );
         assert!(!root.path().join("net.d/10-sarena.conflist").exists());

@@ -26,7 +26,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("sarena: {e}");
+            eprintln!("sarena: {}", sarena_core::error_chain(&e));
             ExitCode::FAILURE
         }
     }

@@ -5,6 +5,7 @@
 
 use sarena_plugin::api::DEFAULT_SOCKET;
 use sarena_plugin::cni::{CniError, ErrorCode, NetConf};
+use sarena_plugin::error_chain;
 use sarena_plugin::plugin::{ConnectError, Plugin};
 
 /// The plugin for `conf`: the daemon client for its `daemon-endpoint` (default:
@@ -21,9 +22,9 @@ pub(crate) fn connect(conf: &NetConf) -> Result<Plugin, CniError> {
                 endpoint.unwrap_or(DEFAULT_SOCKET)
             ),
         )
-        .with_details(e.to_string()),
+        .with_details(error_chain(&e)),
         ConnectError::Links(e) => CniError::new(ErrorCode::Kernel, "cannot open a netlink socket")
-            .with_details(e.to_string()),
+            .with_details(error_chain(&e)),
     })
 }
 
@@ -73,7 +74,7 @@ mod tests {
         // the error names it.
         if !std::path::Path::new(DEFAULT_SOCKET).exists() {
             let err = plugin.status().await.unwrap_err();
-            assert!(err.to_string().contains(DEFAULT_SOCKET), "{err}");
+            assert!(error_chain(&err).contains(DEFAULT_SOCKET), "{err}");
         }
     }
 }

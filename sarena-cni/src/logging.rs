@@ -35,7 +35,7 @@ pub(crate) fn dispatch(log_file: Option<&Path>, debug: bool) -> Dispatch {
                     .finish(),
             );
             tracing::dispatcher::with_default(&d, || {
-                tracing::warn!(path = %path.display(), error = %e, "cannot open log-file; logging to stderr");
+                tracing::warn!(path = %path.display(), error = %sarena_plugin::error_chain(&e), "cannot open log-file; logging to stderr");
             });
             d
         }

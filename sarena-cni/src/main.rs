@@ -13,6 +13,8 @@ mod run;
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
+use sarena_plugin::error_chain;
+
 fn main() -> ExitCode {
     let mut stdin = Vec::new();
     let read = std::io::stdin()
@@ -24,7 +26,7 @@ fn main() -> ExitCode {
             run::run(|k| std::env::var(k).ok(), &stdin, backends::connect)
         })
         .unwrap_or_else(|_| run::internal_error("sarena-cni panicked; see the log")),
-        Err(e) => run::io_error(&format!("cannot read stdin: {e}")),
+        Err(e) => run::io_error(&format!("cannot read stdin: {}", error_chain(&e))),
     };
     let mut stdout = std::io::stdout().lock();
     // One write of the whole answer, so a runtime never sees a partial result.

@@ -3,6 +3,7 @@
 
 use sarena_plugin::cni::version::decode_cni_version;
 use sarena_plugin::cni::{CniEnv, CniError, Command, ErrorCode, NetConf, Version};
+use sarena_plugin::error_chain;
 use sarena_plugin::plugin::{DeleteQueue, Plugin, dispatch, version_output};
 use serde_json::Value;
 
@@ -87,7 +88,7 @@ where
         .build()
         .map_err(|e| {
             CniError::new(ErrorCode::Io, "cannot start the async runtime")
-                .with_details(e.to_string())
+                .with_details(error_chain(&e))
         })?;
     let plugin = {
         let _entered = runtime.enter();

@@ -109,7 +109,8 @@
 //!
 //! Links and both dataplanes talk to the kernel through the same netlink
 //! and sysctl plumbing (`sarena_plugin::netlink`, `sarena_plugin::sysctl`);
-//! their errors, [`NetlinkError`] and [`SysctlError`], are re-exported here.
+//! their errors, [`NetlinkError`] (with the kernel's answer, [`KernelAnswer`])
+//! and [`SysctlError`], are re-exported here.
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
@@ -120,6 +121,7 @@ pub mod ipam;
 pub mod node;
 pub mod store;
 
+pub use sarena_plugin::netlink::KernelAnswer;
 pub use sarena_plugin::{NetlinkError, SysctlError, error_chain};
 pub use sarena_plugin::{api, cni, delqueue, durable, links, mac, plugin};
 // The kernel and file-system plumbing both sides share, under the paths the

@@ -26,7 +26,7 @@ use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, UnixSocket};
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     /// The config file could not be read.
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}")]
     ReadConfig {
         /// The file.
         path: PathBuf,
@@ -35,7 +35,7 @@ pub enum StartError {
         source: io::Error,
     },
     /// The config file is invalid.
-    #[error("config file {path}: {source}")]
+    #[error("config file {path}")]
     Config {
         /// The file.
         path: PathBuf,
@@ -44,7 +44,7 @@ pub enum StartError {
         source: ConfigError,
     },
     /// The state could not be opened.
-    #[error("cannot open the state in {state_dir}: {source}")]
+    #[error("cannot open the state in {state_dir}")]
     Node {
         /// `--state-dir`.
         state_dir: PathBuf,
@@ -53,7 +53,7 @@ pub enum StartError {
         source: Box<NodeError>,
     },
     /// The deletion queue could not be read.
-    #[error("cannot replay the deletion queue: {0}")]
+    #[error("cannot replay the deletion queue")]
     Queue(#[from] QueueError),
     /// A listener could not be set up.
     #[error(transparent)]
@@ -68,13 +68,13 @@ pub enum StartError {
     #[error(transparent)]
     Metrics(#[from] MetricsError),
     /// Signal handlers could not be installed.
-    #[error("cannot install signal handlers: {0}")]
+    #[error("cannot install signal handlers")]
     Signal(#[source] io::Error),
     /// `--write-cni-conf` / `--cni-conf-source` cannot work.
     #[error(transparent)]
     CniConf(#[from] CniConfError),
     /// Kubernetes mode failed.
-    #[error("Kubernetes mode: {0}")]
+    #[error("Kubernetes mode")]
     Kubernetes(#[from] KubernetesError),
 }
 
@@ -228,8 +228,12 @@ pub(crate) fn spawn_lease_expiry(node: Node, every: Duration) -> JoinHandle<()> 
             let node = node.clone();
             match tokio::task::spawn_blocking(move || node.expire_leases(node.now())).await {
                 Ok(Ok(_)) => {}
-                Ok(Err(e)) => tracing::warn!("lease expiry failed: {e}"),
-                Err(e) => tracing::warn!("lease expiry task failed: {e}"),
+                Ok(Err(e)) => {
+                    tracing::warn!("lease expiry failed: {}", sarena_core::error_chain(&e))
+                }
+                Err(e) => {
+                    tracing::warn!("lease expiry task failed: {}", sarena_core::error_chain(&e))
+                }
             }
         }
     })

@@ -28,7 +28,7 @@ pub const RETRY: Duration = Duration::from_secs(5);
 #[derive(Debug, thiserror::Error)]
 pub enum CniConfError {
     /// `--cni-conf-source` could not be read.
-    #[error("cannot read --cni-conf-source {path}: {source}")]
+    #[error("cannot read --cni-conf-source {path}")]
     Source {
         /// The file.
         path: PathBuf,
@@ -46,7 +46,7 @@ pub enum CniConfError {
     },
     /// `--write-cni-conf` is not a file in a directory, or its name is one
     /// the runtime would not load.
-    #[error("--write-cni-conf {path}: {source}")]
+    #[error("--write-cni-conf {path}")]
     Target {
         /// The path given.
         path: PathBuf,
@@ -120,7 +120,10 @@ impl CniConfWriter {
             match daemon.health().await {
                 Ok(health) if health.ready => break,
                 Ok(_) => {}
-                Err(e) => tracing::debug!("health, waiting to write the CNI config: {e}"),
+                Err(e) => tracing::debug!(
+                    "health, waiting to write the CNI config: {}",
+                    sarena_core::error_chain(&e)
+                ),
             }
             tokio::time::sleep(poll).await;
         }
@@ -138,8 +141,14 @@ impl CniConfWriter {
                     tracing::info!(path = %self.path().display(), "ready: CNI config already in place");
                     return;
                 }
-                Ok(Err(e)) => tracing::warn!("cannot write the CNI config (retrying): {e}"),
-                Err(e) => tracing::warn!("the CNI config write did not complete (retrying): {e}"),
+                Ok(Err(e)) => tracing::warn!(
+                    "cannot write the CNI config (retrying): {}",
+                    sarena_core::error_chain(&e)
+                ),
+                Err(e) => tracing::warn!(
+                    "the CNI config write did not complete (retrying): {}",
+                    sarena_core::error_chain(&e)
+                ),
             }
             tokio::time::sleep(retry).await;
         }

@@ -17,20 +17,20 @@ use sarena_core::node::{ConfigError, Node, NodeConfig, StartUpError, WithDatapla
 #[derive(Debug, thiserror::Error)]
 pub enum DataplaneStartError {
     /// The pools could not be turned into gateways and CIDRs.
-    #[error("dataplane: {0}")]
+    #[error("dataplane")]
     Config(#[from] ConfigError),
     /// The backend failed.
     #[error(transparent)]
     Backend(#[from] DataplaneError),
     /// The registry could not be listed for reconciliation.
-    #[error("dataplane: listing endpoints for reconciliation: {0}")]
+    #[error("dataplane: listing endpoints for reconciliation")]
     Registry(#[source] DaemonError),
     /// The start-up repair (stale endpoints, owed veth removals, unowned
     /// links, reconciliation) failed.
     #[error(transparent)]
     StartUp(#[from] StartUpError),
     /// The netlink socket for removing veths could not be opened.
-    #[error("dataplane: {0}")]
+    #[error("dataplane")]
     Links(#[from] sarena_core::links::LinkError),
     /// This build has no such backend.
     #[error("dataplane {mode:?} is not available in this build: {reason}")]
@@ -113,7 +113,7 @@ impl DataplaneParts {
     pub fn hand_over(&self) {
         let Some(ebpf) = &self.ebpf else { return };
         if let Err(error) = ebpf.hand_over() {
-            tracing::warn!(%error, "eBPF: counters not left for an older release");
+            tracing::warn!(error = %sarena_core::error_chain(&error), "eBPF: counters not left for an older release");
         }
     }
 }

@@ -31,7 +31,7 @@ pub enum LockError {
         holder: Option<u32>,
     },
     /// The directory or its lock could not be created or locked.
-    #[error("cannot lock the {what} {path}: {call}: {source}")]
+    #[error("cannot lock the {what} {path}: {call}")]
     Io {
         /// `state dir` or `bpffs pin dir`.
         what: &'static str,

@@ -41,7 +41,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            tracing::error!("cannot start the async runtime: {e}");
+            tracing::error!("cannot start the async runtime: {}", error_chain(&e));
             return ExitCode::FAILURE;
         }
     };

@@ -95,7 +95,7 @@ impl Operated {
                 pending: n as u64,
             }),
             Err(error) => {
-                tracing::warn!(%error, "cannot read the deletion queue");
+                tracing::warn!(error = %sarena_core::error_chain(&error), "cannot read the deletion queue");
                 None
             }
         }

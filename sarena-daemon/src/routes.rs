@@ -320,7 +320,8 @@ fn owner_from_segments(cid: &str, ifname: &str) -> Result<Attachment, ApiError> 
 }
 
 fn check_owner(field: &str, owner: &Attachment) -> Result<(), ApiError> {
-    validate_attachment(owner).map_err(|e| ApiError::bad_request(format!("{field}: {e}")))
+    validate_attachment(owner)
+        .map_err(|e| ApiError::bad_request(format!("{field}: {}", sarena_core::error_chain(&e))))
 }
 
 /// Reads at most [`MAX_BODY_BYTES`] and decodes them; 413 past the limit, 400 on bad JSON.
@@ -368,13 +369,18 @@ where
             }
             Err(e) => {
                 return Err(ApiError::bad_request(format!(
-                    "cannot read request body: {e}"
+                    "cannot read request body: {}",
+                    sarena_core::error_chain(&*e)
                 )));
             }
         }
     }
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+    serde_json::from_slice(&bytes).map_err(|e| {
+        ApiError::bad_request(format!(
+            "invalid JSON body: {}",
+            sarena_core::error_chain(&e)
+        ))
+    })
 }
 
 /// How long a client may take to send a request body.
@@ -405,8 +411,12 @@ where
 }
 
 fn json<T: Serialize>(status: StatusCode, value: &T) -> Result<Response<Full<Bytes>>, ApiError> {
-    let body = serde_json::to_vec(value)
-        .map_err(|e| ApiError::new(ApiErrorKind::Internal, format!("cannot encode answer: {e}")))?;
+    let body = serde_json::to_vec(value).map_err(|e| {
+        ApiError::new(
+            ApiErrorKind::Internal,
+            format!("cannot encode answer: {}", sarena_core::error_chain(&e)),
+        )
+    })?;
     Ok(response(status, body, None))
 }
 

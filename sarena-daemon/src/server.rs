@@ -66,7 +66,7 @@ impl Default for Limits {
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     /// A filesystem or socket call on the Unix socket path failed.
-    #[error("{call} {path}: {source}")]
+    #[error("{call} {path}")]
     Socket {
         /// The call, e.g. `bind`.
         call: &'static str,
@@ -97,7 +97,7 @@ pub enum ServerError {
         addr: SocketAddr,
     },
     /// Binding the TCP listener failed.
-    #[error("bind tcp {addr}: {source}")]
+    #[error("bind tcp {addr}")]
     TcpBind {
         /// The address.
         addr: SocketAddr,
@@ -181,7 +181,7 @@ impl UnixSocket {
         match fs::symlink_metadata(&self.path) {
             Ok(m) if m.ino() == self.ino => {
                 if let Err(e) = fs::remove_file(&self.path) {
-                    tracing::warn!(path = %self.path.display(), "cannot remove socket: {e}");
+                    tracing::warn!(path = %self.path.display(), "cannot remove socket: {}", sarena_core::error_chain(&e));
                 }
             }
             Ok(_) => tracing::warn!(path = %self.path.display(), "socket was replaced; leaving it"),
@@ -308,7 +308,7 @@ async fn accept_tcp(tcp: Option<&TcpListener>) -> io::Result<tokio::net::TcpStre
 
 /// Accept errors (e.g. EMFILE) are transient: log, back off briefly, carry on.
 async fn accept_failed(e: io::Error) {
-    tracing::warn!("accept failed: {e}");
+    tracing::warn!("accept failed: {}", sarena_core::error_chain(&e));
     tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
@@ -333,7 +333,10 @@ fn spawn_connection<S>(
     let conn = graceful.watch(conn);
     tokio::spawn(async move {
         if let Err(e) = conn.await {
-            tracing::debug!("connection ended with error: {e}");
+            tracing::debug!(
+                "connection ended with error: {}",
+                sarena_core::error_chain(&e)
+            );
         }
         drop(slot);
     });

@@ -37,9 +37,9 @@ mod tests {
         let Err(err) = connect(Some(Path::new("/nonexistent/kubeconfig"))).await else {
             panic!("a client from a missing file");
         };
+        assert_eq!(err.to_string(), "kubeconfig /nonexistent/kubeconfig");
         assert!(
-            err.to_string()
-                .starts_with("kubeconfig /nonexistent/kubeconfig: "),
+            sarena_core::error_chain(&err).starts_with("kubeconfig /nonexistent/kubeconfig: "),
             "{err}"
         );
     }

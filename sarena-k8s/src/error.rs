@@ -6,7 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum K8sError {
     /// The kubeconfig file could not be read or used.
-    #[error("kubeconfig {path}: {source}")]
+    #[error("kubeconfig {path}")]
     Kubeconfig {
         /// The file.
         path: PathBuf,
@@ -16,7 +16,7 @@ pub enum K8sError {
     },
     /// No in-cluster credentials (not running in a pod).
     #[error(
-        "no in-cluster credentials ({source}); outside a pod, pass --kubeconfig PATH \
+        "no in-cluster credentials; outside a pod, pass --kubeconfig PATH \
          (or [kubernetes] kubeconfig in the config file)"
     )]
     InCluster {
@@ -25,7 +25,7 @@ pub enum K8sError {
         source: kube::config::InClusterError,
     },
     /// The client could not be built from the configuration.
-    #[error("cannot build the Kubernetes client: {source}")]
+    #[error("cannot build the Kubernetes client")]
     Client {
         /// Cause.
         #[source]

@@ -1,17 +1,14 @@
-//! [`error_chain`]: an error and its causes on one line, for logs.
+//! [`error_chain`]: an error and its causes on one line, for users and logs.
 
-/// `error: cause: cause…`, skipping causes whose text their parent already
-/// spells out (most errors here print their source; aya's verifier log sits
-/// further down the chain).
+/// `error: cause: cause…`: each error's message, outermost first. Messages
+/// here describe only their own context and never print their source, so
+/// every cause appears once.
 pub fn error_chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
-        let part = cause.to_string();
-        if !text.contains(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
         source = cause.source();
     }
     text
@@ -26,12 +23,21 @@ mod tests {
     struct Outer(#[source] Middle);
 
     #[derive(Debug, thiserror::Error)]
-    #[error("middle: {0}")]
+    #[error("middle")]
     struct Middle(#[source] std::io::Error);
 
     #[test]
-    fn causes_are_appended_once() {
+    fn every_cause_is_appended_in_order() {
         let e = Outer(Middle(std::io::Error::other("root")));
+        assert_eq!(e.to_string(), "outer");
         assert_eq!(error_chain(&e), "outer: middle: root");
+    }
+
+    #[test]
+    fn a_cause_is_appended_even_when_its_text_repeats() {
+        // No de-duplication by text: a cause that says what its parent said
+        // is still a cause of its own.
+        let e = Outer(Middle(std::io::Error::other("middle")));
+        assert_eq!(error_chain(&e), "outer: middle: middle");
     }
 }

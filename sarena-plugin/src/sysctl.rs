@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 /// A sysctl write that failed.
 #[derive(Debug, thiserror::Error)]
-#[error("sysctl {} = {value}: {source}", .path.display())]
+#[error("sysctl {} = {value}", .path.display())]
 pub struct SysctlError {
     /// The parameter's file, e.g. `/proc/sys/net/ipv4/ip_forward`.
     pub path: PathBuf,

@@ -86,7 +86,7 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("sarena-bench: error: {e}");
+            eprintln!("sarena-bench: error: {}", sarena_core::error_chain(&e));
             ExitCode::FAILURE
         }
     }

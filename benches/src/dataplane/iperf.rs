@@ -184,7 +184,7 @@ fn attempt(
             command: format!("iperf3 -c {} -t {secs} -J", e.dial_ip()),
             status: status.map_or("timed out".into(), |s| s.to_string()),
             stderr: match report {
-                Err(e) => format!("{e}; {}", out.stderr.trim()),
+                Err(e) => format!("{}; {}", sarena_core::error_chain(&e), out.stderr.trim()),
                 Ok(_) => out.stderr.trim().to_owned(),
             },
         }),

@@ -79,7 +79,11 @@ impl Drop for PodPair {
                     self.node.contender().label(),
                     run.error_text()
                 ),
-                Err(e) => eprintln!("sarena-bench: warning: DEL of {}: {e}", pod.container_id()),
+                Err(e) => eprintln!(
+                    "sarena-bench: warning: DEL of {}: {}",
+                    pod.container_id(),
+                    sarena_core::error_chain(&e)
+                ),
             }
         }
     }

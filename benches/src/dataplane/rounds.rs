@@ -29,8 +29,12 @@ pub fn prepare_all(
         match paths::prepare(kind, index, bins) {
             Ok(p) => prepared.push(p),
             Err(e) => {
-                eprintln!("sarena-bench: dataplane: {} not set up: {e}", kind.label());
-                skipped.push((kind, e.to_string()));
+                eprintln!(
+                    "sarena-bench: dataplane: {} not set up: {}",
+                    kind.label(),
+                    sarena_core::error_chain(&e)
+                );
+                skipped.push((kind, sarena_core::error_chain(&e)));
             }
         }
     }
@@ -54,7 +58,13 @@ pub fn ebpf_programs(prepared: &[PreparedPath]) -> (Vec<Option<NodePrograms>>, V
                 return None;
             }
             NodePrograms::find(dir)
-                .map_err(|e| errors.push(format!("{} programs: {e}", p.kind.label())))
+                .map_err(|e| {
+                    errors.push(format!(
+                        "{} programs: {}",
+                        p.kind.label(),
+                        sarena_core::error_chain(&e)
+                    ))
+                })
                 .ok()
         })
         .collect();
@@ -119,9 +129,13 @@ pub fn measure(
                             Ok(runs) => Some(runs),
                             Err(e) => {
                                 let label = path.kind.label();
-                                eprintln!("sarena-bench: dataplane: {label} programs: {e}");
+                                eprintln!(
+                                    "sarena-bench: dataplane: {label} programs: {}",
+                                    sarena_core::error_chain(&e)
+                                );
                                 stats_failed[i] = Some(format!(
-                                    "{label}: program statistics failed in round {round}: {e}"
+                                    "{label}: program statistics failed in round {round}: {}",
+                                    sarena_core::error_chain(&e)
                                 ));
                                 None
                             }
@@ -144,8 +158,15 @@ pub fn measure(
                     });
                 }
                 Err(e) => {
-                    eprintln!("sarena-bench: dataplane: {} failed: {e}", path.kind.label());
-                    failed[i] = Some(format!("failed in round {round}: {e}"));
+                    eprintln!(
+                        "sarena-bench: dataplane: {} failed: {}",
+                        path.kind.label(),
+                        sarena_core::error_chain(&e)
+                    );
+                    failed[i] = Some(format!(
+                        "failed in round {round}: {}",
+                        sarena_core::error_chain(&e)
+                    ));
                 }
             }
         }

@@ -227,9 +227,11 @@ pub fn finish(
                 &after,
                 samples,
             )),
-            (Err(e), _) | (_, Some(Err(e))) => {
-                errors.push(format!("{} counters: {e}", path.kind.label()))
-            }
+            (Err(e), _) | (_, Some(Err(e))) => errors.push(format!(
+                "{} counters: {}",
+                path.kind.label(),
+                sarena_core::error_chain(&e)
+            )),
             (Ok(_), None) => {}
         }
     }

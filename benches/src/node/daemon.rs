@@ -166,7 +166,11 @@ impl Drop for DaemonProcess {
         if self.pin_dir.exists()
             && let Err(e) = std::fs::remove_dir_all(&self.pin_dir)
         {
-            netns::warn(&format!("removing {}: {e}", self.pin_dir.display()));
+            netns::warn(&format!(
+                "removing {}: {}",
+                self.pin_dir.display(),
+                sarena_core::error_chain(&e)
+            ));
         }
     }
 }

@@ -119,7 +119,11 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         if let Err(e) = run_cmd("ip", &["netns", "del", &self.name]) {
-            warn(&format!("removing netns {}: {e}", self.name));
+            warn(&format!(
+                "removing netns {}: {}",
+                self.name,
+                sarena_core::error_chain(&e)
+            ));
         }
     }
 }

@@ -133,8 +133,8 @@ mod tests {
             assert!(err.to_string().contains(field), "{text}: {err}");
         }
         let err = NodeConfig::from_toml_str("[kubernetes]\nrouting = \"bgp\"\n").unwrap_err();
-        assert!(err.to_string().contains("bgp"), "{err}");
+        assert!(crate::error_chain(&err).contains("bgp"), "{err}");
         let err = NodeConfig::from_toml_str("[kubernetes]\nbogus = 1\n").unwrap_err();
-        assert!(err.to_string().contains("bogus"), "{err}");
+        assert!(crate::error_chain(&err).contains("bogus"), "{err}");
     }
 }

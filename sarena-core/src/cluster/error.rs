@@ -14,7 +14,7 @@ pub enum ClusterError {
     #[error(transparent)]
     Netlink(#[from] NetlinkError),
     /// The netlink socket could not be opened.
-    #[error("cannot open a netlink socket: {source}")]
+    #[error("cannot open a netlink socket")]
     Socket {
         /// Cause.
         #[source]
@@ -35,7 +35,7 @@ pub enum ClusterError {
         reason: &'static str,
     },
     /// A route Sarena built was invalid (a bug, or a bad address from the API).
-    #[error("invalid peer route {route}: {source}")]
+    #[error("invalid peer route {route}")]
     InvalidRoute {
         /// The route.
         route: String,
@@ -44,7 +44,7 @@ pub enum ClusterError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The persisted session could not be read or written.
-    #[error("{call} {path}: {source}")]
+    #[error("{call} {path}")]
     SessionFile {
         /// The call, e.g. `read`.
         call: &'static str,
@@ -55,7 +55,7 @@ pub enum ClusterError {
         source: std::io::Error,
     },
     /// The persisted session is not valid JSON of the expected shape.
-    #[error("the session file {path} is damaged: {source}")]
+    #[error("the session file {path} is damaged")]
     SessionFormat {
         /// The file.
         path: PathBuf,
@@ -64,7 +64,7 @@ pub enum ClusterError {
         source: serde_json::Error,
     },
     /// The node state could not be opened for a session.
-    #[error("cannot open the node state for podCIDRs {pod_cidrs}: {source}")]
+    #[error("cannot open the node state for podCIDRs {pod_cidrs}")]
     Open {
         /// The session's podCIDRs.
         pod_cidrs: String,
@@ -73,7 +73,7 @@ pub enum ClusterError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A request to the API server failed.
-    #[error("Kubernetes API: {call} {object}: {source}")]
+    #[error("Kubernetes API: {call} {object}")]
     Api {
         /// The request, e.g. `patch nodes/status`.
         call: &'static str,
@@ -87,6 +87,6 @@ pub enum ClusterError {
     #[error("the watcher of the Node objects stopped")]
     WatchEnded,
     /// The node state refused a request (listing the endpoints).
-    #[error("node state: {0}")]
+    #[error("node state")]
     Daemon(#[from] DaemonError),
 }

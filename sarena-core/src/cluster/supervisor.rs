@@ -149,7 +149,7 @@ impl Supervisor {
                 !report.deferred
             }
             Err(e) => {
-                tracing::warn!("peer routing: {e}");
+                tracing::warn!("peer routing: {}", crate::error_chain(&e));
                 converged = false;
                 false
             }
@@ -165,7 +165,7 @@ impl Supervisor {
                     self.marked = Some(local.uid.clone());
                 }
                 Err(e) => {
-                    tracing::warn!("{e}");
+                    tracing::warn!("{}", crate::error_chain(&e));
                     converged = false;
                 }
             }
@@ -179,7 +179,10 @@ impl Supervisor {
             Some((_, daemon)) => match daemon.endpoints().await {
                 Ok(endpoints) => endpoints,
                 Err(e) => {
-                    tracing::warn!("cannot list the endpoints for the podCIDR decision: {e}");
+                    tracing::warn!(
+                        "cannot list the endpoints for the podCIDR decision: {}",
+                        crate::error_chain(&e)
+                    );
                     return false;
                 }
             },
@@ -238,8 +241,9 @@ impl Supervisor {
                 true
             }
             Err(e) => {
+                let e = crate::error_chain(&e);
                 tracing::error!("{e}");
-                self.switch.wait(e.to_string());
+                self.switch.wait(e);
                 false
             }
         }
@@ -256,7 +260,10 @@ impl Supervisor {
                     .warn(local, REFUSED_EVENT_REASON, &message)
                     .await
             {
-                tracing::warn!("cannot record the refusal as an Event: {e}");
+                tracing::warn!(
+                    "cannot record the refusal as an Event: {}",
+                    crate::error_chain(&e)
+                );
             }
             self.refused = Some(refusal.offered.clone());
         }

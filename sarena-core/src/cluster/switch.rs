@@ -290,7 +290,7 @@ mod tests {
         assert_eq!(reason_of(s.config().await.unwrap_err()), h.message);
         let e = s.delete_endpoint(owner()).await.unwrap_err();
         assert!(
-            e.to_string().contains("not serving requests: node n1"),
+            crate::error_chain(&e).contains("not serving requests: node n1"),
             "{e}"
         );
         assert!(!s.is_open());
@@ -303,7 +303,7 @@ mod tests {
         assert!(!s.health().await.unwrap().ready);
         let e = s.config().await.unwrap_err();
         assert!(
-            e.to_string().contains("not serving ADD: podCIDR changed"),
+            crate::error_chain(&e).contains("not serving ADD: podCIDR changed"),
             "{e}"
         );
         assert!(s.delete_endpoint(owner()).await.unwrap());

@@ -167,7 +167,8 @@ impl PeerSync {
             (Ok(()), _) => Ok(()),
             (Err(e), Some(old)) => {
                 tracing::debug!(
-                    "replacing {old} by {route} in place failed ({e}); removing it first"
+                    "replacing {old} by {route} in place failed ({}); removing it first",
+                    crate::error_chain(&e)
                 );
                 self.routes.delete_route(old).await?;
                 self.routes.replace_route(route).await
@@ -188,7 +189,9 @@ struct Stale {
 fn note(report: &mut SyncReport, what: String, result: Result<(), ClusterError>) {
     match result {
         Ok(()) => report.changed.push(what),
-        Err(e) => report.failed.push(format!("{what}: {e}")),
+        Err(e) => report
+            .failed
+            .push(format!("{what}: {}", crate::error_chain(&e))),
     }
 }
 
@@ -196,7 +199,9 @@ fn note(report: &mut SyncReport, what: String, result: Result<(), ClusterError>)
 fn note_removed(report: &mut SyncReport, what: String, result: Result<(), ClusterError>) {
     match result {
         Ok(()) => report.removed.push(what),
-        Err(e) => report.failed.push(format!("{what}: {e}")),
+        Err(e) => report
+            .failed
+            .push(format!("{what}: {}", crate::error_chain(&e))),
     }
 }
 

@@ -12,10 +12,10 @@ use crate::sysctl::SysctlError;
 #[derive(Debug, thiserror::Error)]
 pub enum DataplaneError {
     /// A netlink request failed (links, addresses, routes, tc filters).
-    #[error("dataplane: {0}")]
+    #[error("dataplane")]
     Netlink(#[from] NetlinkError),
     /// No netlink socket could be opened in the host netns.
-    #[error("dataplane: netlink socket in the host netns: {source}")]
+    #[error("dataplane: netlink socket in the host netns")]
     Socket {
         /// Cause.
         #[source]
@@ -30,7 +30,7 @@ pub enum DataplaneError {
         reason: &'static str,
     },
     /// A route cannot be expressed as a netlink message.
-    #[error("dataplane: route build for {dst}: {source}")]
+    #[error("dataplane: route build for {dst}")]
     InvalidRoute {
         /// The route's destination.
         dst: IpNet,
@@ -39,10 +39,10 @@ pub enum DataplaneError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A sysctl write failed.
-    #[error("dataplane: {0}")]
+    #[error("dataplane")]
     Sysctl(#[from] SysctlError),
     /// A file or directory operation failed (the pin directory).
-    #[error("dataplane: {call} {}: {source}", .path.display())]
+    #[error("dataplane: {call} {}", .path.display())]
     Io {
         /// What was done.
         call: &'static str,
@@ -53,7 +53,7 @@ pub enum DataplaneError {
         source: std::io::Error,
     },
     /// An external command (e.g. `nft` for masquerading) could not be run.
-    #[error("dataplane: {command}: {source}")]
+    #[error("dataplane: {command}")]
     Spawn {
         /// The command line.
         command: &'static str,
@@ -70,7 +70,7 @@ pub enum DataplaneError {
         stderr: String,
     },
     /// The blocking task running an external command did not complete.
-    #[error("dataplane: {command}: the task did not complete: {source}")]
+    #[error("dataplane: {command}: the task did not complete")]
     Task {
         /// The command line.
         command: &'static str,
@@ -79,7 +79,7 @@ pub enum DataplaneError {
         source: tokio::task::JoinError,
     },
     /// eBPF load, attach or map operations failed.
-    #[error("dataplane: {0}")]
+    #[error("dataplane")]
     Ebpf(#[from] BpfError),
 }
 

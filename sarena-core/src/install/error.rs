@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
     /// A file system call failed.
-    #[error("{call} {}: {source}", .path.display())]
+    #[error("{call} {}", .path.display())]
     Io {
         /// The call, e.g. `rename`.
         call: &'static str,

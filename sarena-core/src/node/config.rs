@@ -73,14 +73,14 @@ vxlan_port = 8472
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// Not valid TOML, or a key with the wrong type / an unknown key.
-    #[error("invalid daemon configuration: {source}")]
+    #[error("invalid daemon configuration")]
     Parse {
         /// The parser's error (it carries the line and key).
         #[source]
         source: toml::de::Error,
     },
     /// The configuration file could not be read.
-    #[error("cannot read daemon configuration {path}: {source}")]
+    #[error("cannot read daemon configuration {path}")]
     Read {
         /// The file.
         path: PathBuf,

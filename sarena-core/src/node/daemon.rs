@@ -56,7 +56,7 @@ impl Daemon for Node {
             },
             Err(e) => Health {
                 ready: false,
-                message: e.to_string(),
+                message: crate::error_chain(&e),
             },
         })
     }

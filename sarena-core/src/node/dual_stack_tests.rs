@@ -71,7 +71,7 @@ async fn a_partial_allocation_fails_and_leaves_nothing() {
     node.allocate(req("c2", &[])).await.unwrap();
     // The /126 has no IPv6 left; IPv4 has plenty.
     let err = node.allocate(req("c3", &[])).await.unwrap_err();
-    assert!(err.to_string().contains("IPv6"), "{err}");
+    assert!(crate::error_chain(&err).contains("IPv6"), "{err}");
     // A static IPv4 request fails the same way, with nothing taken.
     assert!(node.allocate(req("c4", &["10.60.0.99"])).await.is_err());
     let check = |state: crate::api::IpamState| {

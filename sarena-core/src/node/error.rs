@@ -97,7 +97,7 @@ pub enum NodeError {
     #[error("node state is unusable after an internal panic")]
     Poisoned,
     /// A blocking task of the node failed (panicked or was cancelled).
-    #[error("node task failed: {source}")]
+    #[error("node task failed")]
     Task {
         /// Cause.
         #[source]

@@ -100,10 +100,10 @@ fn claim_addresses(
                     });
                 }
                 Err(e) => {
-                    tracing::warn!(owner = ?entry.owner, %addr, "allocation kept outside current pools: {e}");
+                    tracing::warn!(owner = ?entry.owner, %addr, "allocation kept outside current pools: {}", crate::error_chain(&e));
                     report
                         .outside_pools
-                        .push((entry.owner.clone(), addr, e.to_string()));
+                        .push((entry.owner.clone(), addr, crate::error_chain(&e)));
                 }
             }
         }

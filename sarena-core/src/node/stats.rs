@@ -19,7 +19,7 @@ impl WithDataplane {
         status.dataplane.programs = match self.dataplane.programs_status(&endpoints).await {
             Ok(programs) => programs,
             Err(error) => {
-                tracing::warn!(%error, "cannot tell whether the programs are attached");
+                tracing::warn!(error = %crate::error_chain(&error), "cannot tell whether the programs are attached");
                 None
             }
         };
@@ -31,7 +31,7 @@ impl WithDataplane {
         let counters = match self.dataplane.endpoint_counters(&endpoint) {
             Ok(counters) => counters.as_ref().map(DataplaneCounters::from),
             Err(error) => {
-                tracing::warn!(%error, host_ifname = %endpoint.host_ifname, "cannot read counters");
+                tracing::warn!(error = %crate::error_chain(&error), host_ifname = %endpoint.host_ifname, "cannot read counters");
                 None
             }
         };
@@ -50,10 +50,13 @@ impl WithDataplane {
         match self.dataplane.bandwidth_status(endpoint).await {
             Ok(status) => status,
             Err(error) => {
-                tracing::warn!(%error, host_ifname = %endpoint.host_ifname, "cannot read bandwidth shaping");
+                tracing::warn!(error = %crate::error_chain(&error), host_ifname = %endpoint.host_ifname, "cannot read bandwidth shaping");
                 Some(BandwidthStatus {
                     enforced: None,
-                    problems: vec![format!("the dataplane could not be read: {error}")],
+                    problems: vec![format!(
+                        "the dataplane could not be read: {}",
+                        crate::error_chain(&error)
+                    )],
                 })
             }
         }

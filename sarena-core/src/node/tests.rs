@@ -99,7 +99,7 @@ fn default_config_toml_is_the_default() {
 fn config_errors_name_the_field() {
     let invalid = |text: &str| match NodeConfig::from_toml_str(text).unwrap_err() {
         ConfigError::Invalid { field, .. } => field,
-        other => format!("{other}"),
+        other => crate::error_chain(&other),
     };
     assert_eq!(invalid("mtu = 100"), "mtu");
     assert_eq!(
@@ -232,11 +232,11 @@ async fn node_errors_keep_their_source_and_answer_as_api_errors() {
     );
     let body = err.to_body();
     assert_eq!(body.kind, ApiErrorKind::PoolExhausted);
-    assert_eq!(body.message, source.to_string());
+    assert_eq!(body.message, crate::error_chain(source));
     assert_eq!(
-        err.to_string(),
-        DaemonError::api(body.kind, body.message).to_string(),
-        "displays as the same answer over the wire would"
+        crate::error_chain(&err),
+        crate::error_chain(&DaemonError::api(body.kind, body.message)),
+        "reads as the same answer over the wire would"
     );
 }
 
@@ -247,7 +247,7 @@ async fn exhausted_pool_is_a_clear_error() {
     node.allocate(req("c1")).await.unwrap();
     let err = node.allocate(req("c2")).await.unwrap_err();
     assert_eq!(err.kind(), Some(ApiErrorKind::PoolExhausted));
-    assert!(err.to_string().contains("\"p\""), "{err}");
+    assert!(crate::error_chain(&err).contains("\"p\""), "{err}");
     assert!(node.release(owner("c1")).await.unwrap());
     assert!(!node.release(owner("c1")).await.unwrap(), "double release");
     node.allocate(req("c2")).await.unwrap();

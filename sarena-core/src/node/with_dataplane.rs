@@ -27,7 +27,7 @@ use super::veth_ledger::{OwedRemoval, VethLedger};
 /// The dataplane could not attach an endpoint being registered (answered as
 /// `internal`; the registration is not committed).
 #[derive(Debug, thiserror::Error)]
-#[error("attaching {host_ifname}: {source}")]
+#[error("attaching {host_ifname}")]
 pub struct AttachError {
     /// The endpoint's host-side interface.
     pub host_ifname: String,
@@ -81,10 +81,10 @@ impl VethRemoval {
         match self.links.remove_host_link_index(ifindex, ifname).await {
             Ok(existed) => tracing::debug!(%ifname, ifindex, existed, "veth removed"),
             Err(error @ LinkError::NotOurs { .. }) => {
-                tracing::warn!(%ifname, ifindex, %error, "veth left alone")
+                tracing::warn!(%ifname, ifindex, error = %crate::error_chain(&error), "veth left alone")
             }
             Err(error) => {
-                tracing::warn!(%ifname, ifindex, %error, "could not remove veth; owed until the next start");
+                tracing::warn!(%ifname, ifindex, error = %crate::error_chain(&error), "could not remove veth; owed until the next start");
                 return;
             }
         }
@@ -106,7 +106,7 @@ async fn settle(ledger: Arc<dyn VethLedger>, mut done: mpsc::UnboundedReceiver<O
         }
         let count = batch.len();
         if let Err(error) = ledger.settle_removals(batch).await {
-            tracing::warn!(%error, count, "cannot settle veth removals; redone at the next start");
+            tracing::warn!(error = %crate::error_chain(&error), count, "cannot settle veth removals; redone at the next start");
         }
     }
 }
@@ -161,7 +161,7 @@ impl WithDataplane {
 
     async fn detach_logged(&self, endpoint: &Endpoint) {
         if let Err(error) = self.dataplane.detach(endpoint).await {
-            tracing::warn!(%error, host_ifname = %endpoint.host_ifname, "detach failed; reconcile will retry");
+            tracing::warn!(error = %crate::error_chain(&error), host_ifname = %endpoint.host_ifname, "detach failed; reconcile will retry");
         }
     }
 }

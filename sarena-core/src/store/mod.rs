@@ -41,7 +41,7 @@ pub const SCHEMA_VERSION: u64 = 1;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The state directory could not be created.
-    #[error("cannot create state directory {path}: {source}")]
+    #[error("cannot create state directory {path}")]
     StateDir {
         /// The directory.
         path: PathBuf,
@@ -50,7 +50,7 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// redb failed.
-    #[error("state store {op} failed: {source}")]
+    #[error("state store {op} failed")]
     Redb {
         /// What was being done (`open`, `commit`, ...).
         op: &'static str,
@@ -59,7 +59,7 @@ pub enum StoreError {
         source: redb::Error,
     },
     /// A stored record could not be decoded.
-    #[error("corrupt record in table {table} for key {key}: {source}")]
+    #[error("corrupt record in table {table} for key {key}")]
     Decode {
         /// Table.
         table: &'static str,
@@ -70,7 +70,7 @@ pub enum StoreError {
         source: serde_json::Error,
     },
     /// A record could not be encoded.
-    #[error("cannot encode {what}: {source}")]
+    #[error("cannot encode {what}")]
     Encode {
         /// What.
         what: &'static str,

@@ -34,7 +34,7 @@ pub use state::DaemonNodeState;
 #[derive(Debug, thiserror::Error)]
 pub enum KubernetesError {
     /// No node name: none given and the hostname could not be read.
-    #[error("no node name: pass --node-name or set NODE_NAME ({source})")]
+    #[error("no node name: pass --node-name or set NODE_NAME")]
     NodeName {
         /// Why the hostname could not be read.
         #[source]
@@ -155,7 +155,10 @@ pub async fn run(
     );
 
     if let Err(e) = supervisor.resume().await {
-        tracing::warn!("cannot reopen the last run's session: {e}");
+        tracing::warn!(
+            "cannot reopen the last run's session: {}",
+            sarena_core::error_chain(&e)
+        );
     }
     let (views, watcher) = sarena_k8s::watch_nodes(client, name);
     let mut on_stop = stopped;
@@ -176,7 +179,10 @@ pub async fn run(
         task.abort();
     }
     if let Err(e) = server.await {
-        tracing::warn!("the API server task failed: {e}");
+        tracing::warn!(
+            "the API server task failed: {}",
+            sarena_core::error_chain(&e)
+        );
     }
     dataplane.hand_over();
     tracing::info!("stopped");

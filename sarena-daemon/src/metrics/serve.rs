@@ -32,7 +32,7 @@ pub enum MetricsError {
         addr: SocketAddr,
     },
     /// Binding the listener failed.
-    #[error("bind metrics listener {addr}: {source}")]
+    #[error("bind metrics listener {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,
@@ -74,7 +74,7 @@ pub async fn serve(
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
-                    tracing::warn!("metrics: accept failed: {e}");
+                    tracing::warn!("metrics: accept failed: {}", sarena_core::error_chain(&e));
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
@@ -91,7 +91,10 @@ pub async fn serve(
             .serve_connection(TokioIo::new(stream), service);
         tokio::spawn(async move {
             if let Err(e) = conn.await {
-                tracing::debug!("metrics connection ended with error: {e}");
+                tracing::debug!(
+                    "metrics connection ended with error: {}",
+                    sarena_core::error_chain(&e)
+                );
             }
         });
     }

@@ -31,12 +31,12 @@ impl Snapshot {
         let status = daemon
             .status()
             .await
-            .inspect_err(|error| tracing::warn!(%error, "metrics: cannot read the status"))
+            .inspect_err(|error| tracing::warn!(error = %sarena_core::error_chain(&error), "metrics: cannot read the status"))
             .ok();
         let endpoints = daemon
             .endpoint_stats()
             .await
-            .inspect_err(|error| tracing::warn!(%error, "metrics: cannot read the counters"))
+            .inspect_err(|error| tracing::warn!(error = %sarena_core::error_chain(&error), "metrics: cannot read the counters"))
             .unwrap_or_default();
         Snapshot { status, endpoints }
     }

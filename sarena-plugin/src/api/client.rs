@@ -297,7 +297,7 @@ fn root_io_error(err: &(dyn std::error::Error + 'static)) -> io::Error {
     }
     match found {
         Some(e) => io::Error::new(e.kind(), e.to_string()),
-        None => io::Error::other(err.to_string()),
+        None => io::Error::other(crate::error_chain(err)),
     }
 }
 

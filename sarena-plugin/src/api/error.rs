@@ -68,7 +68,7 @@ pub struct ApiErrorBody {
 /// Over the wire a refusal arrives as [`DaemonError::Api`]; in process a
 /// backend (the node state, the dataplane) keeps its own typed error as the
 /// source of a [`DaemonError::Local`]. Either way [`DaemonError::kind`] gives
-/// the same kind and the error displays the same.
+/// the same kind and [`error_chain`](crate::error_chain) gives the same text.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     /// The daemon answered with an error.
@@ -83,7 +83,7 @@ pub enum DaemonError {
     /// failed the request: the kind it is answered with, and the backend's
     /// own error (e.g. `node::NodeError`), reachable with
     /// [`DaemonError::local_source`].
-    #[error("daemon: {kind:?}: {source}")]
+    #[error("daemon: {kind:?}")]
     Local {
         /// The kind the daemon answers with.
         kind: ApiErrorKind,
@@ -92,7 +92,7 @@ pub enum DaemonError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The daemon could not be reached at all (connect failed, socket missing).
-    #[error("cannot reach the daemon at {endpoint}: {source}")]
+    #[error("cannot reach the daemon at {endpoint}")]
     Unreachable {
         /// The endpoint tried.
         endpoint: String,
@@ -101,7 +101,7 @@ pub enum DaemonError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The connection broke or timed out mid-request.
-    #[error("request {method} {path} to the daemon failed: {source}")]
+    #[error("request {method} {path} to the daemon failed")]
     Transport {
         /// HTTP method.
         method: String,
@@ -112,7 +112,7 @@ pub enum DaemonError {
         source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The daemon's answer could not be decoded.
-    #[error("cannot decode the daemon's answer to {path}: {source}")]
+    #[error("cannot decode the daemon's answer to {path}")]
     Decode {
         /// Path.
         path: String,
@@ -173,16 +173,21 @@ impl DaemonError {
     }
 
     /// The answer a daemon serves for this error (its HTTP status is
-    /// `kind.status()`): the error's own kind and message, `unavailable` for a
-    /// backend that cannot be reached, `internal` for anything else.
+    /// `kind.status()`): the error's own kind and message (with every cause,
+    /// by [`error_chain`](crate::error_chain)), `unavailable` for a backend that cannot be
+    /// reached, `internal` for anything else.
     pub fn to_body(&self) -> ApiErrorBody {
         let (kind, message) = match self {
             DaemonError::Api { kind, message } => (*kind, message.clone()),
-            DaemonError::Local { kind, source } => (*kind, source.to_string()),
-            DaemonError::Unreachable { .. } => (ApiErrorKind::Unavailable, self.to_string()),
+            DaemonError::Local { kind, source } => (*kind, crate::error_chain(source.as_ref())),
+            DaemonError::Unreachable { .. } => {
+                (ApiErrorKind::Unavailable, crate::error_chain(self))
+            }
             DaemonError::Transport { .. }
             | DaemonError::Decode { .. }
-            | DaemonError::InvalidEndpoint { .. } => (ApiErrorKind::Internal, self.to_string()),
+            | DaemonError::InvalidEndpoint { .. } => {
+                (ApiErrorKind::Internal, crate::error_chain(self))
+            }
         };
         ApiErrorBody { kind, message }
     }

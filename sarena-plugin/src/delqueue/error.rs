@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum QueueError {
     /// A file system operation failed.
-    #[error("{op} {}: {source}", .path.display())]
+    #[error("{op} {}", .path.display())]
     Io {
         /// What was done, e.g. `rename`.
         op: &'static str,
@@ -26,11 +26,11 @@ pub enum QueueError {
         capacity: usize,
     },
     /// An entry could not be encoded.
-    #[error("cannot encode a queue entry: {0}")]
+    #[error("cannot encode a queue entry")]
     Encode(#[from] serde_json::Error),
     /// Queue I/O handed to tokio's blocking pool did not complete (it panicked,
     /// or the runtime shut down before it ran).
-    #[error("the deletion queue's blocking task did not complete: {source}")]
+    #[error("the deletion queue's blocking task did not complete")]
     Task {
         /// Cause.
         #[source]

@@ -114,7 +114,7 @@ impl DeleteQueue {
         match self.blocking(move || queue.contains(&att)).await {
             Ok(queued) => queued,
             Err(e) => {
-                tracing::warn!(error = %e, "cannot look into the deletion queue");
+                tracing::warn!(error = %crate::error_chain(&e), "cannot look into the deletion queue");
                 false
             }
         }

@@ -71,7 +71,7 @@ impl DeleteQueue {
             let att = match self.blocking(move || read_entry(&entry)).await? {
                 Ok(att) => att,
                 Err(e) => {
-                    tracing::warn!(path = %path.display(), error = %e, "dropping undecodable queue entry");
+                    tracing::warn!(path = %path.display(), error = %crate::error_chain(&e), "dropping undecodable queue entry");
                     let entry = path.clone();
                     removed |= self
                         .blocking(move || fs::remove_file(&entry).is_ok())
@@ -82,14 +82,14 @@ impl DeleteQueue {
             asked += 1;
             match daemon.delete_endpoint(att.clone()).await {
                 Err(e) if e.is_transient() => {
-                    tracing::info!(error = %e, "daemon unavailable; deletions stay queued");
+                    tracing::info!(error = %crate::error_chain(&e), "daemon unavailable; deletions stay queued");
                     report.daemon_unreachable = true;
                     report.remaining += files.len() - i;
                     break;
                 }
                 Err(e) if e.kind() != Some(ApiErrorKind::NotFound) => {
                     tracing::warn!(container_id = %att.container_id, ifname = %att.ifname,
-                        error = %e, "queued deletion failed; kept");
+                        error = %crate::error_chain(&e), "queued deletion failed; kept");
                     report.remaining += 1;
                 }
                 _ => {

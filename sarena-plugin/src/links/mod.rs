@@ -95,7 +95,7 @@ pub struct PodIfaceState {
 #[derive(Debug, thiserror::Error)]
 pub enum LinkError {
     /// The netns path cannot be opened, or no netlink socket made in it.
-    #[error("cannot open netns {path}: {source}")]
+    #[error("cannot open netns {path}")]
     Netns {
         /// Path.
         path: String,
@@ -124,7 +124,7 @@ pub enum LinkError {
     },
     /// A route for the pod interface cannot be expressed (e.g. a gateway of
     /// the other address family).
-    #[error("route add {dst} on {ifname}: {source}")]
+    #[error("route add {dst} on {ifname}")]
     InvalidRoute {
         /// The pod interface.
         ifname: String,
@@ -153,7 +153,7 @@ pub enum LinkError {
         group: u32,
     },
     /// Something else went wrong with the OS.
-    #[error("{call} on {ifname}: {source}")]
+    #[error("{call} on {ifname}")]
     Io {
         /// What was done.
         call: &'static str,

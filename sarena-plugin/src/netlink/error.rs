@@ -7,17 +7,31 @@ use nix::errno::Errno;
 /// A netlink request that failed: what was asked, about what, and the
 /// kernel's answer as the source.
 #[derive(Debug, thiserror::Error)]
-#[error("netlink {call} on {object}: {}", describe(.source))]
+#[error("netlink {call} on {object}")]
 pub struct NetlinkError {
     /// What was asked, e.g. `link add`, `route del`.
     pub call: &'static str,
     /// The link, route or address involved.
     pub object: String,
     /// The kernel's answer (or rtnetlink's, when the request never got
-    /// there); boxed, as it is large.
+    /// there).
     #[source]
-    pub source: Box<rtnetlink::Error>,
+    pub source: KernelAnswer,
 }
+
+/// rtnetlink's error, shown as `EEXIST: File exists` when the kernel
+/// answered with an errno and as rtnetlink's text otherwise; boxed, as it
+/// is large.
+#[derive(Debug)]
+pub struct KernelAnswer(pub Box<rtnetlink::Error>);
+
+impl Display for KernelAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&describe(&self.0))
+    }
+}
+
+impl std::error::Error for KernelAnswer {}
 
 impl NetlinkError {
     /// The error of `call` on `object`.
@@ -25,7 +39,7 @@ impl NetlinkError {
         NetlinkError {
             call,
             object: object.to_string(),
-            source: Box::new(source),
+            source: KernelAnswer(Box::new(source)),
         }
     }
 
@@ -39,7 +53,7 @@ impl NetlinkError {
 
     /// The errno the kernel answered with (positive), if it answered with one.
     pub fn errno(&self) -> Option<i32> {
-        errno(&self.source)
+        errno(&self.source.0)
     }
 }
 
@@ -72,8 +86,9 @@ mod tests {
     fn a_kernel_answer_names_the_call_the_object_and_the_errno() {
         let err = NetlinkError::from_errno("link add", "lxc1", libc::EEXIST);
         assert_eq!(err.errno(), Some(libc::EEXIST));
+        assert_eq!(err.to_string(), "netlink link add on lxc1");
         assert_eq!(
-            err.to_string(),
+            crate::error_chain(&err),
             "netlink link add on lxc1: EEXIST: File exists"
         );
     }
@@ -82,6 +97,9 @@ mod tests {
     fn other_failures_have_no_errno() {
         let err = NetlinkError::new("route dump", "main", rtnetlink::Error::RequestFailed);
         assert_eq!(err.errno(), None);
-        assert!(err.to_string().starts_with("netlink route dump on main: "));
+        assert_eq!(
+            crate::error_chain(&err),
+            "netlink route dump on main: A netlink request failed"
+        );
     }
 }

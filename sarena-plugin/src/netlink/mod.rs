@@ -12,8 +12,8 @@ mod routes;
 
 use rtnetlink::Handle;
 
-pub use error::NetlinkError;
 pub use error::errno;
+pub use error::{KernelAnswer, NetlinkError};
 pub use netns::handle_in;
 pub use query::{
     MarkedDeletion, all_links, delete_marked_link, link_by_name, link_group, link_index,

@@ -38,7 +38,7 @@ type Connection = (
 /// The thread could not get back to its own netns: it must not run anything
 /// else (the caller's error says so; the plugin exits right after).
 #[derive(Debug, thiserror::Error)]
-#[error("setns back to the original network namespace: {0}")]
+#[error("setns back to the original network namespace")]
 struct ReturnHome(#[source] nix::Error);
 
 /// `rtnetlink::new_connection` without the unsolicited-messages receiver.

@@ -219,7 +219,9 @@ async fn register_endpoint(
                 registered = daemon.create_endpoint(body).await;
             }
             Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot replace the registered endpoint"),
+            Err(e) => {
+                tracing::warn!(error = %crate::error_chain(&e), "cannot replace the registered endpoint")
+            }
         }
     }
     if may_have_taken_effect(&registered) {

@@ -290,7 +290,7 @@ async fn cleanup_failures_do_not_mask_the_original_error() {
         .returning(|_| Err(internal()));
     let e = add(&d, &l, None, &add_req()).await.unwrap_err();
     assert_eq!(e.step(), Some(Step::ConfigurePod));
-    assert!(e.to_string().contains("route add"), "{e}");
+    assert!(crate::error_chain(&e).contains("route add"), "{e}");
 }
 
 #[tokio::test]

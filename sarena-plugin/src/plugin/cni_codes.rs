@@ -17,7 +17,7 @@ impl PluginError {
     /// - the netns cannot be opened (ADD, CHECK): 3 naming `CNI_NETNS`;
     /// - other link errors: 101; the deletion queue: 5; CHECK differences: 102.
     pub fn to_cni(&self) -> CniError {
-        let details = self.to_string();
+        let details = crate::error_chain(self);
         match self {
             PluginError::Invalid(e) => e.clone(),
             PluginError::Daemon { step, source, .. } => daemon_code(*step, source, details),
@@ -88,7 +88,10 @@ fn daemon_code(step: Step, source: &DaemonError, details: String) -> CniError {
         let msg = if source.is_unreachable() {
             "cannot reach the Sarena daemon".to_string()
         } else {
-            format!("the Sarena daemon cannot answer: {source}")
+            format!(
+                "the Sarena daemon cannot answer: {}",
+                crate::error_chain(source)
+            )
         };
         return CniError::new(ErrorCode::PluginNotAvailable, msg).with_details(details);
     }

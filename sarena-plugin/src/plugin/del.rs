@@ -82,7 +82,7 @@ async fn delete_endpoint(
     match queue {
         Some(q) if e.is_transient() => match q.enqueue_off_worker(att).await {
             Ok(()) => {
-                tracing::warn!(attachment = %AttachmentDisplay(att), error = %e,
+                tracing::warn!(attachment = %AttachmentDisplay(att), error = %crate::error_chain(&e),
                     "daemon unavailable; deletion queued");
                 Ok(false)
             }
@@ -101,7 +101,9 @@ async fn remove_host_link(links: &dyn Links, att: &Attachment) -> Result<(), Plu
     let host = host_ifname(&att.container_id, &att.ifname);
     match links.remove_host_link(&host).await {
         Ok(existed) => tracing::debug!(ifname = %host, existed, "host link removed"),
-        Err(e @ LinkError::NotOurs { .. }) => tracing::warn!(error = %e, "host link left alone"),
+        Err(e @ LinkError::NotOurs { .. }) => {
+            tracing::warn!(error = %crate::error_chain(&e), "host link left alone")
+        }
         Err(e) => return Err(PluginError::link(Step::RemoveHostLink, att, e)),
     }
     Ok(())
@@ -119,11 +121,11 @@ async fn remove_pod_link(
             Ok(())
         }
         Err(LinkError::Netns { path, source }) => {
-            tracing::debug!(%path, error = %source, "netns gone; nothing to remove in it");
+            tracing::debug!(%path, error = %crate::error_chain(&source), "netns gone; nothing to remove in it");
             Ok(())
         }
         Err(e @ LinkError::NotOurs { .. }) => {
-            tracing::warn!(error = %e, "pod link left alone");
+            tracing::warn!(error = %crate::error_chain(&e), "pod link left alone");
             Ok(())
         }
         Err(e) => Err(PluginError::link(Step::RemovePodLink, att, e)),

@@ -35,7 +35,7 @@ pub enum PluginError {
     #[error("{0}")]
     Invalid(CniError),
     /// A daemon call failed.
-    #[error("cannot {step}{}: {source}", show(.attachment))]
+    #[error("cannot {step}{}", show(.attachment))]
     Daemon {
         /// The step.
         step: Step,
@@ -46,7 +46,7 @@ pub enum PluginError {
         source: DaemonError,
     },
     /// A netns or link operation failed.
-    #[error("cannot {step}{}: {source}", show(.attachment))]
+    #[error("cannot {step}{}", show(.attachment))]
     Link {
         /// The step.
         step: Step,
@@ -57,7 +57,7 @@ pub enum PluginError {
         source: LinkError,
     },
     /// The on-disk deletion queue failed.
-    #[error("cannot {step}{}: {source}", show(.attachment))]
+    #[error("cannot {step}{}", show(.attachment))]
     Queue {
         /// The step.
         step: Step,
@@ -105,7 +105,7 @@ pub enum PluginError {
 fn join(errors: &[PluginError]) -> String {
     errors
         .iter()
-        .map(ToString::to_string)
+        .map(|e| crate::error_chain(e))
         .collect::<Vec<_>>()
         .join("; ")
 }

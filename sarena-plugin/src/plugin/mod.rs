@@ -147,7 +147,9 @@ impl Plugin {
                 );
             }
             Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "cannot replay the deletion queue"),
+            Err(e) => {
+                tracing::warn!(error = %crate::error_chain(&e), "cannot replay the deletion queue")
+            }
         }
     }
 

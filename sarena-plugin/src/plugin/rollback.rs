@@ -103,7 +103,7 @@ impl<'a> Rollback<'a> {
         match self.links.remove_host_link(host_ifname).await {
             Ok(_) => tracing::info!(ifname = %host_ifname, "veth removed"),
             Err(e) => tracing::error!(attachment = %AttachmentDisplay(self.attachment),
-                ifname = %host_ifname, error = %e, "cannot remove the veth"),
+                ifname = %host_ifname, error = %crate::error_chain(&e), "cannot remove the veth"),
         }
     }
 
@@ -126,11 +126,13 @@ impl<'a> Rollback<'a> {
         match self.queue {
             Some(queue) if e.is_transient() => {
                 let queued = queue.enqueue_off_worker(att).await;
-                tracing::warn!(attachment = %AttachmentDisplay(att), error = %e,
+                tracing::warn!(attachment = %AttachmentDisplay(att), error = %crate::error_chain(&e),
                     queued = ?queued, "cannot release the address now; deletion queued");
             }
-            _ => tracing::error!(attachment = %AttachmentDisplay(att), error = %e,
-                "cannot release the address; the daemon's lease will expire it"),
+            _ => {
+                tracing::error!(attachment = %AttachmentDisplay(att), error = %crate::error_chain(&e),
+                "cannot release the address; the daemon's lease will expire it")
+            }
         }
     }
 }

@@ -22,7 +22,7 @@ pub enum BpfError {
     )]
     NoObject,
     /// The object could not be loaded (or its maps opened or pinned).
-    #[error("eBPF load with maps under {}: {}", .pin_dir.display(), error_chain(.source))]
+    #[error("eBPF load with maps under {}", .pin_dir.display())]
     Load {
         /// The pin directory.
         pin_dir: PathBuf,
@@ -31,14 +31,14 @@ pub enum BpfError {
         source: Box<aya::EbpfError>,
     },
     /// The object's ELF could not be read (for its map definitions).
-    #[error("eBPF parse object: {}", error_chain(.source))]
+    #[error("eBPF parse object")]
     Parse {
         /// aya-obj's error.
         #[source]
         source: Box<aya_obj::ParseError>,
     },
     /// The pin directory could not be listed.
-    #[error("eBPF inspect pins in {}: {source}", .dir.display())]
+    #[error("eBPF inspect pins in {}", .dir.display())]
     PinDir {
         /// The `maps/` directory.
         dir: PathBuf,
@@ -47,7 +47,7 @@ pub enum BpfError {
         source: std::io::Error,
     },
     /// A pinned map could not be opened, inspected, read or removed.
-    #[error("eBPF {call} {}: {}", .path.display(), error_chain(.source))]
+    #[error("eBPF {call} {}", .path.display())]
     Pin {
         /// What was asked, e.g. `open pin`.
         call: &'static str,
@@ -110,7 +110,7 @@ pub enum BpfError {
         map: &'static str,
     },
     /// A program could not be found, loaded or inspected.
-    #[error("eBPF {call} {program}: {}", error_chain(.source))]
+    #[error("eBPF {call} {program}")]
     Program {
         /// What was asked, e.g. `load program`.
         call: &'static str,
@@ -121,7 +121,7 @@ pub enum BpfError {
         source: Box<ProgramError>,
     },
     /// A map operation failed.
-    #[error("eBPF {call} {object}: {}", error_chain(.source))]
+    #[error("eBPF {call} {object}")]
     Map {
         /// What was asked, e.g. `insert endpoint`.
         call: &'static str,
@@ -132,7 +132,7 @@ pub enum BpfError {
         source: Box<MapError>,
     },
     /// The per-CPU counters of an interface could not be made.
-    #[error("eBPF per-CPU counters for {ifname}: {source}")]
+    #[error("eBPF per-CPU counters for {ifname}")]
     Cpus {
         /// The interface.
         ifname: String,
@@ -154,7 +154,7 @@ pub enum BpfError {
         host: Option<u32>,
     },
     /// The `clsact` qdisc could not be added.
-    #[error("eBPF add clsact qdisc on {ifname}: {}", error_chain(.source))]
+    #[error("eBPF add clsact qdisc on {ifname}")]
     Clsact {
         /// The interface.
         ifname: String,
@@ -163,7 +163,7 @@ pub enum BpfError {
         source: TcError,
     },
     /// A tc filter could not be added, replaced or deleted.
-    #[error("eBPF {call} on {direction} of {ifname}: {}", error_chain(.source))]
+    #[error("eBPF {call} on {direction} of {ifname}")]
     Filter {
         /// What was asked, e.g. `add filter`.
         call: &'static str,
@@ -176,7 +176,7 @@ pub enum BpfError {
         source: Box<ProgramError>,
     },
     /// The filter at Sarena's position could not be looked up for replacing.
-    #[error("eBPF find filter on {direction} of {ifname}: {source}")]
+    #[error("eBPF find filter on {direction} of {ifname}")]
     FindFilter {
         /// The interface.
         ifname: String,
@@ -198,7 +198,7 @@ pub enum BpfError {
     /// Independent steps of one operation failed (detach, reconcile); each is kept.
     #[error(
         "eBPF {call} {object}: {}",
-        .errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+        .errors.iter().map(|e| error_chain(e)).collect::<Vec<_>>().join("; ")
     )]
     Several {
         /// What was done.

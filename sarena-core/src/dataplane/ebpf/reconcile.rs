@@ -75,8 +75,10 @@ impl AyaDataplane {
                         Ok(true) => carried += 1,
                         Ok(false) => {}
                         // The fast path matters more than the counters.
-                        Err(error) => tracing::warn!(ifname = %endpoint.host_ifname, %error,
-                            "reconcile: counters not carried over"),
+                        Err(error) => {
+                            tracing::warn!(ifname = %endpoint.host_ifname, error = %crate::error_chain(&error),
+                            "reconcile: counters not carried over")
+                        }
                     }
                 }
                 match state.attach(endpoint, filters) {
@@ -205,7 +207,7 @@ fn interfaces() -> Vec<(u32, String)> {
             .map(|i| (i.index(), i.name().to_string_lossy().into_owned()))
             .collect(),
         Err(error) => {
-            tracing::warn!(%error, "if_nameindex");
+            tracing::warn!(error = %crate::error_chain(&error), "if_nameindex");
             Vec::new()
         }
     }

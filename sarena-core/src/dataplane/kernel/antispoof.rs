@@ -181,7 +181,7 @@ pub(crate) fn unguard(table: &str, endpoint: &Endpoint) {
     let ifname = endpoint.host_ifname.clone();
     tokio::spawn(async move {
         if let Err(error) = super::nft::run_off_worker(script).await {
-            tracing::warn!(%ifname, %error, "anti-spoofing elements not removed; reconcile will");
+            tracing::warn!(%ifname, error = %crate::error_chain(&error), "anti-spoofing elements not removed; reconcile will");
         }
     });
 }

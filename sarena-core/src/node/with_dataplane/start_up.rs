@@ -29,13 +29,13 @@ pub struct StartUpReport {
 #[derive(Debug, thiserror::Error)]
 pub enum StartUpError {
     /// The registry could not be read or changed.
-    #[error("start-up: the registry: {0}")]
+    #[error("start-up: the registry")]
     Registry(#[source] DaemonError),
     /// The host's links could not be listed or looked up.
-    #[error("start-up: the host's links: {0}")]
+    #[error("start-up: the host's links")]
     Links(#[source] LinkError),
     /// The dataplane could not reconcile.
-    #[error("start-up: the dataplane: {0}")]
+    #[error("start-up: the dataplane")]
     Dataplane(#[source] DataplaneError),
 }
 
@@ -77,7 +77,9 @@ impl WithDataplane {
                 match veths.links.remove_host_link_index(ifindex, &ifname).await {
                     Ok(true) => report.unowned_links_removed.push(ifname),
                     Ok(false) | Err(LinkError::NotOurs { .. }) => {}
-                    Err(error) => tracing::warn!(%ifname, %error, "cannot remove an unowned link"),
+                    Err(error) => {
+                        tracing::warn!(%ifname, error = %crate::error_chain(&error), "cannot remove an unowned link")
+                    }
                 }
             }
         }
@@ -147,7 +149,7 @@ impl WithDataplane {
             match veths.links.remove_host_link_index(ifindex, ifname).await {
                 Ok(_) | Err(LinkError::NotOurs { .. }) => done.push(removal),
                 Err(error) => {
-                    tracing::warn!(%ifname, ifindex, %error, "owed veth removal failed again")
+                    tracing::warn!(%ifname, ifindex, error = %crate::error_chain(&error), "owed veth removal failed again")
                 }
             }
         }

@@ -279,7 +279,7 @@ async fn missing_socket_is_unreachable() {
     let d = HttpDaemon::new(path.to_str().unwrap()).unwrap();
     let err = d.config().await.unwrap_err();
     assert!(err.is_unreachable(), "{err}");
-    let text = err.to_string();
+    let text = crate::error_chain(&err);
     assert!(
         text.contains("absent.sock") && text.contains("No such file"),
         "{text}"
@@ -295,7 +295,7 @@ async fn stale_socket_is_unreachable() {
     let d = HttpDaemon::new(&format!("unix://{}", path.display())).unwrap();
     let err = d.health().await.unwrap_err();
     assert!(err.is_unreachable(), "{err}");
-    assert!(err.to_string().contains("refused"), "{err}");
+    assert!(crate::error_chain(&err).contains("refused"), "{err}");
 }
 
 #[tokio::test]
