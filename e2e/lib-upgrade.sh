@@ -48,6 +48,27 @@ new_bin() {
     fail "this tree's binaries are not built: cargo build --release -p sarena-cni -p sarena-daemon"
 }
 
+# build_fault_daemon: FAULT_BIN holds this tree's sarena-daemon built with
+# the fault-injection feature, which the swaps that kill a daemon mid-way
+# need (SARENA_TEST_KILL_AT; release and default builds have no kill points).
+# Only sarena-daemon, debug, in a target dir of its own
+# (target/fault-injection, so that target/ keeps its feature-less binaries);
+# SARENA_FAULT_BIN_DIR names a prebuilt one instead.
+build_fault_daemon() {
+  FAULT_BIN=${SARENA_FAULT_BIN_DIR:-}
+  if [ -z "$FAULT_BIN" ]; then
+    local started=$SECONDS
+    log "building sarena-daemon with fault injection in target/fault-injection"
+    (cd "$REPO_DIR" && SARENA_EBPF_REQUIRED=1 cargo build --locked -p sarena-daemon \
+      --features fault-injection --target-dir "$REPO_DIR/target/fault-injection") \
+      >"$WORK/fault-build.log" 2>&1 ||
+      fail "building sarena-daemon with fault injection failed; see $WORK/fault-build.log"
+    FAULT_BIN="$REPO_DIR/target/fault-injection/debug"
+    pass "sarena-daemon with fault injection built ($((SECONDS - started)) s)"
+  fi
+  [ -x "$FAULT_BIN/sarena-daemon" ] || fail "no sarena-daemon in $FAULT_BIN"
+}
+
 # use_plugin old|new: the plugin dir's sarena-cni is that release's.
 use_plugin() {
   local bin=$OLD_BIN
@@ -166,8 +187,9 @@ registry() {
 }
 
 # daemon_swap TO SIGNAL [KILL_AT]: in the node netns, stops the running daemon with SIGNAL
-# (TERM or KILL) and starts release TO's (new with SARENA_TEST_KILL_AT=KILL_AT:
-# it kills itself there, and this returns once it is gone).
+# (TERM or KILL) and starts release TO's (new with KILL_AT: the fault-injection
+# build, FAULT_BIN's, with SARENA_TEST_KILL_AT=KILL_AT: it kills itself there,
+# and this returns once it is gone).
 daemon_swap() {
   local to=$1 sig=$2 kill_at=${3:-} bin=$OLD_BIN
   [ "$to" = new ] && bin=$NEW_BIN
@@ -178,9 +200,11 @@ daemon_swap() {
   DAEMON_RELEASE=$to
   echo "==== $to daemon (after SIG$sig${kill_at:+, to be killed at $kill_at})" >>"$WORK/sarena-daemon.log"
   if [ -n "$kill_at" ]; then
-    local kills
+    [ "$to" = new ] || fail "only this tree's daemon has fault injection (swap to $to at $kill_at)"
+    local kills faulty=("${SARENA_DAEMON[@]}")
+    faulty[0]="$FAULT_BIN/sarena-daemon"
     kills=$(grep -c "killing the daemon (fault injection)" "$WORK/sarena-daemon.log") || true
-    SARENA_TEST_KILL_AT=$kill_at ip netns exec "$NODE_NS" "${SARENA_DAEMON[@]}" >>"$WORK/sarena-daemon.log" 2>&1 &
+    SARENA_TEST_KILL_AT=$kill_at ip netns exec "$NODE_NS" "${faulty[@]}" >>"$WORK/sarena-daemon.log" 2>&1 &
     SARENA_PID=$!
     wait "$SARENA_PID" 2>/dev/null || true
     [ "$(grep -c "killing the daemon (fault injection)" "$WORK/sarena-daemon.log")" -gt "$kills" ] ||

@@ -5,7 +5,9 @@
 # stream and a TCP connection between two of them; its daemon is replaced by
 # this tree's (SIGTERM, start), then this tree's by 0.1.0's again; then the
 # same with daemons SIGKILLed in the middle of the migration (fault
-# injection, SARENA_TEST_KILL_AT) and a rollback from a half-done upgrade.
+# injection, SARENA_TEST_KILL_AT: this tree's daemon built with the
+# fault-injection feature, a debug build in target/fault-injection) and a
+# rollback from a half-done upgrade.
 # Every swap: at most one lost ping, the TCP connection opened before the
 # first swap still up, exactly one bpf filter on each hook of each host veth
 # at every sample, the registry unchanged, the counters carried (not reset),
@@ -27,6 +29,7 @@ for tool in socat tc bpftool ss git cargo; do
 done
 build_old_release
 new_bin
+build_fault_daemon
 # A node netns of its own: every daemon's start-up removes the marked lxc*
 # links its registry does not own, so pods of another test's daemon in the
 # same netns would lose their veths (and this test its own).

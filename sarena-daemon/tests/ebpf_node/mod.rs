@@ -105,6 +105,11 @@ impl Node {
 
     /// Starts the daemon on this node's site and pins.
     pub async fn spawn(&self) -> Running {
+        self.spawn_with_env(&[]).await
+    }
+
+    /// [`Node::spawn`] with `env` added to the daemon's environment.
+    pub async fn spawn_with_env(&self, env: &[(&str, &str)]) -> Running {
         let mut args = vec![
             "--config",
             self.config.to_str().unwrap(),
@@ -114,7 +119,7 @@ impl Node {
             "info",
         ];
         args.extend(self.extra.iter().map(String::as_str));
-        self.site.start(&args).await
+        self.site.start_with_env(&args, env).await
     }
 
     /// The pins as the daemon left them (maps re-opened, nothing attached).

@@ -118,7 +118,16 @@ impl Site {
 
     /// Starts the daemon and waits until it answers `GET /daemon/health`.
     pub async fn start(&self, extra: &[&str]) -> Running {
-        let child = self.command(extra).spawn().unwrap();
+        self.start_with_env(extra, &[]).await
+    }
+
+    /// [`Site::start`] with `env` added to the daemon's environment.
+    pub async fn start_with_env(&self, extra: &[&str], env: &[(&str, &str)]) -> Running {
+        let child = self
+            .command(extra)
+            .envs(env.iter().copied())
+            .spawn()
+            .unwrap();
         let mut running = Running {
             child: Some(child),
             log: self.log(),

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 
 use aya::programs::tc::SchedClassifier;
 use aya::{Ebpf, EbpfLoader};
+use tokio::sync::OnceCell;
 
 use sarena_common::{
     FROM_CONTAINER_PROG, POD_EGRESS_PROG, TO_CONTAINER_BW_PROG, TO_CONTAINER_PROG,
@@ -15,10 +16,11 @@ use sarena_common::{
 
 use super::bandwidth::PacingMap;
 use super::error::BpfError;
+use super::fault::{KillAt, KillPoint};
 use super::inspect;
 use super::maps::Maps;
 use super::pins;
-use super::upgrade::{KillPoint, Upgrade};
+use super::upgrade::Upgrade;
 use super::{AyaDataplane, State};
 use crate::dataplane::DataplaneError;
 
@@ -60,11 +62,12 @@ impl AyaDataplane {
         let maps = Maps::take(&mut ebpf)?;
         let pacing = PacingMap::take(&mut ebpf)?;
         let upgrade = Upgrade::open(inspection)?;
+        let kill_at = KillAt::from_env();
         if upgrade.migrating() {
             tracing::info!(pin_dir = %pin_dir.display(),
                 "eBPF: pins of an earlier generation found; reconcile takes them over");
         }
-        upgrade.kill_if(KillPoint::Loaded);
+        kill_at.kill_if(KillPoint::Loaded);
         Ok(AyaDataplane {
             pin_dir: pin_dir.to_owned(),
             object: object.to_vec(),
@@ -78,6 +81,8 @@ impl AyaDataplane {
                 upgrade,
             }),
             host_stack: None,
+            netlink: OnceCell::new(),
+            kill_at,
         })
     }
 }

@@ -36,6 +36,7 @@ mod attach;
 mod bandwidth;
 mod entries;
 mod error;
+mod fault;
 mod handover;
 mod inspect;
 mod load;
@@ -57,12 +58,13 @@ use async_trait::async_trait;
 use aya::Ebpf;
 pub use bandwidth::{BASE_HORIZON_NS, MAX_BURST_NS, MAX_HORIZON_NS, as_enforced};
 pub use error::BpfError;
+pub use fault::KILL_AT_ENV;
 pub use pins::{Direction, PinnedAttachment};
 pub use sarena_common::{
     BandwidthState, DropReason, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, Pacer,
 };
 pub use tc::TcAttachment;
-pub use upgrade::KILL_AT_ENV;
+use tokio::sync::OnceCell;
 
 use super::{
     Dataplane, DataplaneError, DataplaneMode, EndpointReports, NodeNetwork, ReconcileReport,
@@ -84,6 +86,14 @@ pub struct AyaDataplane {
     object: Vec<u8>,
     state: Mutex<State>,
     host_stack: Option<Arc<dyn Dataplane>>,
+    /// The dataplane's netlink connection in the host netns (filter dumps,
+    /// root qdiscs): opened by the first call that needs it, then reused for
+    /// the dataplane's lifetime (see [`AyaDataplane::host_netlink`]).
+    netlink: OnceCell<rtnetlink::Handle>,
+    /// Where a daemon under test kills itself during an upgrade (holds
+    /// nothing, and every kill point is empty, without the
+    /// `fault-injection` feature; see `fault.rs`).
+    kill_at: fault::KillAt,
 }
 
 /// What the loaded object is made of, behind the dataplane's lock.
@@ -181,8 +191,7 @@ impl AyaDataplane {
     /// Sarena's filters on the device `ifindex`, as the kernel reports them
     /// (at most one per hook). Must run inside a tokio runtime.
     pub async fn attachments(&self, ifindex: u32) -> Result<Vec<TcAttachment>, DataplaneError> {
-        let handle = netlink::host_handle().map_err(|source| DataplaneError::Socket { source })?;
-        tc::query(&handle, ifindex).await
+        tc::query(self.host_netlink().await?, ifindex).await
     }
 
     /// Every tcx link pinned by an earlier version of Sarena (which attached
@@ -208,6 +217,21 @@ impl AyaDataplane {
                 source,
             }),
         }
+    }
+
+    /// The netlink handle every host-side request of this dataplane goes
+    /// through (filter dumps, root qdiscs): one rtnetlink connection, opened
+    /// in the caller's (host) netns by the first call that needs it, its
+    /// connection task spawned on that call's runtime, and kept for the
+    /// dataplane's lifetime. Made on the calling thread: no worker ever
+    /// changes netns for it (pod netns get sockets of their own, see
+    /// `pod_side.rs`).
+    async fn host_netlink(&self) -> Result<&rtnetlink::Handle, DataplaneError> {
+        self.netlink
+            .get_or_try_init(|| async {
+                netlink::host_handle().map_err(|source| DataplaneError::Socket { source })
+            })
+            .await
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -299,13 +323,13 @@ impl EndpointReports for AyaDataplane {
         endpoints: &[Endpoint],
     ) -> Result<Option<ProgramsStatus>, DataplaneError> {
         let tags = self.lock().tags.clone();
-        let handle = netlink::host_handle().map_err(|source| DataplaneError::Socket { source })?;
+        let handle = self.host_netlink().await?;
         let mut status = ProgramsStatus::default();
         for endpoint in endpoints {
             // A host veth gone (or renumbered) runs nothing of ours.
             let found =
                 if attach::host_ifindex(&endpoint.host_ifname) == Some(endpoint.host_ifindex) {
-                    tc::query(&handle, endpoint.host_ifindex).await?
+                    tc::query(handle, endpoint.host_ifindex).await?
                 } else {
                     Vec::new()
                 };

@@ -28,18 +28,13 @@ use super::tc;
 use super::{AyaDataplane, BandwidthState, ShapingMode};
 use crate::api::{BandwidthStatus, Endpoint};
 use crate::dataplane::DataplaneError;
-use crate::netlink;
-
-fn host_handle() -> Result<rtnetlink::Handle, DataplaneError> {
-    netlink::host_handle().map_err(|source| DataplaneError::Socket { source })
-}
 
 impl AyaDataplane {
     /// Step 1: the host veth's root qdisc for `endpoint`'s limits.
     pub(super) async fn shape_host_root(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
-        let host = host_handle()?;
+        let host = self.host_netlink().await?;
         let mode = match endpoint.bandwidth {
-            Some(_) => Some(self.probe_mode(&host, endpoint.host_ifindex).await?),
+            Some(_) => Some(self.probe_mode(host, endpoint.host_ifindex).await?),
             None => None,
         };
         let root = if mode == Some(ShapingMode::Paced) && paces_ingress(endpoint) {
@@ -47,7 +42,7 @@ impl AyaDataplane {
         } else {
             Root::Placeholder
         };
-        qdisc::set_root(&host, endpoint.host_ifindex, root).await?;
+        qdisc::set_root(host, endpoint.host_ifindex, root).await?;
         Ok(())
     }
 
@@ -154,13 +149,13 @@ impl AyaDataplane {
         }
         flag_problems(&ipv4_entries(endpoint), &entries, &mut problems);
         flag_problems(&ipv6_entries(endpoint), &entries6, &mut problems);
-        let host = host_handle()?;
+        let host = self.host_netlink().await?;
         let want = if mode == ShapingMode::Paced && paces_ingress(endpoint) {
             Root::Fq
         } else {
             Root::Placeholder
         };
-        let root = qdisc::root(&host, endpoint.host_ifindex).await?;
+        let root = qdisc::root(host, endpoint.host_ifindex).await?;
         if !root.as_ref().is_some_and(|r| r.is(want)) {
             problems.push(format!(
                 "the root qdisc of {} is {}, not Sarena's {}",
@@ -173,7 +168,7 @@ impl AyaDataplane {
             ));
         }
         let name = egress_program(endpoint);
-        let attached = tc::query(&host, endpoint.host_ifindex).await?;
+        let attached = tc::query(host, endpoint.host_ifindex).await?;
         let tag = tags.get(name).copied();
         if !attached
             .iter()

@@ -29,12 +29,10 @@
 //!
 //! # Fault injection (tests only)
 //!
-//! `SARENA_TEST_KILL_AT=<point>` makes the daemon SIGKILL itself at a named
-//! point, for the upgrade test's kill in the middle of a migration. Never set
-//! it on a node. Points: `loaded` (end of open), `first-swap` (right after
-//! reconcile replaced the first endpoint's programs), `swapped` (after it
-//! replaced the last one), `retired` (the old pins removed, the mark not yet
-//! written).
+//! A build with the `fault-injection` feature SIGKILLs itself at a named
+//! point of the steps above when `SARENA_TEST_KILL_AT` names it, for the
+//! upgrade test's kills in the middle of a migration (see `fault.rs`); in
+//! default and release builds the kill points compile to nothing.
 
 use std::path::Path;
 
@@ -44,40 +42,11 @@ use sarena_common::layouts::{MARK_MAP, PinsMark};
 use sarena_common::v1::{COUNTERS_MAP_V1, EndpointCountersV1};
 
 use super::error::{BpfError, is_not_found};
+use super::fault::{KillAt, KillPoint};
 use super::inspect::{Inspection, RetiredPin};
 use super::maps::Maps;
 use super::pins;
 use crate::api::Endpoint;
-
-/// The environment variable that makes the daemon SIGKILL itself at a named
-/// point of an upgrade: `loaded`, `first-swap`, `swapped` or `retired` (tests
-/// only; see docs/upgrade.md). Never set it on a node.
-pub const KILL_AT_ENV: &str = "SARENA_TEST_KILL_AT";
-
-/// Where a daemon under test kills itself (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum KillPoint {
-    /// End of open: new maps created, nothing attached, old pins untouched.
-    Loaded,
-    /// Reconcile replaced the first endpoint's programs.
-    FirstSwap,
-    /// Reconcile replaced the last endpoint's programs; old pins still there.
-    Swapped,
-    /// The old pins are removed; the mark is not written yet.
-    Retired,
-}
-
-impl KillPoint {
-    fn parse(text: &str) -> Option<KillPoint> {
-        match text {
-            "loaded" => Some(KillPoint::Loaded),
-            "first-swap" => Some(KillPoint::FirstSwap),
-            "swapped" => Some(KillPoint::Swapped),
-            "retired" => Some(KillPoint::Retired),
-            _ => None,
-        }
-    }
-}
 
 /// The older generation's maps being taken over, and what is left to do.
 pub(super) struct Upgrade {
@@ -87,12 +56,11 @@ pub(super) struct Upgrade {
     retired: Vec<RetiredPin>,
     /// The mark found says this release's generation already.
     marked: bool,
-    kill_at: Option<KillPoint>,
 }
 
 impl Upgrade {
     /// Opens the older generation's maps that [`inspect`](super::inspect)
-    /// found (their layouts are checked); reads [`KILL_AT_ENV`].
+    /// found (their layouts are checked).
     pub(super) fn open(inspection: Inspection) -> Result<Self, BpfError> {
         let mut counters_v1 = None;
         for pin in &inspection.retired {
@@ -110,18 +78,10 @@ impl Upgrade {
         for name in &inspection.unknown {
             tracing::info!(pin = %name, "eBPF: a pin this release does not know (a newer release's map?); left alone");
         }
-        let kill_at = std::env::var(KILL_AT_ENV).ok().and_then(|text| {
-            let point = KillPoint::parse(&text);
-            if point.is_none() {
-                tracing::warn!(value = %text, "{KILL_AT_ENV}: unknown point, ignored");
-            }
-            point
-        });
         Ok(Upgrade {
             counters_v1,
             marked: inspection.mark == Some(PinsMark::CURRENT),
             retired: inspection.retired,
-            kill_at,
         })
     }
 
@@ -164,8 +124,9 @@ impl Upgrade {
 
     /// Step 3, once every endpoint runs this release's programs: removes the
     /// older generation's pins, then writes the mark (when it is not this
-    /// generation's already).
-    pub(super) fn finish(&mut self, pin_dir: &Path) -> Result<(), BpfError> {
+    /// generation's already). A daemon under test may die in between
+    /// (`kill_at`, see `fault.rs`).
+    pub(super) fn finish(&mut self, pin_dir: &Path, kill_at: KillAt) -> Result<(), BpfError> {
         if self.migrating() {
             self.counters_v1 = None;
             for pin in &self.retired {
@@ -183,27 +144,13 @@ impl Upgrade {
                 }
             }
             self.retired.clear();
-            self.kill_if(KillPoint::Retired);
+            kill_at.kill_if(KillPoint::Retired);
         }
         if !self.marked {
             write_mark(pin_dir, PinsMark::CURRENT)?;
             self.marked = true;
         }
         Ok(())
-    }
-
-    /// Kills the process if `point` is the one [`KILL_AT_ENV`] names.
-    pub(super) fn kill_if(&self, point: KillPoint) {
-        if self.kill_at == Some(point) {
-            tracing::warn!(
-                ?point,
-                "{KILL_AT_ENV}: killing the daemon (fault injection)"
-            );
-            // SAFETY: kill(2) on our own pid; no memory is involved.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
-        }
     }
 }
 
