@@ -52,13 +52,21 @@ new_bin() {
 # the fault-injection feature, which the swaps that kill a daemon mid-way
 # need (SARENA_TEST_KILL_AT; release and default builds have no kill points).
 # Only sarena-daemon, debug, in a target dir of its own
-# (target/fault-injection, so that target/ keeps its feature-less binaries);
+# (target/fault-injection, so that target/ keeps its feature-less binaries),
+# seeded with hard links to target/debug's artifacts the first time: the
+# dependencies are then fresh and only sarena-core and sarena-daemon are
+# compiled again (scripts/test.sh built `-p sarena-daemon` there first).
 # SARENA_FAULT_BIN_DIR names a prebuilt one instead.
 build_fault_daemon() {
   FAULT_BIN=${SARENA_FAULT_BIN_DIR:-}
   if [ -z "$FAULT_BIN" ]; then
     local started=$SECONDS
     log "building sarena-daemon with fault injection in target/fault-injection"
+    if [ ! -d "$REPO_DIR/target/fault-injection/debug" ] && [ -d "$REPO_DIR/target/debug" ]; then
+      mkdir -p "$REPO_DIR/target/fault-injection"
+      cp -al "$REPO_DIR/target/debug" "$REPO_DIR/target/fault-injection/debug" ||
+        rm -rf "$REPO_DIR/target/fault-injection/debug"
+    fi
     (cd "$REPO_DIR" && SARENA_EBPF_REQUIRED=1 cargo build --locked -p sarena-daemon \
       --features fault-injection --target-dir "$REPO_DIR/target/fault-injection") \
       >"$WORK/fault-build.log" 2>&1 ||

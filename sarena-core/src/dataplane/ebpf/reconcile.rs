@@ -187,8 +187,10 @@ impl AyaDataplane {
                 Ok(true) => tally.carried += 1,
                 Ok(false) => {}
                 // The fast path matters more than the counters.
-                Err(error) => tracing::warn!(ifname = %endpoint.host_ifname, error = %crate::error_chain(&error),
-                    "reconcile: counters not carried over"),
+                Err(error) => {
+                    tracing::warn!(ifname = %endpoint.host_ifname, error = %crate::error_chain(&error),
+                    "reconcile: counters not carried over")
+                }
             }
         }
         if state.attach(endpoint, filters)? {
