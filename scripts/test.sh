@@ -62,6 +62,8 @@ phase "cargo fmt --check"
 cargo fmt --all -- --check
 phase "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+# The test-only fault injection (e2e/test-upgrade.sh builds the daemon with it).
+cargo clippy -p sarena-daemon --features fault-injection -- -D warnings
 phase "cargo doc (rustdoc warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
 phase "eBPF programs: rustfmt and clippy (nightly, bpf target)"
