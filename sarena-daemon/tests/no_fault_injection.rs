@@ -14,6 +14,7 @@
 #![cfg(not(feature = "fault-injection"))]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use sarena_core::api::Inspect as _;
 use std::time::Duration;
 
 use sarena_core::api::Daemon;

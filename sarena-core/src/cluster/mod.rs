@@ -12,8 +12,8 @@
 //! - `routes.rs`, `vxlan.rs`: the routes, FDB and neighbour entries a view
 //!   asks for, in native and `vxlan` routing (pure);
 //! - `sync.rs`: [`PeerSync`], which applies them through the kernel-table
-//!   traits of `traits.rs`, implemented over rtnetlink in `kernel/`;
-//! - `switch.rs`: [`Switch`], the daemon the API serves (waiting, closed
+//!   traits of `traits.rs`, implemented over rtnetlink in `rtnl/`;
+//! - `serving_gate.rs`: [`ServingGate`], the daemon the API serves (waiting, closed
 //!   for ADD, open);
 //! - `supervisor.rs`: [`Supervisor`], the control loop over all of it;
 //! - `session_file.rs`: the persisted [`SessionParams`].
@@ -24,13 +24,13 @@
 
 mod config;
 mod error;
-pub mod kernel;
 mod podcidr;
 mod pools;
 mod routes;
+pub mod rtnl;
+mod serving_gate;
 mod session_file;
 mod supervisor;
-mod switch;
 mod sync;
 mod traits;
 mod types;
@@ -43,11 +43,11 @@ pub use pools::{
     SessionParams, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, pod_mtu, session_config, sorted,
 };
 pub use routes::{PeerRoute, SARENA_PEER_ROUTE_PROTOCOL, native_routes};
+pub use serving_gate::{NotServing, ServingGate};
 pub use session_file::SessionFile;
 pub use supervisor::{
     REFUSED_EVENT_REASON, RESYNC_EVERY, RETRY_AFTER, Supervisor, SupervisorParts,
 };
-pub use switch::{NotServing, Switch};
 pub use sync::{PeerSync, SyncReport};
 pub use traits::{ClusterApi, NodeState, Overlay, PeerRouting, RouteTable, Underlay};
 #[cfg(any(test, feature = "mocks"))]

@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use super::error::ClusterError;
 use super::podcidr::{PodCidrDecision, Refusal, decide};
 use super::pools::SessionParams;
-use super::switch::Switch;
+use super::serving_gate::ServingGate;
 use super::traits::{ClusterApi, NodeState, PeerRouting};
 use super::types::{ClusterView, RoutingMode};
 use crate::api::NodeApi;
@@ -68,7 +68,7 @@ impl std::fmt::Debug for SupervisorParts {
 /// module's docs).
 pub struct Supervisor {
     parts: SupervisorParts,
-    switch: Arc<Switch>,
+    gate: Arc<ServingGate>,
     session: Option<(SessionParams, Arc<dyn NodeApi>)>,
     /// The uid of the Node marked `NetworkUnavailable=False` in this session.
     marked: Option<String>,
@@ -80,7 +80,7 @@ impl std::fmt::Debug for Supervisor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Supervisor")
             .field("node", &self.parts.node_name)
-            .field("switch", &self.switch)
+            .field("gate", &self.gate)
             .field("session", &self.session.as_ref().map(|(p, _)| p))
             .field("marked", &self.marked)
             .finish_non_exhaustive()
@@ -88,7 +88,7 @@ impl std::fmt::Debug for Supervisor {
 }
 
 impl Supervisor {
-    /// A supervisor whose [`Switch`] waits for the Node.
+    /// A supervisor whose [`ServingGate`] waits for the Node.
     pub fn new(parts: SupervisorParts) -> Self {
         let reason = format!(
             "waiting for the Node {} from the API server",
@@ -96,7 +96,7 @@ impl Supervisor {
         );
         Supervisor {
             parts,
-            switch: Arc::new(Switch::waiting(reason)),
+            gate: Arc::new(ServingGate::waiting(reason)),
             session: None,
             marked: None,
             refused: None,
@@ -104,8 +104,8 @@ impl Supervisor {
     }
 
     /// What the API serves.
-    pub fn switch(&self) -> Arc<Switch> {
-        Arc::clone(&self.switch)
+    pub fn gate(&self) -> Arc<ServingGate> {
+        Arc::clone(&self.gate)
     }
 
     /// Reopens the session of the last run, if there was one, with ADD
@@ -116,7 +116,7 @@ impl Supervisor {
         };
         let daemon = self.parts.state.open(&params).await?;
         tracing::info!(pod_cidrs = ?params.pod_cidrs, mtu = params.mtu, "reopened the last run's session");
-        self.switch.close(
+        self.gate.close(
             Arc::clone(&daemon),
             format!(
                 "waiting for the Node {} from the API server (the last run's podCIDRs {:?} are open for deletions)",
@@ -155,7 +155,7 @@ impl Supervisor {
             }
         };
         if routes_in_place
-            && self.switch.is_open()
+            && self.gate.is_open()
             && let Some(local) = &view.local
             && self.marked.as_deref() != Some(local.uid.as_str())
         {
@@ -198,17 +198,17 @@ impl Supervisor {
         ) {
             PodCidrDecision::Wait(reason) => {
                 match &self.session {
-                    Some((_, daemon)) => self.switch.close(Arc::clone(daemon), reason),
-                    None => self.switch.wait(reason),
+                    Some((_, daemon)) => self.gate.close(Arc::clone(daemon), reason),
+                    None => self.gate.wait(reason),
                 }
                 true
             }
             PodCidrDecision::Keep => {
                 if let Some((_, daemon)) = &self.session
-                    && !self.switch.is_open()
+                    && !self.gate.is_open()
                 {
                     tracing::info!(node = %self.parts.node_name, "podCIDRs confirmed; serving ADD");
-                    self.switch.open(Arc::clone(daemon));
+                    self.gate.open(Arc::clone(daemon));
                 }
                 self.refused = None;
                 true
@@ -225,7 +225,7 @@ impl Supervisor {
     async fn adopt(&mut self, params: SessionParams) -> bool {
         if let Some((old, _)) = self.session.take() {
             tracing::info!(from = ?old, to = ?params, "switching the node state to new podCIDRs");
-            self.switch.wait(format!(
+            self.gate.wait(format!(
                 "switching node {} to podCIDRs {:?}",
                 self.parts.node_name, params.pod_cidrs
             ));
@@ -234,7 +234,7 @@ impl Supervisor {
         match self.parts.state.open(&params).await {
             Ok(daemon) => {
                 tracing::info!(pod_cidrs = ?params.pod_cidrs, mtu = params.mtu, "serving the Node's podCIDRs");
-                self.switch.open(Arc::clone(&daemon));
+                self.gate.open(Arc::clone(&daemon));
                 self.session = Some((params, daemon));
                 self.marked = None;
                 self.refused = None;
@@ -243,7 +243,7 @@ impl Supervisor {
             Err(e) => {
                 let e = crate::error_chain(&e);
                 tracing::error!("{e}");
-                self.switch.wait(e);
+                self.gate.wait(e);
                 false
             }
         }
@@ -268,7 +268,7 @@ impl Supervisor {
             self.refused = Some(refusal.offered.clone());
         }
         if let Some((_, daemon)) = &self.session {
-            self.switch.close(Arc::clone(daemon), message);
+            self.gate.close(Arc::clone(daemon), message);
         }
     }
 

@@ -119,21 +119,21 @@ async fn waits_for_a_pod_cidr_then_opens_routes_and_marks_the_node_in_that_order
         .in_sequence(&mut seq)
         .returning(|_| Ok(SyncReport::default()));
     let mut sup = supervisor(state, peers, api);
-    let switch = sup.switch();
+    let gate = sup.gate();
 
     assert!(sup.on_view(&view(Some(local(&[], "u1")))).await);
-    let health = switch.health().await.unwrap();
+    let health = gate.health().await.unwrap();
     assert!(!health.ready);
     assert!(
         health.message.contains("node node1 has no spec.podCIDRs"),
         "{}",
         health.message
     );
-    assert!(switch.config().await.is_err(), "ADD is refused");
+    assert!(gate.config().await.is_err(), "ADD is refused");
 
     let with_cidr = view(Some(local(&["10.244.1.0/24"], "u1")));
     assert!(sup.on_view(&with_cidr).await);
-    assert!(switch.health().await.unwrap().ready);
+    assert!(gate.health().await.unwrap().ready);
     // The same view again: nothing reopened, the Node not marked twice.
     assert!(sup.on_view(&with_cidr).await);
 }
@@ -155,9 +155,9 @@ async fn a_restart_reopens_the_last_session_closed_for_add_until_the_node_confir
         .times(1)
         .returning(|_| Ok(()));
     let mut sup = supervisor(state, routes_ok(), api);
-    let switch = sup.switch();
+    let gate = sup.gate();
     sup.resume().await.unwrap();
-    let health = switch.health().await.unwrap();
+    let health = gate.health().await.unwrap();
     assert!(
         !health.ready && health.message.contains("waiting for the Node node1"),
         "{}",
@@ -167,7 +167,7 @@ async fn a_restart_reopens_the_last_session_closed_for_add_until_the_node_confir
         sup.on_view(&view(Some(local(&["10.244.1.0/24"], "u1"))))
             .await
     );
-    assert!(switch.health().await.unwrap().ready);
+    assert!(gate.health().await.unwrap().ready);
 }
 
 #[tokio::test]
@@ -206,7 +206,7 @@ async fn a_change_under_live_endpoints_is_refused_once_then_adopted_when_they_ar
         .times(1)
         .returning(|_, _, _| Ok(()));
     let mut sup = supervisor(state, routes_ok(), api);
-    let switch = sup.switch();
+    let gate = sup.gate();
     assert!(
         sup.on_view(&view(Some(local(&["10.244.1.0/24"], "u1"))))
             .await
@@ -216,7 +216,7 @@ async fn a_change_under_live_endpoints_is_refused_once_then_adopted_when_they_ar
     let moved = view(Some(local(&["10.244.7.0/24"], "u2")));
     for _ in 0..2 {
         assert!(!sup.on_view(&moved).await, "refused: retried soon");
-        let health = switch.health().await.unwrap();
+        let health = gate.health().await.unwrap();
         assert!(
             !health.ready && health.message.contains("refusing to re-address"),
             "{}",
@@ -228,16 +228,16 @@ async fn a_change_under_live_endpoints_is_refused_once_then_adopted_when_they_ar
             requested: vec![],
             pool: None,
         };
-        assert!(switch.allocate(add).await.is_err());
+        assert!(gate.allocate(add).await.is_err());
         assert_eq!(
-            switch.endpoints().await.unwrap().len(),
+            gate.endpoints().await.unwrap().len(),
             1,
             "deletions are still served"
         );
     }
     endpoints.lock().unwrap().clear();
     assert!(sup.on_view(&moved).await);
-    assert!(switch.health().await.unwrap().ready);
+    assert!(gate.health().await.unwrap().ready);
 }
 
 #[tokio::test]
@@ -300,11 +300,11 @@ async fn a_recreated_node_with_the_same_pod_cidr_is_marked_again_and_add_closes_
         .times(2)
         .returning(|_| Ok(()));
     let mut sup = supervisor(state, routes_ok(), api);
-    let switch = sup.switch();
+    let gate = sup.gate();
     sup.on_view(&view(Some(local(&["10.244.1.0/24"], "u1"))))
         .await;
     sup.on_view(&view(None)).await;
-    let health = switch.health().await.unwrap();
+    let health = gate.health().await.unwrap();
     assert!(
         !health.ready && health.message.contains("does not exist"),
         "{}",
@@ -312,7 +312,7 @@ async fn a_recreated_node_with_the_same_pod_cidr_is_marked_again_and_add_closes_
     );
     sup.on_view(&view(Some(local(&["10.244.1.0/24"], "u2"))))
         .await;
-    assert!(switch.health().await.unwrap().ready);
+    assert!(gate.health().await.unwrap().ready);
 }
 
 #[tokio::test]
@@ -339,10 +339,10 @@ async fn a_node_state_that_cannot_open_is_reported_in_health_and_retried() {
         .times(1)
         .returning(|_| Ok(()));
     let mut sup = supervisor(state, routes_ok(), api);
-    let switch = sup.switch();
+    let gate = sup.gate();
     let v = view(Some(local(&["10.244.1.0/24"], "u1")));
     assert!(!sup.on_view(&v).await);
-    let health = switch.health().await.unwrap();
+    let health = gate.health().await.unwrap();
     assert!(
         health.message.contains("pool overlaps team-a"),
         "{}",
@@ -364,13 +364,13 @@ async fn run_follows_the_watch_and_ends_with_an_error_when_the_watcher_goes() {
         .times(1)
         .returning(|_| Ok(()));
     let sup = supervisor(state, routes_ok(), api);
-    let switch = sup.switch();
+    let gate = sup.gate();
     let (tx, rx) = watch::channel(None);
     let task = tokio::spawn(sup.run(rx, std::future::pending()));
     tx.send(Some(view(Some(local(&["10.244.1.0/24"], "u1")))))
         .unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
-    assert!(switch.health().await.unwrap().ready);
+    assert!(gate.health().await.unwrap().ready);
     drop(tx);
     let outcome = task.await.unwrap();
     assert!(

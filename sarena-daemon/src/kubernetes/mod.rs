@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use sarena_core::api::KubernetesStatus;
 use sarena_core::api::NodeApi;
-use sarena_core::cluster::kernel::RtnetlinkPeers;
+use sarena_core::cluster::rtnl::RtnetlinkPeers;
 use sarena_core::cluster::{ClusterError, PeerSync, Supervisor, SupervisorParts};
 use sarena_core::node::NodeConfig;
 use sarena_core::plugin::DeleteQueue;
@@ -127,7 +127,7 @@ pub async fn run(
         None => None,
     };
     let (stop, stopped) = watch::channel(false);
-    let mut operated = Operated::new(supervisor.switch())
+    let mut operated = Operated::new(supervisor.gate())
         .with_delete_queue(queue)
         .with_kubernetes(status);
     if let Some(m) = &metrics {

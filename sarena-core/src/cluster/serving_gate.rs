@@ -1,5 +1,5 @@
-//! [`Switch`]: the [`Daemon`] the API serves in Kubernetes mode, switched
-//! by the supervisor between waiting (no node state yet), serving, and
+//! [`ServingGate`]: the [`Daemon`] the API serves in Kubernetes mode, opened
+//! and closed by the supervisor: waiting (no node state yet), serving, and
 //! serving with ADD closed.
 //!
 //! - waiting: `health` answers not ready with the reason (the plugin's
@@ -39,12 +39,12 @@ enum Serving {
     },
 }
 
-/// The switchable daemon. Cheap to share; every call looks at the state once.
-pub struct Switch {
+/// The gate: what the API serves, opened and closed by the supervisor. Cheap to share; every call looks at the state once.
+pub struct ServingGate {
     state: RwLock<Serving>,
 }
 
-impl std::fmt::Debug for Switch {
+impl std::fmt::Debug for ServingGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = match self.current() {
             Serving::Waiting(reason) => format!("waiting: {reason}"),
@@ -54,14 +54,16 @@ impl std::fmt::Debug for Switch {
                 ..
             } => format!("closed: {reason}"),
         };
-        f.debug_struct("Switch").field("state", &state).finish()
+        f.debug_struct("ServingGate")
+            .field("state", &state)
+            .finish()
     }
 }
 
-impl Switch {
-    /// A switch that waits, for `reason`.
+impl ServingGate {
+    /// A gate that waits, for `reason`.
     pub fn waiting(reason: impl Into<String>) -> Self {
-        Switch {
+        ServingGate {
             state: RwLock::new(Serving::Waiting(reason.into())),
         }
     }
@@ -136,7 +138,7 @@ fn unavailable(what: &'static str, reason: String) -> DaemonError {
 }
 
 #[async_trait]
-impl Daemon for Switch {
+impl Daemon for ServingGate {
     async fn config(&self) -> Result<DaemonConfig, DaemonError> {
         self.node_for_add()?.config().await
     }
@@ -206,7 +208,7 @@ impl Daemon for Switch {
 }
 
 #[async_trait]
-impl Inspect for Switch {
+impl Inspect for ServingGate {
     async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
         self.node()?.endpoints().await
     }
@@ -283,7 +285,7 @@ mod tests {
 
     #[tokio::test]
     async fn waiting_is_not_ready_and_refuses_everything_with_the_reason() {
-        let s = Switch::waiting("node n1 has no spec.podCIDRs yet");
+        let s = ServingGate::waiting("node n1 has no spec.podCIDRs yet");
         let h = s.health().await.unwrap();
         assert!(!h.ready);
         assert_eq!(h.message, "node n1 has no spec.podCIDRs yet");
@@ -298,7 +300,7 @@ mod tests {
 
     #[tokio::test]
     async fn closed_refuses_add_but_serves_deletions() {
-        let s = Switch::waiting("start");
+        let s = ServingGate::waiting("start");
         s.close(node(), "podCIDR changed");
         assert!(!s.health().await.unwrap().ready);
         let e = s.config().await.unwrap_err();
@@ -312,7 +314,7 @@ mod tests {
 
     #[tokio::test]
     async fn open_serves_the_node_and_wait_drops_it() {
-        let s = Switch::waiting("start");
+        let s = ServingGate::waiting("start");
         s.open(node());
         assert!(s.is_open());
         assert!(s.health().await.unwrap().ready);
@@ -323,7 +325,7 @@ mod tests {
 
     #[tokio::test]
     async fn status_says_why_while_waiting_and_while_closed() {
-        let s = Switch::waiting("node n1 has no spec.podCIDRs yet");
+        let s = ServingGate::waiting("node n1 has no spec.podCIDRs yet");
         let status = s.status().await.unwrap();
         assert!(!status.health.ready);
         assert_eq!(status.health.message, "node n1 has no spec.podCIDRs yet");

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use sarena_core::cluster::kernel::RtnetlinkPeers;
+use sarena_core::cluster::rtnl::RtnetlinkPeers;
 use sarena_core::cluster::{
     ClusterNode, ClusterView, KubernetesConfig, PeerRouting, PeerSync, RoutingMode, SyncReport,
     vtep_mac,
