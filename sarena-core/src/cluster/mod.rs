@@ -49,9 +49,9 @@ pub use supervisor::{
     REFUSED_EVENT_REASON, RESYNC_EVERY, RETRY_AFTER, Supervisor, SupervisorParts,
 };
 pub use sync::{PeerSync, SyncReport};
-pub use traits::{ClusterApi, NodeState, Overlay, PeerRouting, RouteTable, Underlay};
+pub use traits::{ClusterApi, NodeSessions, Overlay, PeerRouting, RouteTable, Underlay};
 #[cfg(any(test, feature = "mocks"))]
-pub use traits::{MockClusterApi, MockNodeState, MockOverlay, MockPeerRouting, MockRouteTable};
+pub use traits::{MockClusterApi, MockNodeSessions, MockOverlay, MockPeerRouting, MockRouteTable};
 pub use types::{ClusterNode, ClusterView, RoutingMode};
 pub use vxlan::{
     FdbEntry, NeighbourEntry, OverlayState, VxlanDevice, overlay_state, vtep_address, vtep_mac,

@@ -23,7 +23,7 @@ use super::error::ClusterError;
 use super::podcidr::{PodCidrDecision, Refusal, decide};
 use super::pools::SessionParams;
 use super::serving_gate::ServingGate;
-use super::traits::{ClusterApi, NodeState, PeerRouting};
+use super::traits::{ClusterApi, NodeSessions, PeerRouting};
 use super::types::{ClusterView, RoutingMode};
 use crate::api::NodeApi;
 
@@ -46,7 +46,7 @@ pub struct SupervisorParts {
     /// The configured MTU.
     pub mtu: u32,
     /// The node state.
-    pub state: Arc<dyn NodeState>,
+    pub state: Arc<dyn NodeSessions>,
     /// Peer routing.
     pub peers: Arc<dyn PeerRouting>,
     /// The API server.

@@ -9,7 +9,7 @@ use mockall::predicate::eq;
 
 use super::*;
 use crate::api::{Attachment, Endpoint, MockNodeApi};
-use crate::cluster::traits::{MockClusterApi, MockNodeState, MockPeerRouting};
+use crate::cluster::traits::{MockClusterApi, MockNodeSessions, MockPeerRouting};
 use crate::cluster::{ClusterNode, SyncReport};
 
 fn local(cidrs: &[&str], uid: &str) -> ClusterNode {
@@ -68,7 +68,7 @@ fn node_daemon(endpoints: Arc<Mutex<Vec<Endpoint>>>) -> Arc<dyn NodeApi> {
     Arc::new(d)
 }
 
-fn supervisor(state: MockNodeState, peers: MockPeerRouting, api: MockClusterApi) -> Supervisor {
+fn supervisor(state: MockNodeSessions, peers: MockPeerRouting, api: MockClusterApi) -> Supervisor {
     Supervisor::new(SupervisorParts {
         node_name: "node1".into(),
         routing: RoutingMode::Native,
@@ -88,7 +88,7 @@ fn routes_ok() -> MockPeerRouting {
 #[tokio::test]
 async fn waits_for_a_pod_cidr_then_opens_routes_and_marks_the_node_in_that_order() {
     let mut seq = Sequence::new();
-    let mut state = MockNodeState::new();
+    let mut state = MockNodeSessions::new();
     let mut peers = MockPeerRouting::new();
     let mut api = MockClusterApi::new();
     // Without a podCIDR: routes are still synced, nothing opened or marked.
@@ -140,7 +140,7 @@ async fn waits_for_a_pod_cidr_then_opens_routes_and_marks_the_node_in_that_order
 
 #[tokio::test]
 async fn a_restart_reopens_the_last_session_closed_for_add_until_the_node_confirms_it() {
-    let mut state = MockNodeState::new();
+    let mut state = MockNodeSessions::new();
     state
         .expect_stored()
         .times(1)
@@ -174,7 +174,7 @@ async fn a_restart_reopens_the_last_session_closed_for_add_until_the_node_confir
 async fn a_change_under_live_endpoints_is_refused_once_then_adopted_when_they_are_gone() {
     let endpoints = Arc::new(Mutex::new(vec![endpoint("10.244.1.5/24")]));
     let mut seq = Sequence::new();
-    let mut state = MockNodeState::new();
+    let mut state = MockNodeSessions::new();
     let eps = Arc::clone(&endpoints);
     state
         .expect_open()
@@ -242,7 +242,7 @@ async fn a_change_under_live_endpoints_is_refused_once_then_adopted_when_they_ar
 
 #[tokio::test]
 async fn failed_routes_leave_the_node_unmarked_and_the_next_round_retries() {
-    let mut state = MockNodeState::new();
+    let mut state = MockNodeSessions::new();
     state
         .expect_open()
         .returning(|_| Ok(node_daemon(Arc::default())));
@@ -270,7 +270,7 @@ async fn failed_routes_leave_the_node_unmarked_and_the_next_round_retries() {
 
 #[tokio::test]
 async fn a_deferred_overlay_leaves_the_node_unmarked() {
-    let mut state = MockNodeState::new();
+    let mut state = MockNodeSessions::new();
     state
         .expect_open()
         .returning(|_| Ok(node_daemon(Arc::default())));
@@ -290,7 +290,7 @@ async fn a_deferred_overlay_leaves_the_node_unmarked() {
 
 #[tokio::test]
 async fn a_recreated_node_with_the_same_pod_cidr_is_marked_again_and_add_closes_meanwhile() {
-    let mut state = MockNodeState::new();
+    let mut state = MockNodeSessions::new();
     state
         .expect_open()
         .times(1)
@@ -317,7 +317,7 @@ async fn a_recreated_node_with_the_same_pod_cidr_is_marked_again_and_add_closes_
 
 #[tokio::test]
 async fn a_node_state_that_cannot_open_is_reported_in_health_and_retried() {
-    let mut state = MockNodeState::new();
+    let mut state = MockNodeSessions::new();
     let mut seq = Sequence::new();
     state
         .expect_open()
@@ -353,7 +353,7 @@ async fn a_node_state_that_cannot_open_is_reported_in_health_and_retried() {
 
 #[tokio::test(start_paused = true)]
 async fn run_follows_the_watch_and_ends_with_an_error_when_the_watcher_goes() {
-    let mut state = MockNodeState::new();
+    let mut state = MockNodeSessions::new();
     state
         .expect_open()
         .times(1)

@@ -1,7 +1,7 @@
 //! The seams of Kubernetes mode, each mocked in the tests: the kernel
 //! tables peer routing writes ([`RouteTable`], [`Overlay`]), peer routing
 //! as a whole ([`PeerRouting`]), the node state a session opens
-//! ([`NodeState`]) and the API server's side ([`ClusterApi`]).
+//! ([`NodeSessions`]) and the API server's side ([`ClusterApi`]).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -81,10 +81,11 @@ pub trait PeerRouting: Send + Sync {
     async fn sync(&self, view: &ClusterView) -> Result<SyncReport, ClusterError>;
 }
 
-/// The node state (IPAM, registry, dataplane) a session runs.
+/// The node state (IPAM, registry, dataplane) that each Kubernetes-mode
+/// session opens for its podCIDRs, and closes when they change.
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
 #[async_trait]
-pub trait NodeState: Send + Sync {
+pub trait NodeSessions: Send + Sync {
     /// The session the state last ran with (persisted), if any.
     fn stored(&self) -> Result<Option<SessionParams>, ClusterError>;
     /// Opens the node state for `session` (pools from its podCIDRs),

@@ -28,7 +28,7 @@ use crate::dataplane::{DataplaneParts, DataplaneStartError};
 use crate::metrics::{Metrics, MetricsError};
 use crate::operated::{KubernetesCell, Operated};
 use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, UnixSocket};
-pub use state::DaemonNodeState;
+pub use state::DaemonSessions;
 
 /// Why Kubernetes mode could not start or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -99,7 +99,7 @@ pub async fn run(
     let kernel = Arc::new(RtnetlinkPeers::new()?);
     let dataplane = DataplaneParts::new(config.dataplane, &cli.bpf_pin_dir)?;
     let queue = DeleteQueue::new(cli.delete_queue_dir());
-    let state = DaemonNodeState::new(
+    let state = DaemonSessions::new(
         cli.state_dir.clone(),
         queue.clone(),
         config.clone(),

@@ -1,14 +1,16 @@
-//! [`DaemonNodeState`]: the node state a Kubernetes-mode session opens —
+//! [`DaemonSessions`]: the node state a Kubernetes-mode session opens —
 //! `Node` with pools from the podCIDRs, the deletion queue replayed, the
 //! dataplane set up and reconciled, leases expired in the background — as
-//! the supervisor's [`NodeState`].
+//! the supervisor's [`NodeSessions`].
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use sarena_core::api::NodeApi;
-use sarena_core::cluster::{ClusterError, NodeState, SessionFile, SessionParams, session_config};
+use sarena_core::cluster::{
+    ClusterError, NodeSessions, SessionFile, SessionParams, session_config,
+};
 use sarena_core::node::{Node, NodeConfig, NodeError};
 use sarena_core::plugin::DeleteQueue;
 use tokio::task::JoinHandle;
@@ -19,7 +21,7 @@ use crate::metrics::Metrics;
 use crate::operated::KubernetesCell;
 
 /// The daemon's node state for the supervisor.
-pub struct DaemonNodeState {
+pub struct DaemonSessions {
     state_dir: PathBuf,
     queue: DeleteQueue,
     base: NodeConfig,
@@ -33,16 +35,16 @@ pub struct DaemonNodeState {
     metrics: Option<Arc<Metrics>>,
 }
 
-impl std::fmt::Debug for DaemonNodeState {
+impl std::fmt::Debug for DaemonSessions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DaemonNodeState")
+        f.debug_struct("DaemonSessions")
             .field("state_dir", &self.state_dir)
             .field("file", &self.file)
             .finish_non_exhaustive()
     }
 }
 
-impl DaemonNodeState {
+impl DaemonSessions {
     /// The state under `state_dir`, configured by `base` (its default
     /// pool's CIDRs are replaced by each session's podCIDRs), deletions
     /// queued in `queue`, the dataplane on `dataplane`.
@@ -52,7 +54,7 @@ impl DaemonNodeState {
         base: NodeConfig,
         dataplane: DataplaneParts,
     ) -> Self {
-        DaemonNodeState {
+        DaemonSessions {
             file: SessionFile::in_dir(&state_dir),
             state_dir,
             queue,
@@ -95,7 +97,7 @@ fn open_error(
 }
 
 #[async_trait]
-impl NodeState for DaemonNodeState {
+impl NodeSessions for DaemonSessions {
     fn stored(&self) -> Result<Option<SessionParams>, ClusterError> {
         self.file.load()
     }
