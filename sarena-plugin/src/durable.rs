@@ -79,6 +79,16 @@ pub fn sync_dir(dir: &Path) -> Result<(), FileError> {
         .map_err(FileError::at("fsync dir", dir))
 }
 
+/// The entries of `dir`, sorted by path.
+pub fn list(dir: &Path) -> Result<Vec<PathBuf>, FileError> {
+    let mut paths = Vec::new();
+    for entry in fs::read_dir(dir).map_err(FileError::at("read dir", dir))? {
+        paths.push(entry.map_err(FileError::at("read dir", dir))?.path());
+    }
+    paths.sort();
+    Ok(paths)
+}
+
 /// Whether `file_name` is a temporary file of [`replace`] for `name` (any
 /// name when `name` is `None`).
 pub fn is_temp_of(file_name: &str, name: Option<&str>) -> bool {
@@ -114,12 +124,11 @@ mod tests {
     use std::os::unix::fs::symlink;
 
     fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
+        let paths = list(dir).unwrap();
+        paths
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect()
     }
 
     #[test]

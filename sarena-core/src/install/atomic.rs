@@ -65,16 +65,7 @@ fn is_same(path: &Path, body: &[u8], mode: u32) -> Result<bool, InstallError> {
 
 /// The entries of `dir`, sorted.
 pub(super) fn list(dir: &Path) -> Result<Vec<PathBuf>, InstallError> {
-    let mut paths = Vec::new();
-    for entry in fs::read_dir(dir).map_err(|e| InstallError::io("read dir", dir, e))? {
-        paths.push(
-            entry
-                .map_err(|e| InstallError::io("read dir", dir, e))?
-                .path(),
-        );
-    }
-    paths.sort();
-    Ok(paths)
+    Ok(durable::list(dir)?)
 }
 
 /// Makes the renames and removals in `dir` durable.

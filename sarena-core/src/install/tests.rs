@@ -18,12 +18,11 @@ fn mode(path: &Path) -> u32 {
 }
 
 fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+    let paths = sarena_plugin::durable::list(dir).unwrap();
+    paths
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect()
 }
 
 fn conflist() -> Vec<u8> {
