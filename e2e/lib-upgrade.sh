@@ -126,7 +126,7 @@ ping_stop() {
 tcp_start() {
   ip netns exec "$1" socat "TCP-LISTEN:$4,reuseaddr" PIPE >"$WORK/tcp-server.log" 2>&1 &
   TCP_SERVER_PID=$!
-  defer "kill $TCP_SERVER_PID"
+  defer kill "$TCP_SERVER_PID"
   local i
   for ((i = 0; i < 50; i++)); do
     ip netns exec "$1" ss -Hltn "sport = :$4" | grep . >/dev/null && break
@@ -145,7 +145,7 @@ tcp_start() {
       sleep 0.02
     done' "$3" "$4" "$WORK/tcp.count" >"$WORK/tcp-client.log" 2>&1 &
   TCP_CLIENT_PID=$!
-  defer "kill $TCP_CLIENT_PID"
+  defer kill "$TCP_CLIENT_PID"
 }
 
 # tcp_alive WHAT: the connection opened by tcp_start is still up and
