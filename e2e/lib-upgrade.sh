@@ -127,11 +127,7 @@ tcp_start() {
   ip netns exec "$1" socat "TCP-LISTEN:$4,reuseaddr" PIPE >"$WORK/tcp-server.log" 2>&1 &
   TCP_SERVER_PID=$!
   defer kill "$TCP_SERVER_PID"
-  local i
-  for ((i = 0; i < 50; i++)); do
-    ip netns exec "$1" ss -Hltn "sport = :$4" | grep . >/dev/null && break
-    sleep 0.1
-  done
+  wait_listening "$1" "$4"
   # shellcheck disable=SC2016 # expanded by the inner bash
   ip netns exec "$2" bash -c '
     exec 3<>"/dev/tcp/$0/$1" || exit 2

@@ -533,6 +533,17 @@ pod_args() {
   echo "$args"
 }
 
+# wait_listening NETNS PORT: waits up to 5 s for a TCP listener on PORT in
+# NETNS, then returns anyway (the test's own assertion tells what is wrong).
+wait_listening() {
+  local i
+  for ((i = 0; i < 50; i++)); do
+    ip netns exec "$1" ss -Htln "sport = :$2" | grep . >/dev/null && return 0
+    sleep 0.1
+  done
+  return 0
+}
+
 # node_host_if IP: the node's link to pod address IP.
 node_host_if() {
   local dev

@@ -64,7 +64,7 @@ if [ "${1:-}" = --one ]; then
   # The ids of the programs on pod a's host veth (one program serves all veths).
   PROGS=()
   if [ "$WHICH" != ref ] && [ "$(cat /proc/sys/kernel/bpf_stats_enabled)" = 1 ]; then
-    hostif=$(node_exec ip -o -4 route get "${IP[a]}" | sed -n 's/.* dev \([^ ]*\).*/\1/p')
+    hostif=$(node_host_if "${IP[a]}")
     for name in from_container to_container; do
       id=$(node_exec bpftool -j net show dev "$hostif" |
         jq -r --arg n "$name" '[.. | objects | select(.name? == $n) | .prog_id // .id] | first // empty')

@@ -217,10 +217,7 @@ echo "$TOKEN" >"$WORK/www/index.html"
 ip netns exec "${NS[a]}" busybox httpd -f -p 8080 -h "$WORK/www" &
 HTTPD_PID=$!
 defer kill "$HTTPD_PID"
-for _ in $(seq 50); do
-  ip netns exec "${NS[a]}" ss -Htln 'sport = :8080' | grep . >/dev/null && break
-  sleep 0.1
-done
+wait_listening "${NS[a]}" 8080
 got=$(curl -s --max-time 5 "http://${IP[a]}:8080/") || true
 [ "$got" = "$TOKEN" ] || fail "httpd in pod a not reachable directly"
 got=$(curl -s --max-time 5 "http://$HOST_IP:$HOST_PORT/") || true

@@ -70,10 +70,7 @@ serve d TCP-LISTEN:8080,fork,reuseaddr SYSTEM:'echo d'
 serve b UDP-RECVFROM:5353,fork SYSTEM:'read q; echo "dns-b $q"'
 serve b TCP-LISTEN:9000,fork,reuseaddr EXEC:cat
 for p in b c d; do
-  for _ in $(seq 50); do
-    ip netns exec "${NS[$p]}" ss -Htln 'sport = :8080' | grep . >/dev/null && break
-    sleep 0.1
-  done
+  wait_listening "${NS[$p]}" 8080
 done
 
 # netns_of WHERE: the netns of a pod, "node" or "outside".
