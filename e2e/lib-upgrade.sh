@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2034,SC2015 # its globals are read by test-upgrade.sh
+# shellcheck shell=bash disable=SC2034 # its globals are read by test-upgrade.sh
 # Helpers of e2e/test-upgrade.sh: the previous release built from git, the
 # daemon and plugin of either release swapped in, and what each swap is
 # measured by (a ping stream, a long-lived TCP connection, the filters on
@@ -44,7 +44,7 @@ new_bin() {
     [ -n "$NEW_BIN" ] && break
     [ -x "$d/sarena-daemon" ] && [ -x "$d/sarena-cni" ] && NEW_BIN=$d
   done
-  [ -n "$NEW_BIN" ] && [ -x "$NEW_BIN/sarena-daemon" ] ||
+  [[ -n $NEW_BIN && -x $NEW_BIN/sarena-daemon ]] ||
     fail "this tree's binaries are not built: cargo build --release -p sarena-cni -p sarena-daemon"
 }
 
@@ -111,7 +111,7 @@ ping_stop() {
   local sent received
   sent=$(sed -nE 's/^([0-9]+) packets transmitted.*/\1/p' "$1")
   received=$(sed -nE 's/.* ([0-9]+) (packets )?received.*/\1/p' "$1")
-  [ -n "$sent" ] && [ -n "$received" ] || fail "no ping summary in $1: $(tail -n 3 "$1")"
+  [[ -n $sent && -n $received ]] || fail "no ping summary in $1: $(tail -n 3 "$1")"
   LOST=$((sent - received))
   GAP_MS=$(awk -F'[][]' '/bytes from/ { t = $2 + 0; if (p != "" && t - p > g) g = t - p; p = t }
     END { printf "%d", g * 1000 }' "$1")

@@ -111,7 +111,7 @@ swap() {
   local label=$1 to=$2 n=${#REPORT[@]} t0=$SECONDS
   ping_start "${NS[a]}" "${IP[b]}" "$WORK/ping-$n.log"
   sleep 0.5
-  # shellcheck disable=SC2046
+  # shellcheck disable=SC2046 # host veth names, one per word
   watch_filters $(host_ifs)
   daemon_swap "$to" "$3" "${4:-}"
   sleep 0.5
