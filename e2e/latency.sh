@@ -38,7 +38,7 @@ measure() {
   for ((i = 0; i < N; i++)); do
     ns="se-$RUN_ID-$i"
     new_netns "$ns"
-    defer "'$DRIVER' -conflist '$conf' -plugin-dir '$PLUGIN_DIR' -cache-dir '$WORK/cni-cache' -id 'lat-$RUN_ID-$i' -netns '' del"
+    del_at_exit "$conf" "lat-$RUN_ID-$i"
     out=$(drv add "$conf" "lat-$RUN_ID-$i" "/run/netns/$ns" \
       -args "IgnoreUnknown=1;K8S_POD_NAMESPACE=e2e;K8S_POD_NAME=lat-$i") || fail "ADD pod $i: $out"
     jq -r .elapsedMs <<<"$out" >>"$WORK/add.ms"

@@ -40,7 +40,7 @@ pick_subnet6() {
   # The plugins turn IPv6 forwarding on; it goes back at exit.
   local forwarding
   forwarding=$(sysctl -n net.ipv6.conf.all.forwarding)
-  defer "sysctl -qw net.ipv6.conf.all.forwarding=$forwarding"
+  defer sysctl -qw "net.ipv6.conf.all.forwarding=$forwarding"
 }
 
 # host_address: a unique /32 in the host netns, on a dummy link of this run
@@ -51,19 +51,19 @@ host_address() {
   HOST_IP="198.18.$(($(od -An -N1 -tu1 /dev/urandom))).$((1 + $(od -An -N1 -tu1 /dev/urandom) % 254))"
   HOST_DUMMY="sed$RUN_ID"
   if ip link add "$HOST_DUMMY" type dummy 2>/dev/null; then
-    defer "ip link del $HOST_DUMMY"
+    defer ip link del "$HOST_DUMMY"
     ip link set "$HOST_DUMMY" up
   else
     # Kernel without the dummy driver: the address goes on lo.
     HOST_DUMMY=lo
   fi
   ip addr add "$HOST_IP/32" dev "$HOST_DUMMY"
-  defer "ip addr del $HOST_IP/32 dev $HOST_DUMMY"
+  defer ip addr del "$HOST_IP/32" dev "$HOST_DUMMY"
   # With a dual-stack pool (pick_subnet6), an IPv6 one too: HOST_IP6.
   if [ -n "${POD_SUBNET6:-}" ]; then
     HOST_IP6="fd5a:e2e:$(od -An -N2 -tx2 /dev/urandom | tr -d ' ')::$(($(od -An -N1 -tu1 /dev/urandom) + 1))"
     ip addr add "$HOST_IP6/128" dev "$HOST_DUMMY" nodad
-    defer "ip addr del $HOST_IP6/128 dev $HOST_DUMMY"
+    defer ip addr del "$HOST_IP6/128" dev "$HOST_DUMMY"
   fi
 }
 

@@ -1,4 +1,4 @@
-# shellcheck shell=bash disable=SC2034,SC2015 # its globals are read by test-upgrade.sh
+# shellcheck shell=bash disable=SC2034 # its globals are read by test-upgrade.sh
 # Helpers of e2e/test-upgrade.sh: the previous release built from git, the
 # daemon and plugin of either release swapped in, and what each swap is
 # measured by (a ping stream, a long-lived TCP connection, the filters on
@@ -44,7 +44,7 @@ new_bin() {
     [ -n "$NEW_BIN" ] && break
     [ -x "$d/sarena-daemon" ] && [ -x "$d/sarena-cni" ] && NEW_BIN=$d
   done
-  [ -n "$NEW_BIN" ] && [ -x "$NEW_BIN/sarena-daemon" ] ||
+  [[ -n $NEW_BIN && -x $NEW_BIN/sarena-daemon ]] ||
     fail "this tree's binaries are not built: cargo build --release -p sarena-cni -p sarena-daemon"
 }
 
@@ -140,7 +140,7 @@ ping_stop() {
   local sent received
   sent=$(sed -nE 's/^([0-9]+) packets transmitted.*/\1/p' "$1")
   received=$(sed -nE 's/.* ([0-9]+) (packets )?received.*/\1/p' "$1")
-  [ -n "$sent" ] && [ -n "$received" ] || fail "no ping summary in $1: $(tail -n 3 "$1")"
+  [[ -n $sent && -n $received ]] || fail "no ping summary in $1: $(tail -n 3 "$1")"
   LOST=$((sent - received))
   GAP_MS=$(awk -F'[][]' '/bytes from/ { t = $2 + 0; if (p != "" && t - p > g) g = t - p; p = t }
     END { printf "%d", g * 1000 }' "$1")
@@ -155,12 +155,8 @@ ping_stop() {
 tcp_start() {
   ip netns exec "$1" socat "TCP-LISTEN:$4,reuseaddr" PIPE >"$WORK/tcp-server.log" 2>&1 &
   TCP_SERVER_PID=$!
-  defer "kill $TCP_SERVER_PID"
-  local i
-  for ((i = 0; i < 50; i++)); do
-    ip netns exec "$1" ss -Hltn "sport = :$4" | grep . >/dev/null && break
-    sleep 0.1
-  done
+  defer kill "$TCP_SERVER_PID"
+  wait_listening "$1" "$4"
   # shellcheck disable=SC2016 # expanded by the inner bash
   ip netns exec "$2" bash -c '
     exec 3<>"/dev/tcp/$0/$1" || exit 2
@@ -174,7 +170,7 @@ tcp_start() {
       sleep 0.02
     done' "$3" "$4" "$WORK/tcp.count" >"$WORK/tcp-client.log" 2>&1 &
   TCP_CLIENT_PID=$!
-  defer "kill $TCP_CLIENT_PID"
+  defer kill "$TCP_CLIENT_PID"
 }
 
 # tcp_alive WHAT: the connection opened by tcp_start is still up and

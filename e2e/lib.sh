@@ -2,7 +2,7 @@
 # Shared helpers of the end-to-end tests. Sourced by e2e/*.sh, never run.
 #
 # A test calls `e2e_init NAME`, then `mode_setup MODE` (ref | sarena | custom),
-# registers every resource it creates with `defer 'command'` right after
+# registers every resource it creates with `defer COMMAND ARG...` right after
 # creating it, and exits non-zero on the first failed assertion. The EXIT trap
 # runs the deferred commands in reverse order, so cleanup happens even on
 # failure or Ctrl-C.
@@ -19,9 +19,42 @@ fail() {
 
 # --- cleanup stack -----------------------------------------------------------
 
-_CLEANUP=()
-# defer CMD: run CMD (a string, eval'ed) at exit, last registered first.
-defer() { _CLEANUP+=("$*"); }
+# Every deferred command's words, one command after another, and how many
+# words each has: a stack of argument vectors, run without eval.
+_DEFER_WORDS=()
+_DEFER_COUNTS=()
+# defer COMMAND ARG...: run COMMAND (a program or a function) with these
+# arguments, as they are now, at exit; last registered first.
+defer() {
+  _DEFER_WORDS+=("$@")
+  _DEFER_COUNTS+=("$#")
+}
+
+# run_deferred: runs the deferred commands, last first, each whatever the
+# others did (output discarded: what they remove may already be gone).
+run_deferred() {
+  local i n end=${#_DEFER_WORDS[@]}
+  for ((i = ${#_DEFER_COUNTS[@]} - 1; i >= 0; i--)); do
+    n=${_DEFER_COUNTS[i]}
+    end=$((end - n))
+    "${_DEFER_WORDS[@]:end:n}" >/dev/null 2>&1
+  done
+  _DEFER_WORDS=()
+  _DEFER_COUNTS=()
+}
+
+# stop_pid PID: SIGTERM and wait (a no-op for a process already gone).
+stop_pid() {
+  kill "$1" 2>/dev/null || return 0
+  wait "$1" 2>/dev/null || true
+}
+
+# stop_tree PID: SIGTERM to PID's children, then to PID (a forking server
+# and the connections it still serves).
+stop_tree() {
+  pkill -P "$1"
+  kill "$1"
+}
 
 _e2e_exit() {
   local rc=$?
@@ -34,10 +67,7 @@ _e2e_exit() {
       tail -n 40 "$f" >&2
     done
   fi
-  local i
-  for ((i = ${#_CLEANUP[@]} - 1; i >= 0; i--)); do
-    eval "${_CLEANUP[i]}" >/dev/null 2>&1
-  done
+  run_deferred
   if [ -n "${WORK:-}" ] && [ -d "$WORK" ]; then
     if [ "${E2E_KEEP:-0}" = 1 ]; then
       log "E2E_KEEP=1: keeping $WORK"
@@ -129,7 +159,7 @@ mode_setup() {
       MODE_LABEL="sarena"
       ;;
     custom)
-      [ -n "${E2E_PLUGIN_DIR:-}" ] && [ -f "${E2E_CONFLIST:-}" ] ||
+      [[ -n ${E2E_PLUGIN_DIR:-} && -f ${E2E_CONFLIST:-} ]] ||
         fail "custom mode needs E2E_PLUGIN_DIR and E2E_CONFLIST"
       PLUGIN_DIR=$E2E_PLUGIN_DIR
       BASE_PLUGINS=$(jq -c '.plugins' "$E2E_CONFLIST")
@@ -170,7 +200,7 @@ sarena_start() {
       fi
     done
   fi
-  [ -n "$bin" ] && [ -x "$bin/sarena-cni" ] && [ -x "$bin/sarena-daemon" ] ||
+  [[ -n $bin && -x $bin/sarena-cni && -x $bin/sarena-daemon ]] ||
     fail "sarena-cni/sarena-daemon not built: cargo build --release -p sarena-cni -p sarena-daemon (or set SARENA_BIN_DIR)"
   PLUGIN_DIR="$WORK/cni-bin"
   mkdir -p "$PLUGIN_DIR"
@@ -212,7 +242,7 @@ EOF
   if [ -z "${NODE_NS:-}" ]; then
     SARENA_LINKS_BEFORE=$(ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//')
     SARENA_NFT_BEFORE=$(nft list tables 2>/dev/null || true)
-    defer "sarena_node_cleanup"
+    defer sarena_node_cleanup
   fi
   SARENA_DAEMON=("$bin/sarena-daemon" --socket "$SARENA_SOCKET" --state-dir "$SARENA_STATE" --config "$cfg")
   SARENA_PIN_DIR=
@@ -222,7 +252,7 @@ EOF
       SARENA_PIN_DIR="$NODE_BPFFS/sarena"
     else
       SARENA_PIN_DIR="/sys/fs/bpf/sarena-e2e-$RUN_ID"
-      defer "rm -rf '$SARENA_PIN_DIR'"
+      defer rm -rf "$SARENA_PIN_DIR"
     fi
     SARENA_DAEMON+=(--bpf-pin-dir "$SARENA_PIN_DIR")
   fi
@@ -239,7 +269,7 @@ sarena_daemon_up() {
     "${SARENA_DAEMON[@]}" >>"$WORK/sarena-daemon.log" 2>&1 &
   fi
   SARENA_PID=$!
-  defer "sarena_daemon_stop $SARENA_PID"
+  defer stop_pid "$SARENA_PID"
   local i
   for ((i = 0; i < 100; i++)); do
     if [ -S "$SARENA_SOCKET" ] && sarena_get /daemon/health >/dev/null 2>&1; then
@@ -252,16 +282,10 @@ sarena_daemon_up() {
   fail "sarena-daemon did not answer on $SARENA_SOCKET within 10s"
 }
 
-# sarena_daemon_stop PID: SIGTERM and wait (a no-op for a daemon already gone).
-sarena_daemon_stop() {
-  kill "$1" 2>/dev/null || return 0
-  wait "$1" 2>/dev/null || true
-}
-
 # sarena_restart: stops the daemon (SIGTERM) and starts it again with the
 # same arguments: pins, filters and the registry must carry pod traffic on.
 sarena_restart() {
-  sarena_daemon_stop "$SARENA_PID"
+  stop_pid "$SARENA_PID"
   rm -f "$SARENA_SOCKET"
   sarena_daemon_up
 }
@@ -288,7 +312,7 @@ node_setup() {
   NODE_BPFFS="$WORK/bpffs"
   mkdir -p "$NODE_BPFFS"
   mount -t bpf bpf "$NODE_BPFFS" || fail "cannot mount a bpffs on $NODE_BPFFS"
-  defer "umount -l '$NODE_BPFFS'"
+  defer umount -l "$NODE_BPFFS"
   local net="198.$((18 + RANDOM % 2)).$((RANDOM % 256))"
   NODE_IP="$net.1"
   OUT_IP="$net.2"
@@ -301,6 +325,24 @@ node_setup() {
   log "node netns $NODE_NS ($NODE_IP), outside netns $OUT_NS ($OUT_IP)"
 }
 
+# contender_setup WHICH: a node of this run (node_setup, pick_subnet) running
+# WHICH, the plugin under test: ref (the reference ptp) or Sarena on its
+# ebpf or kernel dataplane; and the libcni driver.
+contender_setup() {
+  ensure_driver
+  node_setup
+  pick_subnet
+  case "$1" in
+    ref) mode_setup ref ;;
+    ebpf | kernel)
+      command -v bpftool >/dev/null || [ "$1" = kernel ] || fail "bpftool missing: run scripts/setup-e2e.sh"
+      SARENA_DATAPLANE=$1 mode_setup sarena
+      MODE_LABEL="sarena $1"
+      ;;
+    *) fail "unknown mode '$1' (all | ref | ebpf | kernel)" ;;
+  esac
+}
+
 # ebpf_counter IFNAME FIELD: FIELD of the eBPF counters of the node's host
 # veth IFNAME, summed over CPUs (bpftool on the pinned counters map; layout
 # of sarena_common::EndpointCounters, whose first six fields and first four
@@ -309,7 +351,7 @@ node_setup() {
 # host_flows_recorded, ndp_replies, ipv6_from_pod_packets,
 # ipv6_redirected_packets, drops (all reasons) or drop:N (reason N).
 ebpf_counter() {
-  local ifname=$1 field=$2 ifindex idx key json map
+  local ifname=$1 field=$2 ifindex idx key=() json map
   ifindex=$(node_exec cat "/sys/class/net/$ifname/ifindex") || fail "no host veth $ifname"
   case "$field" in
     from_pod_packets) idx='[0]' ;;
@@ -325,12 +367,12 @@ ebpf_counter() {
     drop:*) idx="[$((12 + ${field#drop:}))]" ;;
     *) fail "ebpf_counter: unknown field $field" ;;
   esac
-  key=$(printf '%08x' "$ifindex" | sed -E 's/(..)(..)(..)(..)/\4 \3 \2 \1/')
-  # shellcheck disable=SC2086
+  # The key: the ifindex's four bytes, little-endian, one word each.
+  read -r -a key <<<"$(printf '%08x' "$ifindex" | sed -E 's/(..)(..)(..)(..)/\4 \3 \2 \1/')"
   # SARENA_COUNTERS_V2 since layout generation 2 (sarena_common::layouts);
   # SARENA_COUNTERS_PIN names another (e2e/test-upgrade.sh, release 0.1.0's).
   map=${SARENA_COUNTERS_PIN:-SARENA_COUNTERS_V2}
-  json=$(bpftool -j map lookup pinned "$SARENA_PIN_DIR/maps/$map" key hex $key) ||
+  json=$(bpftool -j map lookup pinned "$SARENA_PIN_DIR/maps/$map" key hex "${key[@]}") ||
     fail "bpftool: no counters for $ifname (ifindex $ifindex)"
   jq --argjson idx "$idx" '
     def hex: ltrimstr("0x") | ascii_downcase | explode
@@ -457,10 +499,64 @@ drv() {
 
 # --- pods and assertions ----------------------------------------------------------------
 
+# del_at_exit CONF ID: DEL container ID from the network CONF at exit, with
+# no netns (it may be gone by then); DEL is idempotent.
+del_at_exit() {
+  defer node_exec "$DRIVER" -conflist "$1" -plugin-dir "$PLUGIN_DIR" -cache-dir "$WORK/cni-cache" \
+    -id "$2" -netns '' del
+}
+
+# pod_add PREFIX P [driver flags...]: pod P of this run: netns
+# PREFIX-RUN_ID-P (NS[P]) and container id e2e-RUN_ID-P (ID[P]), ADDed to
+# the network CONF and DELed at exit. Sets POD_RESULT (the ADD's JSON) and
+# IP[P] (its first address); the caller declares NS, ID and IP (declare -A).
+# ADD_CONTEXT, when set, is named in the failure.
+# shellcheck disable=SC2004,SC2034,SC2153  # NS, ID, IP: the caller's associative arrays (string keys); CONF: the caller's network
+pod_add() {
+  local prefix=$1 p=$2
+  shift 2
+  NS[$p]="$prefix-$RUN_ID-$p"
+  ID[$p]="e2e-$RUN_ID-$p"
+  new_netns "${NS[$p]}"
+  del_at_exit "$CONF" "${ID[$p]}"
+  POD_RESULT=$(drv add "$CONF" "${ID[$p]}" "/run/netns/${NS[$p]}" "$@") ||
+    fail "ADD pod $p${ADD_CONTEXT:+ ($ADD_CONTEXT)}: $POD_RESULT"
+  IP[$p]=$(jq -r '.result.ips[0].address' <<<"$POD_RESULT" | cut -d/ -f1)
+}
+
+# pod_args P [K=V...]: the CNI_ARGS of pod P as a kubelet's runtime passes them.
+pod_args() {
+  local p=$1 args
+  shift
+  args="IgnoreUnknown=1;K8S_POD_NAMESPACE=e2e;K8S_POD_NAME=pod-$p"
+  [ "$#" = 0 ] || args+=$(printf ';%s' "$@")
+  echo "$args"
+}
+
+# wait_listening NETNS PORT: waits up to 5 s for a TCP listener on PORT in
+# NETNS, then returns anyway (the test's own assertion tells what is wrong).
+wait_listening() {
+  local i
+  for ((i = 0; i < 50; i++)); do
+    ip netns exec "$1" ss -Htln "sport = :$2" | grep . >/dev/null && return 0
+    sleep 0.1
+  done
+  return 0
+}
+
+# node_host_if IP: the node's link to pod address IP.
+node_host_if() {
+  local dev
+  dev=$(node_exec ip -o -4 route get "$1" | sed -n 's/.* dev \([^ ]*\).*/\1/p')
+  [ -n "$dev" ] || fail "the node has no route to $1"
+  echo "$dev"
+}
+
+
 # new_netns NAME: creates /run/netns/NAME, deleted at exit.
 new_netns() {
   ip netns add "$1"
-  defer "ip netns del $1"
+  defer ip netns del "$1"
   ip -n "$1" link set lo up
 }
 

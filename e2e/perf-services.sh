@@ -40,7 +40,7 @@ if [ "${1:-}" = --one ]; then
   for p in a b; do
     NS[$p]="sq-$RUN_ID-$p"
     new_netns "${NS[$p]}"
-    defer "node_exec '$DRIVER' -conflist '$CONF' -plugin-dir '$PLUGIN_DIR' -cache-dir '$WORK/cni-cache' -id 'perf-$RUN_ID-$p' -netns '' del"
+    del_at_exit "$CONF" "perf-$RUN_ID-$p"
     out=$(drv add "$CONF" "perf-$RUN_ID-$p" "/run/netns/${NS[$p]}") || fail "ADD pod $p: $out"
     IP[$p]=$(jq -r '.result.ips[0].address' <<<"$out" | cut -d/ -f1)
   done
@@ -49,9 +49,9 @@ if [ "${1:-}" = --one ]; then
     node_exec iptables -t nat -A PREROUTING -d "$SVC/32" -p tcp --dport "$port" -j DNAT --to-destination "${IP[b]}:$port"
   done
   ip netns exec "${NS[b]}" "$RR" server 5001 &
-  defer "kill $!"
+  defer kill "$!"
   ip netns exec "${NS[b]}" iperf3 -s -p 5201 >/dev/null 2>&1 &
-  defer "kill $!"
+  defer kill "$!"
   sleep 0.5
   # A path that does not work (e.g. pod -> ClusterIP -> pod on programs
   # without the host-stack flows map) reports "fail".
@@ -64,7 +64,7 @@ if [ "${1:-}" = --one ]; then
   # The ids of the programs on pod a's host veth (one program serves all veths).
   PROGS=()
   if [ "$WHICH" != ref ] && [ "$(cat /proc/sys/kernel/bpf_stats_enabled)" = 1 ]; then
-    hostif=$(node_exec ip -o -4 route get "${IP[a]}" | sed -n 's/.* dev \([^ ]*\).*/\1/p')
+    hostif=$(node_host_if "${IP[a]}")
     for name in from_container to_container; do
       id=$(node_exec bpftool -j net show dev "$hostif" |
         jq -r --arg n "$name" '[.. | objects | select(.name? == $n) | .prog_id // .id] | first // empty')
@@ -148,7 +148,7 @@ printf '\n%s round(s) of %s s each; medians (1-byte TCP round trips/s, iperf3 Gb
 printf '| contender | RR direct | RR via ClusterIP | iperf3 direct | iperf3 via ClusterIP | ns/run direct (from, to) | ns/run via ClusterIP (from, to) |\n|---|---|---|---|---|---|---|\n'
 for spec in "$@"; do
   n=${spec%%=*}
-  row="| $n ($(sed 's/^[^=]*=//' <<<"$spec")) "
+  row="| $n (${spec#*=}) "
   for col in 1 2 3 4 5 6 7 8; do
     case "$col" in 6 | 8) row+=", " ;; *) row+="| " ;; esac
     row+="$(awk -v c="$col" 'NF {print $c}' <<<"${RESULTS[$n]}" | { grep -v '^-$' || true; } | median) "

@@ -21,29 +21,14 @@ each_contender "$0" "$WHICH"
 
 e2e_init "antispoof-$WHICH"
 require_tools socat arping nft
-ensure_driver
-node_setup
-pick_subnet
-case "$WHICH" in
-  ref) mode_setup ref ;;
-  ebpf | kernel)
-    command -v bpftool >/dev/null || [ "$WHICH" = kernel ] || fail "bpftool missing: run scripts/setup-e2e.sh"
-    SARENA_DATAPLANE=$WHICH mode_setup sarena
-    ;;
-  *) fail "unknown mode '$WHICH' (all | ref | ebpf | kernel)" ;;
-esac
+contender_setup "$WHICH"
 
 CONF="$WORK/net.conflist"
 write_conflist "$CONF"
 declare -A IP HOSTIF NS ID
 for p in a b c; do
-  NS[$p]="sa-$RUN_ID-$p"
-  ID[$p]="e2e-$RUN_ID-$p"
-  new_netns "${NS[$p]}"
-  defer "node_exec '$DRIVER' -conflist '$CONF' -plugin-dir '$PLUGIN_DIR' -cache-dir '$WORK/cni-cache' -id '${ID[$p]}' -netns '' del"
-  out=$(drv add "$CONF" "${ID[$p]}" "/run/netns/${NS[$p]}") || fail "ADD pod $p: $out"
-  IP[$p]=$(jq -r '.result.ips[0].address' <<<"$out" | cut -d/ -f1)
-  HOSTIF[$p]=$(node_exec ip -o -4 route get "${IP[$p]}" | sed -n 's/.* dev \([^ ]*\).*/\1/p')
+  pod_add sa "$p"
+  HOSTIF[$p]=$(node_host_if "${IP[$p]}")
   pass "ADD pod $p: ${IP[$p]} via ${HOSTIF[$p]}"
 done
 ip -n "$OUT_NS" route add "$POD_SUBNET" via "$NODE_IP"
@@ -55,7 +40,7 @@ declare -A RX_IP=([b]="${IP[b]}" [node]="$NODE_IP" [outside]="$OUT_IP")
 for t in b node outside; do
   : >"$WORK/rx-$t.log"
   ip netns exec "${RX_NS[$t]}" socat -u UDP-RECV:7000 "OPEN:$WORK/rx-$t.log,append" 2>>"$WORK/servers.log" &
-  defer "kill $!"
+  defer kill "$!"
 done
 sleep 0.5
 
@@ -119,7 +104,7 @@ ip netns exec "${NS[a]}" arping -q -c 1 -w 2 -I eth0 -s "${IP[a]}" "$POD_GATEWAY
   fail "pod a's own ARP request for its gateway got no answer"
 learned=$(node_exec ip -4 neigh show "${IP[c]}" dev "${HOSTIF[a]}")
 if [ "$MODE" = ref ]; then
-  [ "$gw_reply" = 1 ] && [ -n "$learned" ] ||
+  [[ $gw_reply = 1 && -n $learned ]] ||
     fail "ref: the forged ARP got no answer or taught the node nothing (reply $gw_reply, '$learned')"
   pass "ref: pod a's ARP as pod c was answered and taught the node: $learned"
 else

@@ -167,15 +167,10 @@ CAP_B='{"bandwidth":{"egressRate":1000000000,"egressBurst":100000000,"ingressRat
 declare -A CAPS=([a]="$CAP_A" [b]="$CAP_B")
 
 for p in a b; do
-  NS[$p]="se-$RUN_ID-$p"
-  ID[$p]="e2e-$RUN_ID-$p"
-  new_netns "${NS[$p]}"
-  defer "'$DRIVER' -conflist '$CONF' -plugin-dir '$PLUGIN_DIR' -cache-dir '$WORK/cni-cache' -id '${ID[$p]}' -netns '' del"
-  out=$(drv add "$CONF" "${ID[$p]}" "/run/netns/${NS[$p]}" -cap-args "${CAPS[$p]}" \
-    -args "IgnoreUnknown=1;K8S_POD_NAMESPACE=e2e;K8S_POD_NAME=pod-$p") || fail "ADD pod $p: $out"
+  pod_add se "$p" -cap-args "${CAPS[$p]}" -args "$(pod_args "$p")"
+  out=$POD_RESULT
   assert_result_ok "$out"
   RES[$p]=$out
-  IP[$p]=$(jq -r '.result.ips[0].address' <<<"$out" | cut -d/ -f1)
   HOSTIF[$p]=$(host_if_for "${IP[$p]}")
   pass "ADD pod $p through the chain: ${IP[$p]} via ${HOSTIF[$p]} ($(jq -r .elapsedMs <<<"$out") ms)"
 done
@@ -204,7 +199,7 @@ if [ "$SARENA_SHAPES" = 1 ]; then
   pass "bandwidth: Sarena's programs on both sides of pod a, the daemon reports the limits in place; pod b untouched"
 else
   IFB=$(jq -r '[.result.interfaces[]?.name | select(startswith("bwp"))][0] // empty' <<<"${RES[a]}")
-  [ -n "$IFB" ] && ip link show "$IFB" >/dev/null 2>&1 || fail "bandwidth: no ifb device in the result/host: ${RES[a]}"
+  { [ -n "$IFB" ] && ip link show "$IFB" >/dev/null 2>&1; } || fail "bandwidth: no ifb device in the result/host: ${RES[a]}"
   tc qdisc show dev "$IFB" | grep -E 'tbf|htb' >/dev/null || fail "bandwidth: no tbf qdisc on $IFB"
   tc qdisc show dev "${HOSTIF[a]}" | grep -E 'tbf|htb' >/dev/null ||
     fail "bandwidth: no tbf qdisc on ${HOSTIF[a]}: $(tc qdisc show dev "${HOSTIF[a]}" 2>&1)"
@@ -221,11 +216,8 @@ mkdir -p "$WORK/www"
 echo "$TOKEN" >"$WORK/www/index.html"
 ip netns exec "${NS[a]}" busybox httpd -f -p 8080 -h "$WORK/www" &
 HTTPD_PID=$!
-defer "kill $HTTPD_PID"
-for _ in $(seq 50); do
-  ip netns exec "${NS[a]}" ss -Htln 'sport = :8080' | grep . >/dev/null && break
-  sleep 0.1
-done
+defer kill "$HTTPD_PID"
+wait_listening "${NS[a]}" 8080
 got=$(curl -s --max-time 5 "http://${IP[a]}:8080/") || true
 [ "$got" = "$TOKEN" ] || fail "httpd in pod a not reachable directly"
 got=$(curl -s --max-time 5 "http://$HOST_IP:$HOST_PORT/") || true
@@ -275,7 +267,7 @@ if command -v iperf3 >/dev/null; then
     within_15 "$bps" "$INGRESS_BPS" || fail "bandwidth: pod a received $bps bit/s, limit $INGRESS_BPS"
     pass "bandwidth: pod b -> pod a at $bps bit/s, the ingress limit is $INGRESS_BPS bit/s"
   else
-    [ "$bps" -gt 0 ] && [ "$bps" -lt $((EGRESS_BPS * 3 / 2)) ] ||
+    [[ $bps -gt 0 && $bps -lt $((EGRESS_BPS * 3 / 2)) ]] ||
       fail "bandwidth: pod a sent $bps bit/s, limit $EGRESS_BPS"
     pass "bandwidth: pod a -> pod b at $bps bit/s under the $EGRESS_BPS bit/s egress limit"
   fi

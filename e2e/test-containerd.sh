@@ -17,7 +17,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 e2e_init containerd
-command -v containerd >/dev/null && command -v ctr >/dev/null ||
+{ command -v containerd >/dev/null && command -v ctr >/dev/null; } ||
   fail "containerd missing: run scripts/setup-e2e.sh"
 command -v unshare >/dev/null || fail "unshare (util-linux) missing"
 pick_subnet
@@ -44,9 +44,18 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 EOF
 containerd --config "$CD/config.toml" >"$WORK/containerd.log" 2>&1 &
 CTD_PID=$!
-defer "kill $CTD_PID; wait $CTD_PID"
+defer stop_pid "$CTD_PID"
 NS_CTR="e2e-$RUN_ID"
 ctr_() { ctr --address "$SOCK" --namespace "$NS_CTR" "$@"; }
+# ctr_remove NAME PID: kills container NAME, waits for its `ctr run` (PID),
+# and removes the task, the container and runc's state.
+ctr_remove() {
+  ctr_ task kill -s SIGKILL "$1"
+  wait "$2"
+  ctr_ task rm -f "$1"
+  ctr_ container rm "$1"
+  runc --root "$CD/runc" delete --force "$1"
+}
 for _ in $(seq 100); do
   ctr_ version >/dev/null 2>&1 && break
   kill -0 "$CTD_PID" 2>/dev/null || fail "containerd exited"
@@ -65,7 +74,7 @@ fi
 
 # ctr puts containers in the cgroup /<namespace>/<id>; the namespace level
 # outlives the containers: remove it (and anything left in it) at exit.
-defer "remove_cgroup $NS_CTR"
+defer remove_cgroup "$NS_CTR"
 
 declare -A C IP HOSTIF CTR_PID
 for p in a b; do
@@ -76,10 +85,7 @@ for p in a b; do
     run --cni --runc-root '$CD/runc' --rootfs '$WORK/rootfs-$p' '${C[$p]}' /bin/sh -c 'sleep 3600'" \
     >"$WORK/ctr-run-$p.log" 2>&1 </dev/null &
   CTR_PID[$p]=$!
-  defer "ctr --address '$SOCK' --namespace '$NS_CTR' task kill -s SIGKILL '${C[$p]}'; wait ${CTR_PID[$p]}; \
-    ctr --address '$SOCK' --namespace '$NS_CTR' task rm -f '${C[$p]}'; \
-    ctr --address '$SOCK' --namespace '$NS_CTR' container rm '${C[$p]}'; \
-    runc --root '$CD/runc' delete --force '${C[$p]}'"
+  defer ctr_remove "${C[$p]}" "${CTR_PID[$p]}"
   for _ in $(seq 100); do
     ctr_ task ls 2>/dev/null | grep "^${C[$p]} .*RUNNING" >/dev/null && break
     kill -0 "${CTR_PID[$p]}" 2>/dev/null || fail "ctr run ${C[$p]} exited: $(cat "$WORK/ctr-run-$p.log")"

@@ -22,17 +22,11 @@ write_conflist "$CONF"
 
 declare -A IP IP6 HOSTIF NS ID
 for p in a b; do
-  NS[$p]="se-$RUN_ID-$p"
-  ID[$p]="e2e-$RUN_ID-$p"
-  new_netns "${NS[$p]}"
-  defer "'$DRIVER' -conflist '$CONF' -plugin-dir '$PLUGIN_DIR' -cache-dir '$WORK/cni-cache' -id '${ID[$p]}' -netns '' del"
-  out=$(drv add "$CONF" "${ID[$p]}" "/run/netns/${NS[$p]}" \
-    -args "IgnoreUnknown=1;K8S_POD_NAMESPACE=e2e;K8S_POD_NAME=pod-$p;K8S_POD_INFRA_CONTAINER_ID=${ID[$p]}") ||
-    fail "ADD pod $p: $out"
+  pod_add se "$p" -args "$(pod_args "$p" "K8S_POD_INFRA_CONTAINER_ID=e2e-$RUN_ID-$p")"
+  out=$POD_RESULT
   assert_result_ok "$out"
-  IP[$p]=$(jq -r '.result.ips[0].address' <<<"$out" | cut -d/ -f1)
   HOSTIF[$p]=$(host_if_for "${IP[$p]}")
-  [ -n "${HOSTIF[$p]}" ] && [ "${HOSTIF[$p]}" != "$HOST_DUMMY" ] || fail "no host route to ${IP[$p]}"
+  [[ -n ${HOSTIF[$p]} && ${HOSTIF[$p]} != "$HOST_DUMMY" ]] || fail "no host route to ${IP[$p]}"
   ip -n "${NS[$p]}" -4 -o addr show dev eth0 | grep -F " ${IP[$p]}/" >/dev/null ||
     fail "pod $p: eth0 does not carry ${IP[$p]}"
   if [ -n "${POD_SUBNET6:-}" ]; then

@@ -70,12 +70,12 @@ pass "podman $(pm version --format '{{.Client.Version}}') with the cni backend s
 
 # Containers live under the cgroup /$NET_NAME (--cgroup-parent), removed at
 # exit. (conmon itself always goes to podman's shared libpod_parent/conmon.)
-defer "remove_cgroup $NET_NAME"
+defer remove_cgroup "$NET_NAME"
 declare -A C IP IP6 HOSTIF SANDBOX
 for p in a b; do
   C[$p]="se-$RUN_ID-$p"
   make_rootfs "$WORK/rootfs-$p"
-  defer "podman rm -f -t 0 ${C[$p]}"
+  defer podman rm -f -t 0 "${C[$p]}"
   pm run -d --name "${C[$p]}" --network "$NET_NAME" --cgroup-parent "/$NET_NAME" --rootfs "$WORK/rootfs-$p" \
     /bin/sh -c 'trap "exit 0" TERM; sleep 3600 & wait' >"$WORK/podman-run-$p.log" 2>&1 ||
     fail "podman run ${C[$p]}: $(cat "$WORK/podman-run-$p.log")"
@@ -83,14 +83,14 @@ for p in a b; do
   IP[$p]=$(jq -r --arg n "$NET_NAME" '.[0].NetworkSettings.Networks[$n].IPAddress' <<<"$info")
   mac=$(jq -r --arg n "$NET_NAME" '.[0].NetworkSettings.Networks[$n].MacAddress' <<<"$info")
   SANDBOX[$p]=$(jq -r '.[0].NetworkSettings.SandboxKey' <<<"$info")
-  [ -n "${IP[$p]}" ] && [ "${IP[$p]}" != null ] || fail "podman inspect shows no IP for ${C[$p]}"
-  [ -n "$mac" ] && [ "$mac" != null ] || fail "podman inspect shows no MAC for ${C[$p]}"
+  [[ -n ${IP[$p]} && ${IP[$p]} != null ]] || fail "podman inspect shows no IP for ${C[$p]}"
+  [[ -n $mac && $mac != null ]] || fail "podman inspect shows no MAC for ${C[$p]}"
   pm exec "${C[$p]}" ip -4 -o addr show dev eth0 | grep -F " ${IP[$p]}/" >/dev/null ||
     fail "${C[$p]}: eth0 does not carry ${IP[$p]}"
   HOSTIF[$p]=$(host_if_for "${IP[$p]}")
   if [ -n "${POD_SUBNET6:-}" ]; then
     IP6[$p]=$(jq -r --arg n "$NET_NAME" '.[0].NetworkSettings.Networks[$n].GlobalIPv6Address' <<<"$info")
-    [ -n "${IP6[$p]}" ] && [ "${IP6[$p]}" != null ] || fail "podman inspect shows no IPv6 for ${C[$p]}"
+    [[ -n ${IP6[$p]} && ${IP6[$p]} != null ]] || fail "podman inspect shows no IPv6 for ${C[$p]}"
     pm exec "${C[$p]}" ip -6 -o addr show dev eth0 | grep -F " ${IP6[$p]}/" >/dev/null ||
       fail "${C[$p]}: eth0 does not carry ${IP6[$p]}"
     [ "$(host_if_for "${IP6[$p]}")" = "${HOSTIF[$p]}" ] ||

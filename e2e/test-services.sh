@@ -34,18 +34,7 @@ each_contender "$0" "$WHICH"
 
 e2e_init "services-$WHICH"
 require_tools socat nft iptables-restore
-ensure_driver
-node_setup
-pick_subnet
-case "$WHICH" in
-  ref) mode_setup ref ;;
-  ebpf | kernel)
-    command -v bpftool >/dev/null || [ "$WHICH" = kernel ] || fail "bpftool missing: run scripts/setup-e2e.sh"
-    SARENA_DATAPLANE=$WHICH mode_setup sarena
-    MODE_LABEL="sarena $WHICH"
-    ;;
-  *) fail "unknown mode '$WHICH' (all | ref | ebpf | kernel)" ;;
-esac
+contender_setup "$WHICH"
 EBPF=0
 [ "$WHICH" = ebpf ] && EBPF=1
 
@@ -56,14 +45,8 @@ declare -A IP HOSTIF NS ID
 declare -A CAP=([a]='{}' [b]='{}' [c]='{}')
 CAP[d]=$(jq -cn --argjson hp "$HOST_PORT" '{portMappings:[{hostPort:$hp, containerPort:8080, protocol:"tcp"}]}')
 for p in a b c d; do
-  NS[$p]="sp-$RUN_ID-$p"
-  ID[$p]="e2e-$RUN_ID-$p"
-  new_netns "${NS[$p]}"
-  defer "node_exec '$DRIVER' -conflist '$CONF' -plugin-dir '$PLUGIN_DIR' -cache-dir '$WORK/cni-cache' -id '${ID[$p]}' -netns '' del"
-  out=$(drv add "$CONF" "${ID[$p]}" "/run/netns/${NS[$p]}" -cap-args "${CAP[$p]}") ||
-    fail "ADD pod $p: $out"
-  IP[$p]=$(jq -r '.result.ips[0].address' <<<"$out" | cut -d/ -f1)
-  HOSTIF[$p]=$(node_exec ip -o -4 route get "${IP[$p]}" | sed -n 's/.* dev \([^ ]*\).*/\1/p')
+  pod_add sp "$p" -cap-args "${CAP[$p]}"
+  HOSTIF[$p]=$(node_host_if "${IP[$p]}")
   pass "ADD pod $p: ${IP[$p]} via ${HOSTIF[$p]}"
 done
 mode_assert_holding 4
@@ -78,18 +61,16 @@ serve() {
   local pod=$1
   shift
   ip netns exec "${NS[$pod]}" socat "$@" >>"$WORK/servers.log" 2>&1 &
-  defer "pkill -P $!; kill $!"
+  defer stop_tree "$!"
 }
 serve b TCP-LISTEN:8080,fork,reuseaddr SYSTEM:'echo b'
 serve c TCP-LISTEN:8080,fork,reuseaddr SYSTEM:'echo c'
 serve d TCP-LISTEN:8080,fork,reuseaddr SYSTEM:'echo d'
+# shellcheck disable=SC2016  # $q is the shell's that socat's SYSTEM runs
 serve b UDP-RECVFROM:5353,fork SYSTEM:'read q; echo "dns-b $q"'
 serve b TCP-LISTEN:9000,fork,reuseaddr EXEC:cat
 for p in b c d; do
-  for _ in $(seq 50); do
-    ip netns exec "${NS[$p]}" ss -Htln 'sport = :8080' | grep . >/dev/null && break
-    sleep 0.1
-  done
+  wait_listening "${NS[$p]}" 8080
 done
 
 # netns_of WHERE: the netns of a pod, "node" or "outside".
@@ -122,7 +103,7 @@ open_conn() {
   mkfifo "$WORK/$name.in"
   : >"$WORK/$name.out"
   ip netns exec "$ns" socat -T120 STDIO "TCP:$3:$4,connect-timeout=3" <"$WORK/$name.in" >>"$WORK/$name.out" 2>&1 &
-  defer "kill $!"
+  defer kill "$!"
   exec {fd}>"$WORK/$name.in"
   CONN_FD[$name]=$fd
 }
@@ -153,10 +134,10 @@ done
 if [ "$EBPF" = 1 ]; then
   d_a=$(($(counter "${HOSTIF[a]}" redirected_packets) - red_a))
   d_b=$(($(counter "${HOSTIF[b]}" redirected_packets) - red_b))
-  [ "$d_a" -ge 15 ] && [ "$d_b" -ge 10 ] ||
+  [[ $d_a -ge 15 && $d_b -ge 10 ]] ||
     fail "direct traffic not redirected by eBPF: a +$d_a, b +$d_b frames"
-  [ "$(counter "${HOSTIF[a]}" host_stack_flow_packets)" = "$hsf_a" ] &&
-    [ "$(counter "${HOSTIF[b]}" host_stack_flow_packets)" = "$hsf_b" ] ||
+  [[ $(counter "${HOSTIF[a]}" host_stack_flow_packets) = "$hsf_a" &&
+    $(counter "${HOSTIF[b]}" host_stack_flow_packets) = "$hsf_b" ]] ||
     fail "direct traffic went to the host stack as a host-stack flow"
   pass "eBPF counters: direct traffic redirected (a +$d_a, b +$d_b frames), no host-stack flow"
 fi
@@ -342,7 +323,7 @@ service_cases() {
       *) fail "[$rules] pod a -> ClusterIP $SVC_TWO:80 (two endpoints), connection $i: got '$got'" ;;
     esac
   done
-  [ "$seen_b" -gt 0 ] && [ "$seen_c" -gt 0 ] ||
+  [[ $seen_b -gt 0 && $seen_c -gt 0 ]] ||
     fail "[$rules] two endpoints: b answered $seen_b, c $seen_c of 30 connections"
   pass "[$rules] pod a -> ClusterIP $SVC_TWO:80, two endpoints: b $seen_b, c $seen_c of 30"
   got=$(echo "q$rules" | ip netns exec "${NS[a]}" socat -T3 - "UDP:$SVC_DNS:53" 2>/dev/null) || true
@@ -360,11 +341,11 @@ service_cases() {
 
 hsf_b=$(counter "${HOSTIF[b]}" host_stack_flow_packets)
 kube_proxy_iptables
-defer "kube_proxy_iptables_flush"
+defer kube_proxy_iptables_flush
 service_cases iptables
 kube_proxy_iptables_flush
 kube_proxy_nft
-defer "node_exec nft delete table ip kube-proxy"
+defer node_exec nft delete table ip kube-proxy
 service_cases nft
 if [ "$MODE" = sarena ]; then
   talk svc-nft before-restart

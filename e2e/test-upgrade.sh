@@ -24,9 +24,7 @@ source "$(dirname "$0")/lib-upgrade.sh"
 
 [ "${1:-sarena}" = sarena ] || { echo "test-upgrade.sh tests Sarena's own releases (mode sarena only)"; exit 0; }
 e2e_init upgrade
-for tool in socat tc bpftool ss git cargo; do
-  command -v "$tool" >/dev/null || fail "$tool missing: run scripts/setup-e2e.sh"
-done
+require_tools socat tc bpftool ss git cargo
 build_old_release
 new_bin
 build_fault_daemon
@@ -45,25 +43,11 @@ write_conflist "$CONF"
 
 declare -A IP HOSTIF NS ID
 PODS=()
-# node_host_if IP: the node's link to pod address IP.
-node_host_if() {
-  local dev
-  dev=$(node_exec ip -o -4 route get "$1" | sed -n 's/.* dev \([^ ]*\).*/\1/p')
-  [ -n "$dev" ] || fail "the node has no route to $1"
-  echo "$dev"
-}
 # add_pod P: ADD through the plugin in the plugin dir (PLUGIN_RELEASE's).
 add_pod() {
-  local p=$1 out
-  NS[$p]="su-$RUN_ID-$p"
-  ID[$p]="e2e-$RUN_ID-$p"
-  new_netns "${NS[$p]}"
-  defer "node_exec '$DRIVER' -conflist '$CONF' -plugin-dir '$PLUGIN_DIR' -cache-dir '$WORK/cni-cache' -id '${ID[$p]}' -netns '' del"
-  out=$(drv add "$CONF" "${ID[$p]}" "/run/netns/${NS[$p]}" \
-    -args "IgnoreUnknown=1;K8S_POD_NAMESPACE=e2e;K8S_POD_NAME=pod-$p") ||
-    fail "ADD pod $p ($PLUGIN_RELEASE plugin, $DAEMON_RELEASE daemon): $out"
-  assert_result_ok "$out"
-  IP[$p]=$(jq -r '.result.ips[0].address' <<<"$out" | cut -d/ -f1)
+  local p=$1
+  ADD_CONTEXT="$PLUGIN_RELEASE plugin, $DAEMON_RELEASE daemon" pod_add su "$p" -args "$(pod_args "$p")"
+  assert_result_ok "$POD_RESULT"
   HOSTIF[$p]=$(node_host_if "${IP[$p]}")
   PODS+=("$p")
   ping_ok "pod $p (${IP[$p]}, ADDed by the $PLUGIN_RELEASE plugin via the $DAEMON_RELEASE daemon) -> pod a" \
@@ -72,8 +56,7 @@ add_pod() {
 # readd_pod P: a repeated ADD of pod P (same attachment, its link there).
 readd_pod() {
   local p=$1 out
-  out=$(drv add "$CONF" "${ID[$p]}" "/run/netns/${NS[$p]}" \
-    -args "IgnoreUnknown=1;K8S_POD_NAMESPACE=e2e;K8S_POD_NAME=pod-$p") ||
+  out=$(drv add "$CONF" "${ID[$p]}" "/run/netns/${NS[$p]}" -args "$(pod_args "$p")") ||
     fail "repeated ADD pod $p ($PLUGIN_RELEASE plugin, $DAEMON_RELEASE daemon): $out"
   IP[$p]=$(jq -r '.result.ips[0].address' <<<"$out" | cut -d/ -f1)
   HOSTIF[$p]=$(node_host_if "${IP[$p]}")
@@ -131,7 +114,7 @@ swap() {
   local label=$1 to=$2 n=${#REPORT[@]} t0=$SECONDS
   ping_start "${NS[a]}" "${IP[b]}" "$WORK/ping-$n.log"
   sleep 0.5
-  # shellcheck disable=SC2046
+  # shellcheck disable=SC2046 # host veth names, one per word
   watch_filters $(host_ifs)
   daemon_swap "$to" "$3" "${4:-}"
   sleep 0.5

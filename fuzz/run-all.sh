@@ -14,8 +14,7 @@ for t in netconf env cni_args result daemon_api; do
     seeds=""
     [ -d "seeds/$t" ] && seeds="seeds/$t"
     start=$(date +%s)
-    # shellcheck disable=SC2086
-    cargo +nightly fuzz run "$t" "corpus/$t" $seeds -- -max_total_time="$secs" -print_final_stats=1 \
+    cargo +nightly fuzz run "$t" "corpus/$t" ${seeds:+"$seeds"} -- -max_total_time="$secs" -print_final_stats=1 \
         >"logs/$t.log" 2>&1 || echo "$t: FAILED (see logs/$t.log)"
     end=$(date +%s)
     echo "$t: wall $((end - start))s; $(grep -E '^Done' "logs/$t.log" || echo 'no Done line')"

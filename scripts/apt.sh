@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the set-up scripts: ensure_packages PKG... installs whichever of
 # the Debian packages are missing (apt-get update first, waiting for the apt
 # lock). Requires a `log` function.

@@ -69,7 +69,7 @@ for i in 0 1; do
   echo "== CNI ADD $ns"
   out="$(cni ADD "$ns")"
   echo "$out" | jq -c .
-  IPS[$i]="$(echo "$out" | jq -r '.ips[0].address' | cut -d/ -f1)"
+  IPS[i]="$(echo "$out" | jq -r '.ips[0].address' | cut -d/ -f1)"
 done
 
 echo "== pod a (${IPS[0]}) -> pod b (${IPS[1]})"

@@ -30,7 +30,7 @@ if [ ! -d "$sysroot/lib/rustlib/src/rust/library" ]; then
 fi
 
 # bpf-linker, linked against the very libLLVM nightly ships.
-llvm_lib="$(ls "$sysroot"/lib/libLLVM.so.*-rust-* 2>/dev/null | head -n1 || true)"
+llvm_lib="$(compgen -G "$sysroot/lib/libLLVM.so.*-rust-*" | head -n1 || true)"
 if [ -z "$llvm_lib" ]; then
   log "no libLLVM in $sysroot/lib (is llvm-tools part of this nightly?)"
   exit 1

@@ -9,8 +9,9 @@ cd "$(dirname "$0")/.."
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
-# Debian packages the tests and the demo use.
-APT_PACKAGES=(iproute2 jq iputils-ping nftables curl)
+# Debian packages the tests and the demo use (shellcheck: scripts/test.sh's
+# lint of the shell scripts).
+APT_PACKAGES=(iproute2 jq iputils-ping nftables curl shellcheck)
 ensure_packages "${APT_PACKAGES[@]}"
 
 # bpffs for the eBPF dataplane's pins.

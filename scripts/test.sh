@@ -41,6 +41,15 @@ if [ "$(id -u)" != 0 ]; then
   echo "warning: not root: the privileged tests are not run (reported as ignored)" >&2
 fi
 
+# Cheap lints first. Every tracked shell script (the e2e tests, their sourced
+# libraries, the set-up scripts): -x follows each `source`, found through
+# the `# shellcheck source=` directives (relative to the repository root)
+# or beside the sourcing script. An exception is a `# shellcheck disable=`
+# comment with its reason, on the line it excuses.
+echo "== shellcheck"
+mapfile -t shell_scripts < <(git ls-files '*.sh' .ci/run)
+shellcheck -x --source-path=SCRIPTDIR "${shell_scripts[@]}"
+
 # The eBPF object the privileged dataplane tests load: the one sarena-daemon's
 # build script (aya-build) embeds. Under CI a missing eBPF toolchain is a
 # build error, not an empty object.

@@ -132,6 +132,24 @@ wait_until() {
   return 1
 }
 
+# phase NAME: the test's next phase, logged; the time of the one before
+# goes to PHASES (its name padded to PHASE_WIDTH, default 58). `phase ""`
+# ends the last one.
+PHASES=() PHASE_T=$SECONDS PHASE_NAME=""
+phase() {
+  if [ -n "$PHASE_NAME" ]; then
+    PHASES+=("$(printf '%-*s %4ss' "${PHASE_WIDTH:-58}" "$PHASE_NAME" $((SECONDS - PHASE_T)))")
+  fi
+  PHASE_NAME=$1 PHASE_T=$SECONDS
+  [ -z "$1" ] || log "== $1"
+}
+# phase_report: ends the last phase and logs every phase's time.
+phase_report() {
+  phase ""
+  log "phase times:"
+  printf '  %s\n' "${PHASES[@]}" >&2
+}
+
 # k ARGS...: kubectl against the cluster in $DIR.
 k() { k8s_kubectl "$DIR" "$@"; }
 

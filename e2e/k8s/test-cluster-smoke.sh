@@ -22,17 +22,9 @@ fail() {
 # alive PID: the process exists and is not a zombie waiting for its reaper
 alive() { [ -e "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
 
-PHASES=()
-PHASE_T=$SECONDS PHASE_NAME=""
-phase() {
-  if [ -n "$PHASE_NAME" ]; then PHASES+=("$(printf '%-34s %4ss' "$PHASE_NAME" $((SECONDS - PHASE_T)))"); fi
-  PHASE_NAME=$1 PHASE_T=$SECONDS
-  [ -z "$1" ] || log "== $1"
-}
+PHASE_WIDTH=34
 report() {
-  phase ""
-  log "phase times:"
-  printf '  %s\n' "${PHASES[@]}" >&2
+  phase_report
   log "total ${SECONDS}s"
 }
 

@@ -42,12 +42,7 @@ if [ "${1:-sarena}" != sarena ]; then
 fi
 read -r -a SIZES <<<"${SARENA_DEPLOY_PODS-10}"
 
-PHASES=() PHASE_T=$SECONDS PHASE_NAME=""
-phase() {
-  if [ -n "$PHASE_NAME" ]; then PHASES+=("$(printf '%-74s %4ss' "$PHASE_NAME" $((SECONDS - PHASE_T)))"); fi
-  PHASE_NAME=$1 PHASE_T=$SECONDS
-  [ -z "$1" ] || log "== $1"
-}
+PHASE_WIDTH=74
 
 RID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 N1=s$RID-node1 N2=s$RID-node2 REF=s$RID-ref
@@ -76,9 +71,7 @@ finish() {
   for n in "$N1" "$N2" "$REF"; do rm -rf "/sys/fs/bpf/sarena-node/$n"; done
   rmdir /sys/fs/bpf/sarena-node 2>/dev/null
   if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $DIR"; else rm -rf --one-file-system "$DIR"; fi
-  phase ""
-  log "phase times:"
-  printf '  %s\n' "${PHASES[@]}" >&2
+  phase_report
   if [ -s "$DIR/measurements" ]; then
     log "pod sandbox-ready (create -> Running), same run:"
     sed 's/^/  /' "$DIR/measurements" >&2

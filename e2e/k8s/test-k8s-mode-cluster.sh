@@ -38,13 +38,6 @@ if [ "${1:-sarena}" != sarena ]; then
   exit 0
 fi
 
-PHASES=() PHASE_T=$SECONDS PHASE_NAME=""
-phase() {
-  if [ -n "$PHASE_NAME" ]; then PHASES+=("$(printf '%-58s %4ss' "$PHASE_NAME" $((SECONDS - PHASE_T)))"); fi
-  PHASE_NAME=$1 PHASE_T=$SECONDS
-  [ -z "$1" ] || log "== $1"
-}
-
 phase "build, setup-k8s.sh (cached)"
 if [ -z "${SARENA_BIN_DIR:-}" ]; then
   for d in "$REPO/target/release" "$REPO/target/debug"; do
@@ -74,9 +67,7 @@ finish() {
   sm_cleanup
   k8s_down "$DIR" >/dev/null 2>&1
   if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $DIR"; else rm -rf --one-file-system "$DIR"; fi
-  phase ""
-  log "phase times:"
-  printf '  %s\n' "${PHASES[@]}" >&2
+  phase_report
   if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc)"; fi
   exit "$rc"
 }

@@ -63,7 +63,7 @@ _k8s_node_down() {
   shims=$(_k8s_marked "$NAME\\.containerd" | grep -vx "$(_k8s_pid "$NAME.containerd" || echo none)")
   # shellcheck disable=SC2086 # PID lists
   procs="$shims $(_k8s_descendants $shims)"
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086 # PID list, one per word
   _k8s_container_cgroups $procs >>"$ND/cgroups" 2>/dev/null
   if _k8s_pid "$NAME.containerd" >/dev/null; then
     for id in $(_k8s_ctr "$NAME" tasks ls -q 2>/dev/null); do
@@ -72,7 +72,7 @@ _k8s_node_down() {
   fi
   _k8s_stop "$NAME.containerd"
   for p in $procs; do kill -KILL "$p" 2>/dev/null; done
-  # shellcheck disable=SC2046
+  # shellcheck disable=SC2046 # cgroup paths, one per word
   _k8s_rmdir_cgroups $(sort -u "$ND/cgroups" 2>/dev/null)
   _k8s_stop "$NAME.holder" 5
   rm -f "$ND/holder.ready"
