@@ -46,7 +46,7 @@ fi
 # the `# shellcheck source=` directives (relative to the repository root)
 # or beside the sourcing script. An exception is a `# shellcheck disable=`
 # comment with its reason, on the line it excuses.
-echo "== shellcheck"
+phase "shellcheck (every tracked shell script)"
 mapfile -t shell_scripts < <(git ls-files '*.sh' .ci/run)
 shellcheck -x --source-path=SCRIPTDIR "${shell_scripts[@]}"
 
