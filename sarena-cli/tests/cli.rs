@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use sarena_core::api::{Daemon, EndpointCreate, PodRef};
+use sarena_core::api::{Daemon, EndpointCreate, EndpointSpec, PodRef};
 use sarena_test_support::daemon::{SMALL_POOL, Site, alloc_req, owner};
 use serde_json::Value;
 
@@ -66,19 +66,22 @@ async fn populate(site: &Site) {
     let alloc = client.allocate(req).await.unwrap();
     client
         .create_endpoint(EndpointCreate {
-            owner: owner("web"),
-            pod: PodRef {
-                namespace: Some("shop".into()),
-                name: Some("web-0".into()),
-                uid: None,
+            spec: EndpointSpec {
+                owner: owner("web"),
+                pod: PodRef {
+                    namespace: Some("shop".into()),
+                    name: Some("web-0".into()),
+                    uid: None,
+                },
+                host_ifname: "lxcweb".into(),
+                host_ifindex: 4242,
+                host_mac: "02:00:00:00:00:01".parse().unwrap(),
+                pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+                addresses: vec![alloc.addresses[0].address],
+                netns: "/var/run/netns/web".into(),
+                bandwidth: None,
+                identity: Default::default(),
             },
-            host_ifname: "lxcweb".into(),
-            host_ifindex: 4242,
-            host_mac: "02:00:00:00:00:01".parse().unwrap(),
-            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-            addresses: vec![alloc.addresses[0].address],
-            netns: "/var/run/netns/web".into(),
-            bandwidth: None,
         })
         .await
         .unwrap();

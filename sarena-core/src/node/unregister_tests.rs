@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
-use crate::api::{AllocateRequest, Daemon, EndpointCreate, PodRef};
+use crate::api::{AllocateRequest, Daemon, EndpointCreate, EndpointSpec, PodRef};
 
 fn owner() -> Attachment {
     Attachment {
@@ -33,15 +33,18 @@ async fn registered(node: &Node) -> Endpoint {
         .await
         .unwrap();
     node.create_endpoint(EndpointCreate {
-        owner: owner(),
-        pod: PodRef::default(),
-        host_ifname: "lxc0123456789ab".into(),
-        host_ifindex: 7,
-        host_mac: "02:00:00:00:00:01".parse().unwrap(),
-        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-        addresses: alloc.addresses.iter().map(|a| a.address).collect(),
-        netns: "/var/run/netns/x".into(),
-        bandwidth: None,
+        spec: EndpointSpec {
+            owner: owner(),
+            pod: PodRef::default(),
+            host_ifname: "lxc0123456789ab".into(),
+            host_ifindex: 7,
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+            addresses: alloc.addresses.iter().map(|a| a.address).collect(),
+            netns: "/var/run/netns/x".into(),
+            bandwidth: None,
+            identity: Default::default(),
+        },
     })
     .await
     .unwrap()
@@ -53,7 +56,7 @@ async fn the_endpoint_goes_and_the_address_stays_under_a_lease() {
     let now = Arc::new(AtomicU64::new(1_000));
     let node = open_node(dir.path(), 60, now.clone());
     let endpoint = registered(&node).await;
-    let address = endpoint.addresses[0];
+    let address = endpoint.spec.addresses[0];
 
     now.store(2_000, Ordering::SeqCst);
     let removed = node.unregister_endpoint(owner()).await.unwrap();
@@ -70,7 +73,7 @@ async fn the_endpoint_goes_and_the_address_stays_under_a_lease() {
     let node = open_node(dir.path(), 60, now.clone());
     assert_eq!(node.endpoint(owner()).await.unwrap(), None);
     let again = registered(&node).await;
-    assert_eq!(again.addresses, vec![address]);
+    assert_eq!(again.spec.addresses, vec![address]);
     let state = node.ipam_state().await.unwrap();
     assert_eq!(state.allocations[0].lease_expires_at, None);
 }

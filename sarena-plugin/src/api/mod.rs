@@ -6,7 +6,9 @@ mod bandwidth;
 mod bodies;
 mod client;
 mod daemon;
+mod endpoint;
 mod error;
+mod identity;
 mod mode;
 mod path;
 mod status;
@@ -19,7 +21,11 @@ pub use client::{DEFAULT_SOCKET, DEFAULT_TIMEOUT, HttpDaemon};
 pub use daemon::Daemon;
 #[cfg(any(test, feature = "mocks"))]
 pub use daemon::MockDaemon;
+pub use endpoint::{Endpoint, EndpointCreate, EndpointSpec};
 pub use error::{ApiErrorBody, ApiErrorKind, DaemonError};
+pub use identity::{
+    Labels, MAX_LABEL_KEY_LEN, MAX_LABEL_VALUE_LEN, MAX_LABELS, PodIdentity, bound_labels,
+};
 pub use mode::DataplaneMode;
 pub use path::{
     MAX_BODY_BYTES, SegmentError, allocation_path, decode_segment, encode_segment, endpoint_path,

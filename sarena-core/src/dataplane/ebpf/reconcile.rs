@@ -35,9 +35,9 @@ impl AyaDataplane {
         let live: Vec<Endpoint> = endpoints
             .iter()
             .filter(|e| {
-                let present = host_ifindex(&e.host_ifname) == Some(e.host_ifindex);
+                let present = host_ifindex(&e.spec.host_ifname) == Some(e.spec.host_ifindex);
                 if !present {
-                    tracing::warn!(ifname = %e.host_ifname, "reconcile: host veth gone, not attaching");
+                    tracing::warn!(ifname = %e.spec.host_ifname, "reconcile: host veth gone, not attaching");
                 }
                 present
             })
@@ -63,9 +63,9 @@ impl AyaDataplane {
             for endpoint in &live {
                 let filters = found
                     .current
-                    .get(&endpoint.host_ifindex)
+                    .get(&endpoint.spec.host_ifindex)
                     .map_or(&[][..], Vec::as_slice);
-                before.push(state.pacing.get(endpoint.host_ifindex)?);
+                before.push(state.pacing.get(endpoint.spec.host_ifindex)?);
                 let swap = !state.runs_ours(endpoint, filters);
                 if swap {
                     // Before the swap: the old programs count into the old
@@ -75,13 +75,13 @@ impl AyaDataplane {
                         Ok(true) => carried += 1,
                         Ok(false) => {}
                         // The fast path matters more than the counters.
-                        Err(error) => tracing::warn!(ifname = %endpoint.host_ifname, %error,
+                        Err(error) => tracing::warn!(ifname = %endpoint.spec.host_ifname, %error,
                             "reconcile: counters not carried over"),
                     }
                 }
                 match state.attach(endpoint, filters) {
                     Ok(true) => {
-                        report.attached.push(endpoint.host_ifname.clone());
+                        report.attached.push(endpoint.spec.host_ifname.clone());
                         swapped += usize::from(swap);
                         if swapped == 1 && swap {
                             state.upgrade.kill_if(KillPoint::FirstSwap);
@@ -142,7 +142,7 @@ async fn scan_filters(
     live: &[Endpoint],
     our_maps: &BTreeSet<u32>,
 ) -> Result<Found, DataplaneError> {
-    let live_ifindexes: BTreeSet<u32> = live.iter().map(|e| e.host_ifindex).collect();
+    let live_ifindexes: BTreeSet<u32> = live.iter().map(|e| e.spec.host_ifindex).collect();
     let ours_by_id = programs_using(our_maps);
     let handle = netlink::host_handle().map_err(|source| DataplaneError::Socket { source })?;
     let mut found = Found {
