@@ -217,7 +217,8 @@ mod tests {
         c.drops.insert("malformed_ipv4".into(), 0);
         let text = render_one(&stats(Some(c)), 100);
         assert!(
-            text.contains("Host interface: lxc0123 (ifindex 17, 02:00:00:00:00:01)"),
+            text.lines().any(|l| l.starts_with("Host interface:")
+                && l.ends_with(" lxc0123 (ifindex 17, 02:00:00:00:00:01)")),
             "{text}"
         );
         assert!(

@@ -152,7 +152,15 @@ async fn every_command_in_both_formats() {
     let one = json(&socket, &["endpoint", "get", "web"]);
     assert_eq!(one["endpoint"]["pod"]["name"], "web-0");
     let text = ok(&socket, &["endpoint", "get", "web", "--ifname", "eth0"]);
-    assert!(text.contains("Pod:            shop/web-0"), "{text}");
+    let has = |line: &[&str]| {
+        text.lines()
+            .any(|l| l.split_whitespace().eq(line.iter().copied()))
+    };
+    assert!(has(&["Pod:", "shop/web-0"]), "{text}");
+    assert!(
+        has(&["Labels:", "-"]),
+        "no labels outside Kubernetes mode: {text}"
+    );
     assert!(text.contains("No dataplane counters"), "{text}");
     let missing = sarena(&socket, &["endpoint", "get", "nope"]);
     assert_eq!(missing.status.code(), Some(1));

@@ -100,6 +100,8 @@
 //!   [`node::WithDataplane`] and the daemon's [`node::NodeConfig`].
 //! - [`dataplane`]: the [`dataplane::Dataplane`] trait: how pod traffic is
 //!   forwarded, and the per-endpoint eBPF counters.
+//! - [`identity`]: pod identity (an endpoint's labels and its namespace's),
+//!   kept up to date from pod and namespace events, pushed to the dataplane.
 //! - [`cluster`]: Kubernetes mode's logic without a Kubernetes client: pools from the
 //!   Node's podCIDRs, routes to the other nodes (native or VXLAN), the control loop.
 //! - [`install`]: [`install::Installer`], the plugin binary and the conflist
@@ -114,6 +116,7 @@
 
 pub mod cluster;
 pub mod dataplane;
+pub mod identity;
 pub mod install;
 pub mod ipam;
 pub mod node;

@@ -89,3 +89,34 @@ async fn a_kept_allocation_nobody_claims_expires() {
     assert_eq!(node.expire_leases(1_060).unwrap(), vec![owner()]);
     assert!(node.ipam_state().await.unwrap().allocations.is_empty());
 }
+
+#[tokio::test]
+async fn an_identity_is_recorded_durably_and_a_repeated_add_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = Arc::new(AtomicU64::new(1_000));
+    let node = open_node(dir.path(), 60, now.clone());
+    let endpoint = registered(&node).await;
+    let identity = crate::api::PodIdentity {
+        labels: [("app".to_owned(), "web".to_owned())].into(),
+        namespace_labels: Default::default(),
+    };
+    let updated = node.set_identity(&owner(), &identity).unwrap().unwrap();
+    assert_eq!(updated.spec.identity, identity);
+    // The plugin's repeated ADD (without labels) is the same endpoint: kept as is.
+    let again = node
+        .create_endpoint(EndpointCreate {
+            spec: endpoint.spec.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.spec.identity, identity);
+    drop(node);
+    let node = open_node(dir.path(), 60, now);
+    let reopened = node.registered_endpoint(&owner()).unwrap().unwrap();
+    assert_eq!(reopened.spec.identity, identity);
+    let stranger = Attachment {
+        container_id: "gone".into(),
+        ifname: "eth0".into(),
+    };
+    assert!(node.set_identity(&stranger, &identity).unwrap().is_none());
+}

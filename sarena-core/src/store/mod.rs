@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{AllocatedAddress, Attachment, Endpoint, PodRef};
 
+mod identity;
 mod removals;
 
 pub use removals::OwedRemoval;

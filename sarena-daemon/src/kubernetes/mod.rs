@@ -4,15 +4,18 @@
 //! reconciled before the API server answers; then the Node objects are
 //! watched and the supervisor (`sarena_core::cluster::Supervisor`) opens the
 //! node state with pools from this node's podCIDRs, keeps the routes to the
-//! other nodes in sync and marks the Node `NetworkUnavailable=False`.
+//! other nodes in sync and marks the Node `NetworkUnavailable=False`. The
+//! Pods on this node and the Namespaces are watched too: their labels are
+//! the endpoints' identities ([`IdentityHub`]).
 
+mod identity;
 mod state;
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sarena_core::api::{Daemon, KubernetesStatus};
+use sarena_core::api::{Attachment, Daemon, KubernetesStatus};
 use sarena_core::cluster::kernel::RtnetlinkPeers;
 use sarena_core::cluster::{ClusterError, PeerSync, Supervisor, SupervisorParts};
 use sarena_core::node::NodeConfig;
@@ -27,6 +30,7 @@ use crate::dataplane::{DataplaneParts, DataplaneStartError};
 use crate::metrics::{Metrics, MetricsError};
 use crate::operated::{KubernetesCell, Operated};
 use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, UnixSocket};
+pub use identity::IdentityHub;
 pub use state::DaemonNodeState;
 
 /// Why Kubernetes mode could not start or stopped.
@@ -98,13 +102,15 @@ pub async fn run(
     let kernel = Arc::new(RtnetlinkPeers::new()?);
     let dataplane = DataplaneParts::new(config.dataplane, &cli.bpf_pin_dir)?;
     let queue = DeleteQueue::new(cli.delete_queue_dir());
+    let (identity, identity_task) = IdentityHub::spawn(dataplane.updates());
     let state = DaemonNodeState::new(
         cli.state_dir.clone(),
         queue.clone(),
         config.clone(),
         dataplane.clone(),
     )
-    .with_observers(status.clone(), metrics.clone());
+    .with_observers(status.clone(), metrics.clone())
+    .with_identity(identity.clone());
     let mut supervisor = Supervisor::new(SupervisorParts {
         node_name: name.clone(),
         routing: config.kubernetes.routing,
@@ -128,7 +134,11 @@ pub async fn run(
     let (stop, stopped) = watch::channel(false);
     let mut operated = Operated::new(supervisor.switch())
         .with_delete_queue(queue)
-        .with_kubernetes(status);
+        .with_kubernetes(status)
+        .on_registered({
+            let identity = identity.clone();
+            Arc::new(move |owner: &Attachment| identity.registered(owner.clone()))
+        });
     if let Some(m) = &metrics {
         operated = operated.with_metrics(m.clone());
     }
@@ -156,6 +166,7 @@ pub async fn run(
     if let Err(e) = supervisor.resume().await {
         tracing::warn!("cannot reopen the last run's session: {e}");
     }
+    let identity_watch = sarena_k8s::watch_identity(client.clone(), &name, identity.events());
     let (views, watcher) = sarena_k8s::watch_nodes(client, name);
     let mut on_stop = stopped;
     let run = supervisor.run(views, async move {
@@ -171,6 +182,8 @@ pub async fn run(
     };
     let _ = stop.send(true);
     watcher.abort();
+    identity_watch.abort();
+    identity_task.abort();
     for task in [metrics_task, cni_conf_task].into_iter().flatten() {
         task.abort();
     }

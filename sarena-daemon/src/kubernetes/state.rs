@@ -18,6 +18,8 @@ use crate::dataplane::{DataplaneParts, start_on};
 use crate::metrics::Metrics;
 use crate::operated::KubernetesCell;
 
+use super::identity::IdentityHub;
+
 /// The daemon's node state for the supervisor.
 pub struct DaemonNodeState {
     state_dir: PathBuf,
@@ -31,6 +33,8 @@ pub struct DaemonNodeState {
     status: Option<KubernetesCell>,
     /// Where replays and reconciliations are counted.
     metrics: Option<Arc<Metrics>>,
+    /// Pod identity: told about every session's node.
+    identity: Option<IdentityHub>,
 }
 
 impl std::fmt::Debug for DaemonNodeState {
@@ -61,6 +65,7 @@ impl DaemonNodeState {
             leases: Mutex::new(None),
             status: None,
             metrics: None,
+            identity: None,
         }
     }
 
@@ -69,6 +74,12 @@ impl DaemonNodeState {
     pub fn with_observers(mut self, status: KubernetesCell, metrics: Option<Arc<Metrics>>) -> Self {
         self.status = Some(status);
         self.metrics = metrics;
+        self
+    }
+
+    /// Hands each session's node to `hub`, which keeps its endpoints' labels.
+    pub fn with_identity(mut self, hub: IdentityHub) -> Self {
+        self.identity = Some(hub);
         self
     }
 
@@ -140,6 +151,9 @@ impl NodeState for DaemonNodeState {
             status.pod_cidrs = session.pod_cidrs.clone();
         }
         self.file.store(session)?;
+        if let Some(hub) = &self.identity {
+            hub.open(node.clone());
+        }
         self.stop_leases().await;
         if let Some(every) = lease_check_interval(config.lease_seconds) {
             *self
@@ -152,6 +166,9 @@ impl NodeState for DaemonNodeState {
     }
 
     async fn close(&self) {
+        if let Some(hub) = &self.identity {
+            hub.close();
+        }
         self.stop_leases().await;
     }
 }
