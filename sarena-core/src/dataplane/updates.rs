@@ -38,7 +38,8 @@ pub enum UpdateOutcome {
     Ignored,
 }
 
-/// A dataplane's node-wide update path (see the [module docs](self)).
+/// A dataplane's node-wide update path: the node pushes each [`NodeUpdate`]
+/// and the dataplane says what it did with it; there is no default method.
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
 #[async_trait]
 pub trait NodeUpdates: Send + Sync {

@@ -17,7 +17,8 @@ use tokio::task::JoinHandle;
 /// How many events may wait for the tracker before senders wait too.
 const QUEUE: usize = 1024;
 
-/// See the [module docs](self). Cheap to clone.
+/// Kubernetes mode's pod identity: the tracker's task, fed by the Pod and
+/// Namespace watches and by the API's registrations. Cheap to clone.
 #[derive(Clone)]
 pub struct IdentityHub {
     events: mpsc::Sender<IdentityEvent>,
