@@ -106,8 +106,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Some(c) = &stats.counters {
             println!(
                 "{} ({}): from_pod_packets={} redirected_packets={} arp_replies={} drops={}",
-                stats.endpoint.owner.container_id,
-                stats.endpoint.host_ifname,
+                stats.endpoint.spec.owner.container_id,
+                stats.endpoint.spec.host_ifname,
                 c.get("from_pod_packets"),
                 c.get("redirected_packets"),
                 c.get("arp_replies"),

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use sarena_core::api::{AllocateRequest, Attachment, Daemon, EndpointCreate, HttpDaemon, PodRef};
+use sarena_core::api::{
+    AllocateRequest, Attachment, Daemon, EndpointCreate, EndpointSpec, HttpDaemon, PodRef,
+};
 use sarena_core::node::{Node, NodeConfig};
 use sarena_daemon::server::{UnixSocket, serve};
 use tokio::runtime::{Builder, Runtime};
@@ -113,15 +115,18 @@ fn api(c: &mut Criterion) {
                 let a = plugin.allocate(alloc_req(n)).await.unwrap();
                 plugin
                     .create_endpoint(EndpointCreate {
-                        owner: owner(n),
-                        pod: PodRef::default(),
-                        host_ifname: "lxcbench".into(),
-                        host_ifindex: 9,
-                        host_mac: "02:00:00:00:00:01".parse().unwrap(),
-                        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-                        addresses: a.addresses.iter().map(|x| x.address).collect(),
-                        netns: "/var/run/netns/bench".into(),
-                        bandwidth: None,
+                        spec: EndpointSpec {
+                            owner: owner(n),
+                            pod: PodRef::default(),
+                            host_ifname: "lxcbench".into(),
+                            host_ifindex: 9,
+                            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+                            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+                            addresses: a.addresses.iter().map(|x| x.address).collect(),
+                            netns: "/var/run/netns/bench".into(),
+                            bandwidth: None,
+                            identity: Default::default(),
+                        },
                     })
                     .await
                     .unwrap();

@@ -63,11 +63,14 @@ sm_cni() {
       "daemon-endpoint": $sock, "delete-queue-dir": $dq, "log-file": $log}')
   k8s_exec "$DIR" "$node" env CNI_COMMAND="$command" CNI_CONTAINERID="$pod-$RID" \
     CNI_NETNS="/var/run/netns/$(sm_podns "$pod")" CNI_IFNAME=eth0 CNI_PATH="$SARENA_BIN_DIR" \
-    CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=$pod;K8S_POD_UID=uid-$pod-$RID" \
+    CNI_ARGS="K8S_POD_NAMESPACE=default;K8S_POD_NAME=$pod;K8S_POD_UID=${POD_UID[$pod]:-uid-$pod-$RID}" \
     "$SARENA_BIN_DIR/sarena-cni" <<<"$conf"
 }
 
 sm_podns() { echo "sk8sp-$RID-$1"; }
+
+# POD_UID[POD]: the uid ADD passes for POD (a Pod object's real one); default uid-POD-RID.
+declare -gA POD_UID
 
 # sm_pod NODE ROUTING POD: a pod netns, ADDed; sets POD_IP[POD].
 declare -gA POD_IP POD_NODE POD_ROUTING

@@ -9,6 +9,8 @@
 #   daemons ready, NetworkUnavailable=False (SarenaIsUp), peer routes in place;
 #   pods on two nodes: ping and TCP (1 MiB) both ways, through the eBPF programs;
 #   the pod UID in the endpoint registry; the pods' MTU lowered in vxlan;
+#   (native) a Pod object's labels and its namespace's in `sarena endpoint
+#   get`, following `kubectl label`;
 #   a cross-node ClusterIP Service: kube-proxy's iptables rules on node1 DNAT
 #   a pod on node1 to a backend pod on node2;
 #   the daemon SIGKILLed and restarted under a 10/s ping: at most one lost,
@@ -21,7 +23,7 @@
 # is reachable without restarting the others; deleted, its routes go on
 # every node.
 # Usage (root): e2e/k8s/test-k8s-mode-cluster.sh [sarena]
-#   SARENA_BIN_DIR=DIR  sarena-daemon and sarena-cni (default: target/release, else
+#   SARENA_BIN_DIR=DIR  sarena-daemon, sarena-cni and sarena (default: target/release, else
 #                       target/debug, else cargo build --release; e2e/run-all.sh sets it)
 #   SARENA_K8S_KEEP=1   keep the cluster directory
 set -euo pipefail
@@ -41,16 +43,16 @@ fi
 phase "build, setup-k8s.sh (cached)"
 if [ -z "${SARENA_BIN_DIR:-}" ]; then
   for d in "$REPO/target/release" "$REPO/target/debug"; do
-    if [ -x "$d/sarena-daemon" ] && [ -x "$d/sarena-cni" ]; then SARENA_BIN_DIR=$d && break; fi
+    if [ -x "$d/sarena-daemon" ] && [ -x "$d/sarena-cni" ] && [ -x "$d/sarena" ]; then SARENA_BIN_DIR=$d && break; fi
   done
 fi
 if [ -z "${SARENA_BIN_DIR:-}" ]; then
-  (cd "$REPO" && cargo build --release -p sarena-cni -p sarena-daemon) >&2
+  (cd "$REPO" && cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli) >&2
   SARENA_BIN_DIR=$REPO/target/release
 fi
 export SARENA_BIN_DIR
 bash "$REPO/scripts/setup-k8s.sh" >/dev/null
-for b in sarena-daemon sarena-cni; do [ -x "$SARENA_BIN_DIR/$b" ] || fail "$SARENA_BIN_DIR/$b missing"; done
+for b in sarena-daemon sarena-cni sarena; do [ -x "$SARENA_BIN_DIR/$b" ] || fail "$SARENA_BIN_DIR/$b missing"; done
 
 RID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 DIR=$(mktemp -d /tmp/sarena-k8s-mode.XXXXXX)
@@ -77,12 +79,13 @@ trap 'exit 130' INT TERM
 phase "control plane up"
 k8s_up "$DIR"
 
-phase "RBAC: the daemon's service account (nodes, nodes/status, events)"
+phase "RBAC: the daemon's service account (nodes, pods, namespaces, nodes/status, events)"
 k apply -f - >/dev/null <<'EOF'
 {"apiVersion": "v1", "kind": "List", "items": [
  {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sarena", "namespace": "kube-system"}},
  {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "sarena"},
   "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]},
  {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "sarena"},
@@ -128,6 +131,10 @@ has_event() { # NODE REASON
 }
 
 # cni_error OUTPUT: "CODE MSG" of a CNI error answer.
+# endpoint_get POD: `sarena endpoint get` for POD's endpoint on node1 (native).
+endpoint_get() { "$SARENA_BIN_DIR/sarena" --socket "$(sm_sock node1 native)" endpoint get "$1-$RID"; }
+shows_labels() { endpoint_get "$1" | grep -E "^Labels: +$2\$" >/dev/null; }
+shows_namespace_labels() { endpoint_get "$1" | grep -E "^Namespace labels: +.*$2" >/dev/null; }
 cni_error() { jq -r '"\(.code) \(.msg)"' <<<"$1"; }
 
 # kube-proxy (iptables mode) on node1 for the cross-node Service.
@@ -183,6 +190,31 @@ for ROUTING in native vxlan; do
   want_mtu=1500
   [ "$ROUTING" = native ] || want_mtu=1450
   in_pod "$a" ip link show eth0 | grep "mtu $want_mtu " >/dev/null || fail "$a's eth0 MTU is not $want_mtu"
+
+  if [ "$ROUTING" = native ]; then
+    phase "native: a Pod object's labels (and its namespace's) on its endpoint"
+    k apply -f - >/dev/null <<'EOF'
+{"apiVersion": "v1", "kind": "Pod",
+ "metadata": {"name": "labelled", "namespace": "default", "labels": {"app": "web"}},
+ "spec": {"nodeName": "node1", "containers": [{"name": "c", "image": "none"}]}}
+EOF
+    POD_UID[labelled]=$(k get pod labelled -n default -o 'jsonpath={.metadata.uid}')
+    [ -n "${POD_UID[labelled]}" ] || fail "the Pod object has no uid"
+    sm_pod node1 native labelled
+    wait_until 20 shows_labels labelled "app=web" ||
+      fail "no labels on labelled's endpoint: $(endpoint_get labelled)"
+    k label pod labelled -n default tier=front >/dev/null
+    wait_until 20 shows_labels labelled "app=web,tier=front" ||
+      fail "the relabel did not reach the endpoint: $(endpoint_get labelled)"
+    k label namespace default "team=e2e-$RID" >/dev/null
+    wait_until 20 shows_namespace_labels labelled "team=e2e-$RID" ||
+      fail "the namespace's label did not reach the endpoint: $(endpoint_get labelled)"
+    [ "$("$SARENA_BIN_DIR/sarena" --socket "$(sm_sock node1 native)" -o json endpoint get "labelled-$RID" |
+      jq -r '.endpoint.identity.labels.tier')" = front ] || fail "no labels in endpoint get -o json"
+    sm_pod_del labelled
+    k delete pod labelled -n default --wait=false >/dev/null
+    k label namespace default team- >/dev/null
+  fi
 
   phase "$ROUTING: pod <-> pod across nodes: ping and TCP, both ways"
   sm_ping "$a" "$b" || fail "$a -> $b ping"

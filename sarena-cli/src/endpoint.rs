@@ -1,6 +1,6 @@
 //! `sarena endpoint list` and `sarena endpoint get`.
 
-use sarena_core::api::{Attachment, EndpointStats, NodeApi};
+use sarena_core::api::{Attachment, EndpointStats, Labels, NodeApi};
 
 use crate::table::{age, bytes, fields, short_id, table};
 use crate::{CliError, OutputFormat, json};
@@ -42,6 +42,15 @@ pub async fn get(
     }
 }
 
+/// `k=v,k2=v2` (as `kubectl get --show-labels`), `-` for none.
+fn labels(labels: &Labels) -> String {
+    if labels.is_empty() {
+        return "-".into();
+    }
+    let pairs: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    pairs.join(",")
+}
+
 fn or_dash(s: &Option<String>) -> String {
     s.clone().unwrap_or_else(|| "-".into())
 }
@@ -49,7 +58,7 @@ fn or_dash(s: &Option<String>) -> String {
 /// One line per endpoint; traffic as `from pod / to pod`, `-` without counters.
 pub fn render_list(stats: &[EndpointStats], now: u64) -> String {
     let rows = stats.iter().map(|s| {
-        let e = &s.endpoint;
+        let e = &s.endpoint.spec;
         let addresses: Vec<String> = e.addresses.iter().map(|a| a.addr().to_string()).collect();
         let (packets, traffic, drops) = match &s.counters {
             Some(c) => (
@@ -70,7 +79,7 @@ pub fn render_list(stats: &[EndpointStats], now: u64) -> String {
             e.owner.ifname.clone(),
             addresses.join(","),
             e.host_ifname.clone(),
-            age(now.saturating_sub(e.created_at)),
+            age(now.saturating_sub(s.endpoint.created_at)),
             packets,
             traffic,
             drops,
@@ -95,7 +104,7 @@ pub fn render_list(stats: &[EndpointStats], now: u64) -> String {
 
 /// The endpoint's fields, then every counter, then drops by reason.
 pub fn render_one(s: &EndpointStats, now: u64) -> String {
-    let e = &s.endpoint;
+    let e = &s.endpoint.spec;
     let addresses: Vec<String> = e.addresses.iter().map(ToString::to_string).collect();
     let mut out = fields(&[
         ("Container", e.owner.container_id.clone()),
@@ -114,7 +123,9 @@ pub fn render_one(s: &EndpointStats, now: u64) -> String {
         ),
         ("Pod MAC", e.pod_mac.to_string()),
         ("Netns", e.netns.clone()),
-        ("Age", age(now.saturating_sub(e.created_at))),
+        ("Labels", labels(&e.identity.labels)),
+        ("Namespace labels", labels(&e.identity.namespace_labels)),
+        ("Age", age(now.saturating_sub(s.endpoint.created_at))),
     ]);
     match &s.counters {
         None => out
@@ -139,30 +150,33 @@ pub fn render_one(s: &EndpointStats, now: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use sarena_core::api::{DataplaneCounters, Endpoint, PodRef};
+    use sarena_core::api::{DataplaneCounters, Endpoint, EndpointSpec, PodRef};
 
     use super::*;
 
     fn stats(counters: Option<DataplaneCounters>) -> EndpointStats {
         EndpointStats {
             endpoint: Endpoint {
-                owner: Attachment {
-                    container_id: "0123456789abcdef".into(),
-                    ifname: "eth0".into(),
+                spec: EndpointSpec {
+                    owner: Attachment {
+                        container_id: "0123456789abcdef".into(),
+                        ifname: "eth0".into(),
+                    },
+                    pod: PodRef {
+                        namespace: Some("default".into()),
+                        name: Some("web-0".into()),
+                        uid: None,
+                    },
+                    host_ifname: "lxc0123".into(),
+                    host_ifindex: 17,
+                    host_mac: "02:00:00:00:00:01".parse().unwrap(),
+                    pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+                    addresses: vec!["10.200.0.2/16".parse().unwrap()],
+                    netns: "/var/run/netns/x".into(),
+                    bandwidth: None,
+                    identity: Default::default(),
                 },
-                pod: PodRef {
-                    namespace: Some("default".into()),
-                    name: Some("web-0".into()),
-                    uid: None,
-                },
-                host_ifname: "lxc0123".into(),
-                host_ifindex: 17,
-                host_mac: "02:00:00:00:00:01".parse().unwrap(),
-                pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-                addresses: vec!["10.200.0.2/16".parse().unwrap()],
-                netns: "/var/run/netns/x".into(),
                 created_at: 100,
-                bandwidth: None,
             },
             counters,
             bandwidth: None,
@@ -207,7 +221,8 @@ mod tests {
         c.drops.insert("malformed_ipv4".into(), 0);
         let text = render_one(&stats(Some(c)), 100);
         assert!(
-            text.contains("Host interface: lxc0123 (ifindex 17, 02:00:00:00:00:01)"),
+            text.lines().any(|l| l.starts_with("Host interface:")
+                && l.ends_with(" lxc0123 (ifindex 17, 02:00:00:00:00:01)")),
             "{text}"
         );
         assert!(
@@ -221,5 +236,33 @@ mod tests {
             "{text}"
         );
         assert!(render_one(&stats(None), 100).contains("No dataplane counters"));
+    }
+
+    #[test]
+    fn get_shows_the_pods_labels_and_its_namespaces_or_a_dash() {
+        let bare = render_one(&stats(None), 100);
+        assert!(
+            bare.lines()
+                .any(|l| l.split_whitespace().eq(["Labels:", "-"])),
+            "{bare}"
+        );
+        let mut s = stats(None);
+        let identity = &mut s.endpoint.spec.identity;
+        identity.labels.insert("app".into(), "web".into());
+        identity.labels.insert("tier".into(), "front".into());
+        identity.namespace_labels.insert("team".into(), "a".into());
+        let text = render_one(&s, 100);
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().eq(["Labels:", "app=web,tier=front"])),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.split_whitespace().eq(["Namespace", "labels:", "team=a"])),
+            "{text}"
+        );
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains(r#""identity":{"labels":{"app":"web","tier":"front"},"namespace_labels":{"team":"a"}}"#), "{json}");
     }
 }

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use sarena_core::api::{Daemon, EndpointCreate, PodRef};
+use sarena_core::api::{Daemon, EndpointCreate, EndpointSpec, PodRef};
 use sarena_test_support::daemon::{SMALL_POOL, Site, alloc_req, owner};
 use serde_json::Value;
 
@@ -66,19 +66,22 @@ async fn populate(site: &Site) {
     let alloc = client.allocate(req).await.unwrap();
     client
         .create_endpoint(EndpointCreate {
-            owner: owner("web"),
-            pod: PodRef {
-                namespace: Some("shop".into()),
-                name: Some("web-0".into()),
-                uid: None,
+            spec: EndpointSpec {
+                owner: owner("web"),
+                pod: PodRef {
+                    namespace: Some("shop".into()),
+                    name: Some("web-0".into()),
+                    uid: None,
+                },
+                host_ifname: "lxcweb".into(),
+                host_ifindex: 4242,
+                host_mac: "02:00:00:00:00:01".parse().unwrap(),
+                pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+                addresses: vec![alloc.addresses[0].address],
+                netns: "/var/run/netns/web".into(),
+                bandwidth: None,
+                identity: Default::default(),
             },
-            host_ifname: "lxcweb".into(),
-            host_ifindex: 4242,
-            host_mac: "02:00:00:00:00:01".parse().unwrap(),
-            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-            addresses: vec![alloc.addresses[0].address],
-            netns: "/var/run/netns/web".into(),
-            bandwidth: None,
         })
         .await
         .unwrap();
@@ -149,7 +152,15 @@ async fn every_command_in_both_formats() {
     let one = json(&socket, &["endpoint", "get", "web"]);
     assert_eq!(one["endpoint"]["pod"]["name"], "web-0");
     let text = ok(&socket, &["endpoint", "get", "web", "--ifname", "eth0"]);
-    assert!(text.contains("Pod:            shop/web-0"), "{text}");
+    let has = |line: &[&str]| {
+        text.lines()
+            .any(|l| l.split_whitespace().eq(line.iter().copied()))
+    };
+    assert!(has(&["Pod:", "shop/web-0"]), "{text}");
+    assert!(
+        has(&["Labels:", "-"]),
+        "no labels outside Kubernetes mode: {text}"
+    );
     assert!(text.contains("No dataplane counters"), "{text}");
     let missing = sarena(&socket, &["endpoint", "get", "nope"]);
     assert_eq!(missing.status.code(), Some(1));

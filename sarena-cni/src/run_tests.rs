@@ -2,8 +2,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sarena_plugin::api::{
-    AllocatedAddress, Allocation, Daemon, DaemonConfig, DaemonError, Endpoint, MockDaemon,
-    RouteSpec,
+    AllocatedAddress, Allocation, Daemon, DaemonConfig, DaemonError, Endpoint, EndpointSpec,
+    MockDaemon, RouteSpec,
 };
 use sarena_plugin::links::{Links, MockLinks, VethPair};
 use serde_json::json;
@@ -148,16 +148,19 @@ fn add_mocks() -> (MockDaemon, MockLinks) {
     l.expect_configure_pod().returning(|_, _, _| Ok(()));
     d.expect_create_endpoint().returning(|r| {
         Ok(Endpoint {
-            owner: r.owner,
-            pod: r.pod,
-            host_ifname: r.host_ifname,
-            host_ifindex: r.host_ifindex,
-            host_mac: r.host_mac,
-            pod_mac: r.pod_mac,
-            addresses: r.addresses,
-            netns: r.netns,
+            spec: EndpointSpec {
+                owner: r.spec.owner,
+                pod: r.spec.pod,
+                host_ifname: r.spec.host_ifname,
+                host_ifindex: r.spec.host_ifindex,
+                host_mac: r.spec.host_mac,
+                pod_mac: r.spec.pod_mac,
+                addresses: r.spec.addresses,
+                netns: r.spec.netns,
+                bandwidth: None,
+                identity: Default::default(),
+            },
             created_at: 0,
-            bandwidth: None,
         })
     });
     (d, l)

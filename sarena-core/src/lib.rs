@@ -65,14 +65,14 @@
 //!
 //! ```
 //! use std::sync::Arc;
-//! use sarena_core::api::{AllocateRequest, Attachment, Daemon};
+//! use sarena_core::api::{AllocateRequest, Attachment, NodeApi};
 //! use sarena_core::node::{Node, NodeConfig};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! // The in-process Daemon: IPAM and the registry, no daemon process.
+// The in-process daemon (both faces, NodeApi): IPAM and the registry, no daemon process.
 //! let dir = tempfile::tempdir()?;
-//! let daemon: Arc<dyn Daemon> = Arc::new(Node::open(dir.path(), NodeConfig::default())?);
+//! let daemon: Arc<dyn NodeApi> = Arc::new(Node::open(dir.path(), NodeConfig::default())?);
 //! let owner = Attachment { container_id: "c1".into(), ifname: "eth0".into() };
 //! let allocation = daemon
 //!     .allocate(AllocateRequest { owner, pod: Default::default(), requested: vec![], pool: None })
@@ -101,6 +101,8 @@
 //!   [`node::WithDataplane`] and the daemon's [`node::NodeConfig`].
 //! - [`dataplane`]: the [`dataplane::Dataplane`] trait: how pod traffic is
 //!   forwarded, and the per-endpoint eBPF counters.
+//! - [`identity`]: pod identity (an endpoint's labels and its namespace's),
+//!   kept up to date from pod and namespace events, pushed to the dataplane.
 //! - [`cluster`]: Kubernetes mode's logic without a Kubernetes client: pools from the
 //!   Node's podCIDRs, routes to the other nodes (native or VXLAN), the control loop.
 //! - [`install`]: [`install::Installer`], the plugin binary and the conflist
@@ -116,6 +118,7 @@
 
 pub mod cluster;
 pub mod dataplane;
+pub mod identity;
 pub mod install;
 pub mod ipam;
 pub mod node;

@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use sarena_core::api::{AllocateRequest, Attachment, Daemon, EndpointCreate, PodRef};
+use sarena_core::api::{AllocateRequest, Attachment, Daemon, EndpointCreate, EndpointSpec, PodRef};
 use sarena_core::node::{Node, NodeConfig};
 
 const DIR_ENV: &str = "SARENA_DURABILITY_DIR";
@@ -75,15 +75,18 @@ fn child_worker() {
                     say(&format!("A {name} {}", addr.addr()));
                     if i % 2 == 0 {
                         let ep = EndpointCreate {
-                            owner: owner(&name),
-                            pod: PodRef::default(),
-                            host_ifname: format!("lxc{i}"),
-                            host_ifindex: i,
-                            host_mac: "02:00:00:00:00:01".parse().unwrap(),
-                            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-                            addresses: vec![addr],
-                            netns: "/proc/1/ns/net".into(),
-                            bandwidth: None,
+                            spec: EndpointSpec {
+                                owner: owner(&name),
+                                pod: PodRef::default(),
+                                host_ifname: format!("lxc{i}"),
+                                host_ifindex: i,
+                                host_mac: "02:00:00:00:00:01".parse().unwrap(),
+                                pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+                                addresses: vec![addr],
+                                netns: "/proc/1/ns/net".into(),
+                                bandwidth: None,
+                                identity: Default::default(),
+                            },
                         };
                         rt.block_on(node.create_endpoint(ep)).unwrap();
                         say(&format!("E {name}"));
@@ -195,7 +198,7 @@ fn check(dir: &Path, acked: &HashMap<String, Acked>) {
     let endpoints: HashSet<String> = block_on(node.endpoints())
         .unwrap()
         .into_iter()
-        .map(|e| e.owner.container_id)
+        .map(|e| e.spec.owner.container_id)
         .collect();
     // The operation in flight at the kill may or may not have committed: a thread's
     // last owner may be gone if a deletion was due for it (every 5th).

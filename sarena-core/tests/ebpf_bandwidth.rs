@@ -86,7 +86,7 @@ impl Node {
     /// Pod `10.249.0.<n>` attached with `limits`.
     async fn pod(&self, n: u8, limits: Option<BandwidthLimits>) -> Pod {
         let mut pod = Pod::in_subnet(&self.links, GATEWAY, n).await;
-        pod.endpoint.bandwidth = limits;
+        pod.endpoint.spec.bandwidth = limits;
         self.dp.attach(&pod.endpoint).await.unwrap();
         pod
     }
@@ -134,14 +134,24 @@ async fn a_limited_pod_is_held_to_its_rates_and_an_unlimited_one_is_not() {
         assert_eq!(root_qdisc(Some(&unlimited.netns), "eth0").0, "noqueue");
         assert!(egress_programs(Some(&unlimited.netns), "eth0").is_empty());
         assert_eq!(
-            node.dp.pacers(unlimited.endpoint.host_ifindex).unwrap(),
+            node.dp
+                .pacers(unlimited.endpoint.spec.host_ifindex)
+                .unwrap(),
             None
         );
     }
     assert!(node.status(&a.endpoint).await.is_empty());
 
-    let a_before = node.dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
-    let b_before = node.dp.counters(b.endpoint.host_ifindex).unwrap().unwrap();
+    let a_before = node
+        .dp
+        .counters(a.endpoint.spec.host_ifindex)
+        .unwrap()
+        .unwrap();
+    let b_before = node
+        .dp
+        .counters(b.endpoint.spec.host_ifindex)
+        .unwrap()
+        .unwrap();
     assert_near(
         "a -> b (egress, redirected)",
         tcp_rate(Side::Pod(&a.netns), Side::Pod(&b.netns), &b_ip),
@@ -171,8 +181,16 @@ async fn a_limited_pod_is_held_to_its_rates_and_an_unlimited_one_is_not() {
 
     // The pod -> pod traffic took the redirect both ways and none of it was
     // taken for host-stack traffic (the mark kept it out of the flows map).
-    let a_after = node.dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
-    let b_after = node.dp.counters(b.endpoint.host_ifindex).unwrap().unwrap();
+    let a_after = node
+        .dp
+        .counters(a.endpoint.spec.host_ifindex)
+        .unwrap()
+        .unwrap();
+    let b_after = node
+        .dp
+        .counters(b.endpoint.spec.host_ifindex)
+        .unwrap()
+        .unwrap();
     assert!(a_after.redirected_packets > a_before.redirected_packets + 1000);
     assert!(b_after.redirected_packets > b_before.redirected_packets + 1000);
     assert_eq!(a_after.host_flows_recorded, a_before.host_flows_recorded);
@@ -194,14 +212,22 @@ async fn a_flow_the_host_stack_translated_is_recorded_and_paced() {
     // b talks to a "Service" address the host translates to a.
     let vip = "10.249.9.9";
     let _dnat = Dnat::new(vip, &a.ip().to_string());
-    let before = node.dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let before = node
+        .dp
+        .counters(a.endpoint.spec.host_ifindex)
+        .unwrap()
+        .unwrap();
     let rate = tcp_rate_via(
         Side::Pod(&b.netns),
         Side::Pod(&a.netns),
         &a.ip().to_string(),
         vip,
     );
-    let after = node.dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let after = node
+        .dp
+        .counters(a.endpoint.spec.host_ifindex)
+        .unwrap()
+        .unwrap();
     // Delivered by the host stack (no mark): recorded, so a's answers went
     // back through the host stack to be translated; and paced all the same.
     assert!(
@@ -218,14 +244,14 @@ async fn limits_change_in_place_and_go_with_the_endpoint() {
     let node = Node::new("limits_change_in_place_and_go_with_the_endpoint").await;
     let mut a = node.pod(2, Some(limits(INGRESS, EGRESS))).await;
     let b = node.pod(3, None).await;
-    let ifindex = a.endpoint.host_ifindex;
+    let ifindex = a.endpoint.spec.host_ifindex;
     assert_eq!(
         node.dp.pacers(ifindex).unwrap().unwrap().egress.rate_bps,
         EGRESS
     );
 
     // New limits, as a repeated ADD brings them: ingress only, slower.
-    a.endpoint.bandwidth = Some(limits(20_000_000, 0));
+    a.endpoint.spec.bandwidth = Some(limits(20_000_000, 0));
     node.dp.attach(&a.endpoint).await.unwrap();
     let pacers = node.dp.pacers(ifindex).unwrap().unwrap();
     assert_eq!(pacers.ingress.rate_bps, 20_000_000);
@@ -244,7 +270,7 @@ async fn limits_change_in_place_and_go_with_the_endpoint() {
     );
 
     // No limits: back to what an unlimited pod has.
-    a.endpoint.bandwidth = None;
+    a.endpoint.spec.bandwidth = None;
     node.dp.attach(&a.endpoint).await.unwrap();
     assert_eq!(node.dp.pacers(ifindex).unwrap(), None);
     assert_eq!(
@@ -255,7 +281,7 @@ async fn limits_change_in_place_and_go_with_the_endpoint() {
     assert!(a.ping(&b, 2));
 
     // Limited again, then detached (DEL): the pacers and the pod side go.
-    a.endpoint.bandwidth = Some(limits(INGRESS, EGRESS));
+    a.endpoint.spec.bandwidth = Some(limits(INGRESS, EGRESS));
     node.dp.attach(&a.endpoint).await.unwrap();
     assert_eq!(egress_programs(Some(&a.netns), "eth0"), ["pod_egress"]);
     node.dp.detach(&a.endpoint).await.unwrap();

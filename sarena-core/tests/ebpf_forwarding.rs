@@ -76,8 +76,8 @@ async fn pods_ping_and_talk_tcp_through_the_programs_alone() {
     assert_eq!(tcp_exchange(&a, &b, 4 << 20), 4 << 20);
     assert_no_host_routes(&[&a, &b]);
 
-    let ca = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
-    let cb = dp.counters(b.endpoint.host_ifindex).unwrap().unwrap();
+    let ca = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
+    let cb = dp.counters(b.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(ca.redirected_packets >= 3 + 3, "{ca:?}");
     assert!(cb.redirected_packets >= 3, "{cb:?}");
     assert!(cb.to_pod_packets >= ca.redirected_packets, "{ca:?} {cb:?}");
@@ -93,10 +93,10 @@ async fn pods_ping_and_talk_tcp_through_the_programs_alone() {
         .lines()
         .find(|l| l.starts_with(&format!("{} ", b.ip())));
     assert!(
-        peer_line.is_some_and(|l| l.contains(&a.endpoint.host_mac.to_string())),
+        peer_line.is_some_and(|l| l.contains(&a.endpoint.spec.host_mac.to_string())),
         "{neigh}"
     );
-    let before = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let before = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     // TTL 1: the host stack drops the echo instead of forwarding it anywhere.
     let _ = std::process::Command::new("ip")
         .args([
@@ -116,8 +116,11 @@ async fn pods_ping_and_talk_tcp_through_the_programs_alone() {
     let neigh = a
         .netns
         .exec(&["ip", "neigh", "show", GATEWAY, "dev", "eth0"]);
-    assert!(neigh.contains(&a.endpoint.host_mac.to_string()), "{neigh}");
-    let after = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    assert!(
+        neigh.contains(&a.endpoint.spec.host_mac.to_string()),
+        "{neigh}"
+    );
+    let after = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(
         after.arp_replies > before.arp_replies,
         "{before:?} {after:?}"
@@ -140,8 +143,8 @@ async fn malformed_frames_are_dropped_and_counted() {
     dp.attach(&a.endpoint).await.unwrap();
     dp.attach(&b.endpoint).await.unwrap();
 
-    let host_mac = a.endpoint.host_mac.octets();
-    let pod_mac = a.endpoint.pod_mac.octets();
+    let host_mac = a.endpoint.spec.host_mac.octets();
+    let pod_mac = a.endpoint.spec.pod_mac.octets();
     let eth = |ether_type: [u8; 2]| {
         let mut f = Vec::new();
         f.extend_from_slice(&host_mac);
@@ -177,7 +180,7 @@ async fn malformed_frames_are_dropped_and_counted() {
         ],
     );
 
-    let c = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let c = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert_eq!(
         c.drops[..4],
         [0, 3, 2, 0],
@@ -216,13 +219,13 @@ async fn with_the_kernel_dataplane_as_host_stack_pods_also_reach_the_host() {
 
     // The host routes exist now, yet pod ↔ pod still takes the eBPF path.
     assert!(a.ping(&b, 2));
-    let ca = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let ca = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(ca.redirected_packets >= 2, "{ca:?}");
     // The gateway is the host: answered through the host stack, and the
     // reply comes back through to_container.
-    let before = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let before = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(a.ping_addr(gateway, 2), "pod -> gateway (host)");
-    let after = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let after = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(
         after.to_pod_packets >= before.to_pod_packets + 2,
         "{after:?}"

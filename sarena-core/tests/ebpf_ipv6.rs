@@ -76,8 +76,8 @@ async fn dual_stack_pods_ping_and_talk_tcp_over_both_families_through_the_progra
     dp.attach(&b.endpoint).await.unwrap();
     assert_eq!(dp.ipv6_endpoint_entries().unwrap().len(), 2);
     assert_eq!(dp.endpoint_entries().unwrap().len(), 2);
-    let veth = dp.veth_entry(a.endpoint.host_ifindex).unwrap();
-    assert_eq!(veth.host_mac, a.endpoint.host_mac.octets());
+    let veth = dp.veth_entry(a.endpoint.spec.host_ifindex).unwrap();
+    assert_eq!(veth.host_mac, a.endpoint.spec.host_mac.octets());
 
     assert!(a.ping6(&b, 3), "a → b over IPv6");
     assert!(b.ping6(&a, 3), "b → a over IPv6");
@@ -87,8 +87,8 @@ async fn dual_stack_pods_ping_and_talk_tcp_over_both_families_through_the_progra
     assert_eq!(tcp_exchange(&a, &b, 1 << 20), 1 << 20);
     assert_no_host_routes(&[&a, &b]);
 
-    let ca = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
-    let cb = dp.counters(b.endpoint.host_ifindex).unwrap().unwrap();
+    let ca = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
+    let cb = dp.counters(b.endpoint.spec.host_ifindex).unwrap().unwrap();
     // IPv6: 3 + 3 echoes from a (requests, then replies), 4 MiB of TCP;
     // IPv4: 3 echoes, 1 MiB.
     assert!(ca.ipv6_redirected_packets >= 6, "{ca:?}");
@@ -112,7 +112,10 @@ async fn dual_stack_pods_ping_and_talk_tcp_over_both_families_through_the_progra
     let neigh = a
         .netns
         .exec(&["ip", "-6", "neigh", "show", GATEWAY6, "dev", "eth0"]);
-    assert!(neigh.contains(&a.endpoint.host_mac.to_string()), "{neigh}");
+    assert!(
+        neigh.contains(&a.endpoint.spec.host_mac.to_string()),
+        "{neigh}"
+    );
     assert!(neigh.contains("router"), "advertised as a router: {neigh}");
     assert!(
         !run(&["ip", "-o", "-6", "addr", "show", "dev", a.ifname()])
@@ -138,7 +141,7 @@ async fn ipv6_only_pods_talk_and_detach_removes_their_entries() {
     assert!(a.ping6(&b, 2) && b.ping6(&a, 2));
     let v6 = IpAddr::V6(b.ip6());
     assert_eq!(tcp_exchange_to(&a, &b, v6, 1 << 20), 1 << 20);
-    let ca = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let ca = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert_eq!(
         ca.redirected_packets, ca.ipv6_redirected_packets,
         "IPv6 only: {ca:?}"
@@ -149,12 +152,12 @@ async fn ipv6_only_pods_talk_and_detach_removes_their_entries() {
     let entries = dp.ipv6_endpoint_entries().unwrap();
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert_eq!(entries[0].0, a.ip6());
-    assert!(dp.veth_entry(b.endpoint.host_ifindex).is_none());
-    assert!(dp.counters(b.endpoint.host_ifindex).unwrap().is_none());
+    assert!(dp.veth_entry(b.endpoint.spec.host_ifindex).is_none());
+    assert!(dp.counters(b.endpoint.spec.host_ifindex).unwrap().is_none());
     assert!(!a.ping6(&b, 1), "b reachable after detach");
     dp.detach(&a.endpoint).await.unwrap();
     assert!(dp.ipv6_endpoint_entries().unwrap().is_empty());
-    assert!(dp.veth_entry(a.endpoint.host_ifindex).is_none());
+    assert!(dp.veth_entry(a.endpoint.spec.host_ifindex).is_none());
 }
 
 /// An `ip6` nftables table of the test's, deleted on drop.
@@ -212,7 +215,7 @@ async fn an_ipv6_flow_the_host_stack_translated_stays_on_the_host_stack() {
 
     // Direct pod -> pod still takes the fast path.
     assert!(a.ping6(&b, 2));
-    let before = dp.counters(b.endpoint.host_ifindex).unwrap().unwrap();
+    let before = dp.counters(b.endpoint.spec.host_ifindex).unwrap().unwrap();
     // Port 80 in b's own netns.
     let listen = SocketAddr::from((b.ip6(), 80));
     let through = SocketAddr::from((service, 80));
@@ -220,7 +223,7 @@ async fn an_ipv6_flow_the_host_stack_translated_stays_on_the_host_stack() {
         tcp_exchange_at(&a, &b, listen, Some(through), 1 << 20),
         1 << 20
     );
-    let after = dp.counters(b.endpoint.host_ifindex).unwrap().unwrap();
+    let after = dp.counters(b.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(
         after.host_flows_recorded > before.host_flows_recorded,
         "to_container recorded the translated flow: {after:?}"
@@ -233,7 +236,7 @@ async fn an_ipv6_flow_the_host_stack_translated_stays_on_the_host_stack() {
         after.ipv6_redirected_packets, before.ipv6_redirected_packets,
         "none of the Service's packets was redirected: {after:?}"
     );
-    let ca = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let ca = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(ca.ipv6_redirected_packets >= 2, "{ca:?}");
     // The pod reaches the host, whose pool gateway address it routes to via
     // fe80::1 (now also on its host veth).

@@ -25,7 +25,9 @@ use sarena_core::links::{RtnetlinkLinks, link_local};
 use sarena_test_support::{PinDir, Pod, in_netns, require_ebpf_object, require_root};
 
 fn counters(dp: &AyaDataplane, pod: &Pod) -> EndpointCounters {
-    dp.counters(pod.endpoint.host_ifindex).unwrap().unwrap()
+    dp.counters(pod.endpoint.spec.host_ifindex)
+        .unwrap()
+        .unwrap()
 }
 
 /// One UDP datagram from `a` to `b` from each of `sources` (added to `a`'s
@@ -110,7 +112,7 @@ async fn forged_ipv6_sources_and_neighbour_claims_are_dropped_and_counted() {
     );
     assert_eq!(after_udp.dropped(DropReason::SpoofedNdp), 0);
 
-    let own_ll = link_local(a.endpoint.pod_mac);
+    let own_ll = link_local(a.endpoint.spec.pod_mac);
     let all_nodes: Ipv6Addr = "ff02::1".parse().unwrap();
     let nd = |src: Ipv6Addr, dst: Ipv6Addr, body: Vec<u8>| {
         frame(&a, src, dst, ICMPV6, 255, &icmpv6(src, dst, body))
@@ -265,8 +267,12 @@ fn check_advertisement(
     from: Ipv6Addr,
     target: Ipv6Addr,
 ) -> Option<[u8; 6]> {
-    let host_mac = pod.endpoint.host_mac.octets();
-    assert_eq!(reply[0..6], pod.endpoint.pod_mac.octets(), "to the pod");
+    let host_mac = pod.endpoint.spec.host_mac.octets();
+    assert_eq!(
+        reply[0..6],
+        pod.endpoint.spec.pod_mac.octets(),
+        "to the pod"
+    );
     assert_eq!(reply[6..12], host_mac, "from the host end");
     assert_eq!(reply[14], 0x60);
     let payload = usize::from(u16::from_be_bytes([reply[18], reply[19]]));
@@ -304,10 +310,10 @@ async fn the_responder_answers_solicitations_with_valid_advertisements() {
     let dp = AyaDataplane::open(&object, &pins.0).unwrap();
     dp.attach(&a.endpoint).await.unwrap();
     dp.attach(&b.endpoint).await.unwrap();
-    let own_ll = link_local(a.endpoint.pod_mac);
+    let own_ll = link_local(a.endpoint.spec.pod_mac);
     let gateway: Ipv6Addr = GATEWAY6.parse().unwrap();
-    let host_mac = a.endpoint.host_mac.octets();
-    let sll = source_link_layer(a.endpoint.pod_mac.octets());
+    let host_mac = a.endpoint.spec.host_mac.octets();
+    let sll = source_link_layer(a.endpoint.spec.pod_mac.octets());
     let solicit = |from: Ipv6Addr, target: Ipv6Addr, multicast: bool, options: &[u8]| {
         let dst = if multicast {
             solicited_node(target)

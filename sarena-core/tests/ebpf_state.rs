@@ -38,7 +38,7 @@ async fn detach_removes_entries_counters_and_links() {
     let entries = dp.endpoint_entries().unwrap();
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert_eq!(entries[0].0, a.ip());
-    assert!(dp.counters(b.endpoint.host_ifindex).unwrap().is_none());
+    assert!(dp.counters(b.endpoint.spec.host_ifindex).unwrap().is_none());
     assert!(dp.pinned_links().unwrap().is_empty(), "tcx links pinned");
     assert_eq!(tc_programs(b.ifname()), (0, 0));
     assert_eq!(tc_programs(a.ifname()), (1, 1));
@@ -85,7 +85,7 @@ async fn pins_survive_the_loader_and_reconcile_repairs_drift() {
     assert_eq!(tc_programs(a.ifname()), (1, 1), "duplicate attachment");
     assert_eq!(tc_programs(b.ifname()), (1, 1), "duplicate attachment");
     // The counters kept counting across the restart (same pinned map).
-    let ca = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let ca = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(ca.redirected_packets >= 60, "{ca:?}");
 
     // Drift 1: the registry lost b (stale pins, entries and counters).
@@ -95,11 +95,11 @@ async fn pins_survive_the_loader_and_reconcile_repairs_drift() {
         .unwrap();
     assert_eq!(
         report.removed,
-        vec![b.ip().to_string(), b.endpoint.host_ifname.clone()],
+        vec![b.ip().to_string(), b.endpoint.spec.host_ifname.clone()],
         "{report:?}"
     );
     assert_eq!(tc_programs(b.ifname()), (0, 0));
-    assert!(dp.counters(b.endpoint.host_ifindex).unwrap().is_none());
+    assert!(dp.counters(b.endpoint.spec.host_ifindex).unwrap().is_none());
     assert!(!a.ping(&b, 1));
 
     // Drift 2: an entry for an address nobody owns, and b back in the
@@ -115,7 +115,7 @@ async fn pins_survive_the_loader_and_reconcile_repairs_drift() {
     let report = dp.reconcile(&both).await.unwrap();
     assert_eq!(
         report.attached,
-        vec![b.endpoint.host_ifname.clone()],
+        vec![b.endpoint.spec.host_ifname.clone()],
         "{report:?}"
     );
     assert_eq!(report.removed, vec![stale.to_string()], "{report:?}");
@@ -188,7 +188,7 @@ async fn reconcile_replaces_the_tcx_links_of_an_earlier_version() {
                 .unwrap();
             let link = FdLink::try_from(prog.take_link(id).unwrap()).unwrap();
             let pin = PinnedAttachment {
-                ifindex: pod.endpoint.host_ifindex,
+                ifindex: pod.endpoint.spec.host_ifindex,
                 ifname: pod.ifname().to_owned(),
                 direction,
             };

@@ -113,8 +113,8 @@ async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped()
     pin_v1_counters(
         &pins,
         &[
-            (a.endpoint.host_ifindex, va.clone()),
-            (b.endpoint.host_ifindex, vb.clone()),
+            (a.endpoint.spec.host_ifindex, va.clone()),
+            (b.endpoint.spec.host_ifindex, vb.clone()),
             (999_999, v1_values(1)),
         ],
     );
@@ -145,13 +145,13 @@ async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped()
     );
     // Carried over, converted, summed over CPUs (the pings added to them;
     // nothing was dropped since).
-    let ca = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let ca = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     let want = sum(&va);
     assert!(ca.from_pod_packets >= want.from_pod_packets, "{ca:?}");
     assert_eq!(ca.arp_replies, want.arp_replies);
     assert_eq!(ca.drops, want.drops);
     assert!(ca.redirected_packets >= want.redirected_packets);
-    let cb = dp.counters(b.endpoint.host_ifindex).unwrap().unwrap();
+    let cb = dp.counters(b.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(cb.to_pod_bytes >= sum(&vb).to_pod_bytes, "{cb:?}");
     assert_eq!(cb.drops, sum(&vb).drops);
     // The old pin is gone, the mark says this generation.
@@ -170,7 +170,7 @@ async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped()
         "{report:?}"
     );
     assert_eq!(tc_program_ids(a.ifname()), new_ids);
-    let again = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let again = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(again.from_pod_packets >= ca.from_pod_packets);
     assert_eq!(again.drops, want.drops);
 }
@@ -192,8 +192,8 @@ async fn a_run_killed_mid_migration_is_finished_by_the_next() {
     pin_v1_counters(
         &pins,
         &[
-            (a.endpoint.host_ifindex, va.clone()),
-            (b.endpoint.host_ifindex, vb.clone()),
+            (a.endpoint.spec.host_ifindex, va.clone()),
+            (b.endpoint.spec.host_ifindex, vb.clone()),
         ],
     );
 
@@ -211,7 +211,7 @@ async fn a_run_killed_mid_migration_is_finished_by_the_next() {
             ..Default::default()
         };
         live.insert(
-            a.endpoint.host_ifindex,
+            a.endpoint.spec.host_ifindex,
             PerCpuValues::try_from(vec![counted; cpus()]).unwrap(),
             0,
         )
@@ -225,15 +225,15 @@ async fn a_run_killed_mid_migration_is_finished_by_the_next() {
     // a was swapped already: its counters are the live ones, not the old map's.
     assert_eq!(
         report.attached,
-        vec![b.endpoint.host_ifname.clone()],
+        vec![b.endpoint.spec.host_ifname.clone()],
         "{report:?}"
     );
-    let ca = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let ca = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(
         ca.from_pod_packets >= 5 * cpus() as u64 && ca.drops == [0; 16],
         "{ca:?}"
     );
-    let cb = dp.counters(b.endpoint.host_ifindex).unwrap().unwrap();
+    let cb = dp.counters(b.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert_eq!(cb.drops, sum(&vb).drops, "{cb:?}");
     assert!(!maps_dir(&pins).join(COUNTERS_MAP_V1).exists());
     assert_eq!(mark(&pins), Some(PinsMark::CURRENT));
@@ -356,12 +356,12 @@ async fn a_graceful_stop_leaves_the_counters_for_a_downgrade() {
 
     // Every endpoint's counters, in generation 1's layout and map (the pods'
     // own frames, router solicitations, may count on meanwhile).
-    let before = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let before = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert_eq!(dp.hand_over().unwrap(), 2);
-    let after = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let after = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(before.from_pod_packets >= 3, "{before:?}");
     let left = v1_counters(&pins);
-    let values = sum(&left.get(&a.endpoint.host_ifindex, 0).unwrap());
+    let values = sum(&left.get(&a.endpoint.spec.host_ifindex, 0).unwrap());
     let fields = |c: &EndpointCounters| {
         [
             c.from_pod_packets,
@@ -383,13 +383,13 @@ async fn a_graceful_stop_leaves_the_counters_for_a_downgrade() {
         0,
         "not in generation 1"
     );
-    assert!(left.get(&b.endpoint.host_ifindex, 0).is_ok());
+    assert!(left.get(&b.endpoint.spec.host_ifindex, 0).is_ok());
 
     // Again after b is gone: b's entry goes, a's is rewritten.
     dp.detach(&b.endpoint).await.unwrap();
     assert_eq!(dp.hand_over().unwrap(), 1);
     let left = v1_counters(&pins);
-    assert!(left.get(&b.endpoint.host_ifindex, 0).is_err());
+    assert!(left.get(&b.endpoint.spec.host_ifindex, 0).is_err());
     // What a downgraded daemon would count on; the next start of this
     // release must not carry it back over the live counters.
     let bogus = EndpointCountersV1 {
@@ -398,12 +398,12 @@ async fn a_graceful_stop_leaves_the_counters_for_a_downgrade() {
     };
     let mut left = v1_counters(&pins);
     left.insert(
-        a.endpoint.host_ifindex,
+        a.endpoint.spec.host_ifindex,
         PerCpuValues::try_from(vec![bogus; cpus()]).unwrap(),
         0,
     )
     .unwrap();
-    let before = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let before = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     drop(dp);
     let dp = AyaDataplane::open(&object, &pins.0).unwrap();
     let report = dp
@@ -411,7 +411,7 @@ async fn a_graceful_stop_leaves_the_counters_for_a_downgrade() {
         .await
         .unwrap();
     assert!(report.attached.is_empty(), "{report:?}");
-    let now = dp.counters(a.endpoint.host_ifindex).unwrap().unwrap();
+    let now = dp.counters(a.endpoint.spec.host_ifindex).unwrap().unwrap();
     assert!(
         now.from_pod_packets >= before.from_pod_packets && now.from_pod_packets < 1_000_000,
         "{now:?}"

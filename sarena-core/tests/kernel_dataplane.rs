@@ -4,7 +4,6 @@
 
 use std::process::Command;
 
-use sarena_core::api::Endpoint;
 use sarena_core::dataplane::{Dataplane, NodeNetwork};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_test_support::{HostLinkGuard, HostStack, Pod, TestNetns, require_root, run, unique};
@@ -65,7 +64,7 @@ async fn pods_reach_each_other_and_the_host_through_host_routes() {
     assert!(host_to_pod.status.success(), "host -> pod b");
     let routes = run(&["ip", "route", "show", "proto", "90"]);
     assert!(
-        routes.contains(&format!("10.252.0.10 dev {}", a.endpoint.host_ifname)),
+        routes.contains(&format!("10.252.0.10 dev {}", a.endpoint.spec.host_ifname)),
         "{routes}"
     );
 
@@ -76,14 +75,12 @@ async fn pods_reach_each_other_and_the_host_through_host_routes() {
         "detached pod still reachable"
     );
     // A stale record of another veth that had a's address: a's route stays.
-    let stale = Endpoint {
-        addresses: a.endpoint.addresses.clone(),
-        ..b.endpoint.clone()
-    };
+    let mut stale = b.endpoint.clone();
+    stale.spec.addresses = a.endpoint.spec.addresses.clone();
     dp.detach(&stale).await.unwrap();
     let routes = run(&["ip", "route", "show", "proto", "90"]);
     assert!(
-        routes.contains(&format!("10.252.0.10 dev {}", a.endpoint.host_ifname)),
+        routes.contains(&format!("10.252.0.10 dev {}", a.endpoint.spec.host_ifname)),
         "a's route went with a stale record: {routes}"
     );
 
@@ -92,7 +89,7 @@ async fn pods_reach_each_other_and_the_host_through_host_routes() {
         .reconcile(std::slice::from_ref(&b.endpoint))
         .await
         .unwrap();
-    assert_eq!(report.attached, vec![b.endpoint.host_ifname.clone()]);
+    assert_eq!(report.attached, vec![b.endpoint.spec.host_ifname.clone()]);
     assert!(
         report.removed.contains(&"10.252.0.10/32".to_string()),
         "{report:?}"

@@ -8,7 +8,7 @@ use sarena_core::api::DaemonError;
 use sarena_core::api::NodeApi;
 use sarena_core::dataplane::ebpf::AyaDataplane;
 use sarena_core::dataplane::{
-    Dataplane, DataplaneError, DataplaneMode, KernelDataplane, ReconcileReport,
+    Dataplane, DataplaneError, DataplaneMode, KernelDataplane, NodeUpdates, ReconcileReport,
 };
 use sarena_core::links::RtnetlinkLinks;
 use sarena_core::node::{ConfigError, Node, NodeConfig, StartUpError, WithDataplane};
@@ -46,12 +46,20 @@ pub enum DataplaneStartError {
 /// dataplane keeps the kernel one as its host stack (routes to the pods for
 /// host and outside traffic, gateway addresses, masquerading).
 /// The eBPF one is returned a second time, typed, for [`DataplaneParts::hand_over`].
-type Backend = (Arc<dyn Dataplane>, Option<Arc<AyaDataplane>>);
+/// The third part is the same backend as the node's update path.
+type Backend = (
+    Arc<dyn Dataplane>,
+    Option<Arc<AyaDataplane>>,
+    Arc<dyn NodeUpdates>,
+);
 
 fn backend(mode: DataplaneMode, pin_dir: &Path) -> Result<Option<Backend>, DataplaneStartError> {
     match mode {
         DataplaneMode::None => Ok(None),
-        DataplaneMode::Kernel => Ok(Some((Arc::new(KernelDataplane::new()?), None))),
+        DataplaneMode::Kernel => {
+            let kernel = Arc::new(KernelDataplane::new()?);
+            Ok(Some((kernel.clone(), None, kernel)))
+        }
         DataplaneMode::Ebpf => {
             let object = crate::ebpf_object::ebpf_object().ok_or_else(|| {
                 DataplaneStartError::Unavailable {
@@ -65,7 +73,7 @@ fn backend(mode: DataplaneMode, pin_dir: &Path) -> Result<Option<Backend>, Datap
             // The programs check source addresses themselves.
             let host_stack = Arc::new(KernelDataplane::new()?.without_antispoof());
             let ebpf = Arc::new(AyaDataplane::open(object, pin_dir)?.with_host_stack(host_stack));
-            Ok(Some((ebpf.clone(), Some(ebpf))))
+            Ok(Some((ebpf.clone(), Some(ebpf.clone()), ebpf)))
         }
     }
 }
@@ -78,6 +86,7 @@ fn backend(mode: DataplaneMode, pin_dir: &Path) -> Result<Option<Backend>, Datap
 pub struct DataplaneParts {
     backend: Option<Arc<dyn Dataplane>>,
     ebpf: Option<Arc<AyaDataplane>>,
+    updates: Option<Arc<dyn NodeUpdates>>,
     links: Option<Arc<RtnetlinkLinks>>,
 }
 
@@ -92,18 +101,26 @@ impl std::fmt::Debug for DataplaneParts {
 impl DataplaneParts {
     /// The parts for `mode`, with eBPF pins under `pin_dir`.
     pub fn new(mode: DataplaneMode, pin_dir: &Path) -> Result<Self, DataplaneStartError> {
-        let Some((backend, ebpf)) = backend(mode, pin_dir)? else {
+        let Some((backend, ebpf, updates)) = backend(mode, pin_dir)? else {
             return Ok(DataplaneParts {
                 backend: None,
                 ebpf: None,
+                updates: None,
                 links: None,
             });
         };
         Ok(DataplaneParts {
             backend: Some(backend),
             ebpf,
+            updates: Some(updates),
             links: Some(Arc::new(veth_remover()?)),
         })
+    }
+
+    /// The backend's node-wide update path (pod identities); `None` for
+    /// [`DataplaneMode::None`].
+    pub fn updates(&self) -> Option<Arc<dyn NodeUpdates>> {
+        self.updates.clone()
     }
 
     /// At a graceful stop: the eBPF dataplane leaves its counters where the

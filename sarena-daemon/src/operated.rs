@@ -23,7 +23,11 @@ pub struct Operated {
     queue: Option<DeleteQueue>,
     kubernetes: KubernetesCell,
     metrics: Option<Arc<Metrics>>,
+    registered: Option<RegisteredHook>,
 }
+
+/// Called with the owner of every endpoint the API registers.
+pub type RegisteredHook = Arc<dyn Fn(&Attachment) + Send + Sync>;
 
 /// The Kubernetes part of the status, shared between [`Operated`] and
 /// whoever learns it (Kubernetes mode sets the podCIDRs when a session opens).
@@ -46,6 +50,7 @@ impl Operated {
             queue: None,
             kubernetes: KubernetesCell::default(),
             metrics: None,
+            registered: None,
         }
     }
 
@@ -58,6 +63,13 @@ impl Operated {
     /// Counts operations into `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
+        self
+    }
+
+    /// Calls `hook` after each endpoint registered (Kubernetes mode fills
+    /// in the pod's labels then).
+    pub fn on_registered(mut self, hook: RegisteredHook) -> Self {
+        self.registered = Some(hook);
         self
     }
 
@@ -127,6 +139,9 @@ impl Daemon for Operated {
     async fn create_endpoint(&self, req: EndpointCreate) -> Result<Endpoint, DaemonError> {
         let result = self.inner.create_endpoint(req).await;
         self.count("endpoint_create", &result, false);
+        if let (Ok(endpoint), Some(hook)) = (&result, &self.registered) {
+            hook(&endpoint.spec.owner);
+        }
         result
     }
 

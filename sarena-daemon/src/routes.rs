@@ -185,7 +185,7 @@ where
         Route::Ipam => json(StatusCode::OK, &daemon.ipam_state().await?),
         Route::CreateEndpoint => {
             let req: sarena_core::api::EndpointCreate = read_json(parts, body).await?;
-            check_owner("owner", &req.owner)?;
+            check_owner("owner", &req.spec.owner)?;
             json(StatusCode::OK, &daemon.create_endpoint(req).await?)
         }
         Route::Endpoints => json(StatusCode::OK, &daemon.endpoints().await?),

@@ -7,25 +7,28 @@ use std::collections::HashSet;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
 use sarena_core::api::{
-    ApiErrorKind, Daemon, DaemonError, EndpointCreate, GcRequest, HttpDaemon, PodRef,
+    ApiErrorKind, Daemon, DaemonError, EndpointCreate, EndpointSpec, GcRequest, HttpDaemon, PodRef,
 };
 use sarena_test_support::daemon::{SMALL_POOL, Site, alloc_req, owner, raw, raw_bytes};
 
 fn endpoint_create(alloc: &sarena_core::api::Allocation) -> EndpointCreate {
     EndpointCreate {
-        owner: alloc.owner.clone(),
-        pod: PodRef {
-            namespace: Some("default".into()),
-            name: Some("web".into()),
-            uid: None,
+        spec: EndpointSpec {
+            owner: alloc.owner.clone(),
+            pod: PodRef {
+                namespace: Some("default".into()),
+                name: Some("web".into()),
+                uid: None,
+            },
+            host_ifname: "lxc0a1b2c3d".into(),
+            host_ifindex: 42,
+            host_mac: "02:00:00:aa:bb:01".parse().unwrap(),
+            pod_mac: "02:00:00:aa:bb:02".parse().unwrap(),
+            addresses: alloc.addresses.iter().map(|a| a.address).collect(),
+            netns: "/var/run/netns/test".into(),
+            bandwidth: None,
+            identity: Default::default(),
         },
-        host_ifname: "lxc0a1b2c3d".into(),
-        host_ifindex: 42,
-        host_mac: "02:00:00:aa:bb:01".parse().unwrap(),
-        pod_mac: "02:00:00:aa:bb:02".parse().unwrap(),
-        addresses: alloc.addresses.iter().map(|a| a.address).collect(),
-        netns: "/var/run/netns/test".into(),
-        bandwidth: None,
     }
 }
 
@@ -57,7 +60,10 @@ async fn every_route_through_the_client() {
 
     // Endpoint create, get, list, delete (which releases the address), delete again.
     let ep = d.create_endpoint(endpoint_create(&a)).await.unwrap();
-    assert_eq!((ep.host_ifindex, ep.owner.clone()), (42, owner("c1")));
+    assert_eq!(
+        (ep.spec.host_ifindex, ep.spec.owner.clone()),
+        (42, owner("c1"))
+    );
     assert_eq!(d.endpoint(owner("c1")).await.unwrap(), Some(ep.clone()));
     assert_eq!(d.endpoints().await.unwrap(), vec![ep]);
     assert!(d.delete_endpoint(owner("c1")).await.unwrap());

@@ -4,21 +4,24 @@
 use sarena_core::api::Inspect as _;
 use std::time::{Duration, Instant};
 
-use sarena_core::api::{Allocation, Daemon, EndpointCreate, HttpDaemon, PodRef};
+use sarena_core::api::{Allocation, Daemon, EndpointCreate, EndpointSpec, HttpDaemon, PodRef};
 use sarena_core::plugin::DeleteQueue;
 use sarena_test_support::daemon::{Site, alloc_req, owner};
 
 fn endpoint_create(alloc: &Allocation) -> EndpointCreate {
     EndpointCreate {
-        owner: alloc.owner.clone(),
-        pod: PodRef::default(),
-        host_ifname: format!("lxc{}", alloc.owner.container_id),
-        host_ifindex: 7,
-        host_mac: "02:00:00:00:00:07".parse().unwrap(),
-        pod_mac: "02:00:00:00:00:08".parse().unwrap(),
-        addresses: alloc.addresses.iter().map(|a| a.address).collect(),
-        netns: "/var/run/netns/lifecycle".into(),
-        bandwidth: None,
+        spec: EndpointSpec {
+            owner: alloc.owner.clone(),
+            pod: PodRef::default(),
+            host_ifname: format!("lxc{}", alloc.owner.container_id),
+            host_ifindex: 7,
+            host_mac: "02:00:00:00:00:07".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:08".parse().unwrap(),
+            addresses: alloc.addresses.iter().map(|a| a.address).collect(),
+            netns: "/var/run/netns/lifecycle".into(),
+            bandwidth: None,
+            identity: Default::default(),
+        },
     }
 }
 
@@ -106,7 +109,7 @@ async fn deletion_queue_is_replayed_at_start_up() {
         .await
         .unwrap()
         .into_iter()
-        .map(|e| e.owner.container_id)
+        .map(|e| e.spec.owner.container_id)
         .collect();
     assert_eq!(endpoints, ["q2"]);
     assert_eq!(owners_allocated(&d).await, ["q2"]);

@@ -64,10 +64,10 @@ async fn the_kill_points_are_ignored_without_the_feature() {
         "filter",
         "del",
         "dev",
-        &endpoint.host_ifname,
+        &endpoint.spec.host_ifname,
         "ingress",
     ]);
-    let (ingress, egress) = tc_program_ids(&endpoint.host_ifname);
+    let (ingress, egress) = tc_program_ids(&endpoint.spec.host_ifname);
     assert!(
         ingress.is_empty() && egress.len() == 1,
         "{ingress:?} {egress:?}"
@@ -76,7 +76,7 @@ async fn the_kill_points_are_ignored_without_the_feature() {
     node.daemon = Some(node.spawn_with_env(&[(KILL_AT_ENV, "first-swap")]).await);
     tokio::time::sleep(Duration::from_millis(500)).await;
     serves(&node, 1, "killed at first-swap").await;
-    let (ingress, egress) = tc_program_ids(&endpoint.host_ifname);
+    let (ingress, egress) = tc_program_ids(&endpoint.spec.host_ifname);
     assert!(
         ingress.len() == 1 && egress.len() == 1,
         "reconcile did not put the filter back: {ingress:?} {egress:?}"

@@ -38,6 +38,7 @@ use ebpf_node::{GATEWAY, Node, Pod, SERIAL, preconditions};
 
 fn v4(endpoint: &Endpoint) -> Vec<Ipv4Addr> {
     endpoint
+        .spec
         .addresses
         .iter()
         .filter_map(|a| match a.addr() {
@@ -71,10 +72,10 @@ fn host_routes(ip: Ipv4Addr) -> String {
 async fn assert_consistent(node: &Node, pods: &[&Pod]) -> Vec<Endpoint> {
     let client = node.site.client();
     let mut endpoints = client.endpoints().await.unwrap();
-    endpoints.sort_by(|a, b| a.owner.container_id.cmp(&b.owner.container_id));
+    endpoints.sort_by(|a, b| a.spec.owner.container_id.cmp(&b.spec.owner.container_id));
     let ids: BTreeSet<&str> = endpoints
         .iter()
-        .map(|e| e.owner.container_id.as_str())
+        .map(|e| e.spec.owner.container_id.as_str())
         .collect();
     let want: BTreeSet<&str> = pods.iter().map(|p| p.id()).collect();
     assert_eq!(ids, want, "registry");
@@ -104,27 +105,27 @@ async fn assert_consistent(node: &Node, pods: &[&Pod]) -> Vec<Endpoint> {
     for endpoint in &endpoints {
         for ip in v4(endpoint) {
             let (_, info) = entries.iter().find(|(a, _)| *a == ip).unwrap();
-            assert_eq!(info.ifindex, endpoint.host_ifindex, "{ip}: {info:?}");
+            assert_eq!(info.ifindex, endpoint.spec.host_ifindex, "{ip}: {info:?}");
         }
-        let attached = pins.attachments(endpoint.host_ifindex).await.unwrap();
+        let attached = pins.attachments(endpoint.spec.host_ifindex).await.unwrap();
         let names: Vec<&str> = attached.iter().map(|a| a.program.as_str()).collect();
         assert_eq!(
             names,
             ["from_container", "to_container"],
             "filters on {}",
-            endpoint.host_ifname
+            endpoint.spec.host_ifname
         );
-        let (ingress, egress) = tc_program_ids(&endpoint.host_ifname);
+        let (ingress, egress) = tc_program_ids(&endpoint.spec.host_ifname);
         assert_eq!(
             (ingress.len(), egress.len()),
             (1, 1),
             "tc programs on {}",
-            endpoint.host_ifname
+            endpoint.spec.host_ifname
         );
         assert!(
-            pins.counters(endpoint.host_ifindex).unwrap().is_some(),
+            pins.counters(endpoint.spec.host_ifindex).unwrap().is_some(),
             "no counters for {}",
-            endpoint.host_ifname
+            endpoint.spec.host_ifname
         );
     }
     assert!(pins.pinned_links().unwrap().is_empty(), "tcx links pinned");
@@ -145,17 +146,17 @@ async fn delete_and_assert_clean(node: &Node, pods: &[&Pod], endpoints: &[Endpoi
     assert!(pins.endpoint_entries().unwrap().is_empty(), "map entries");
     assert!(pins.pinned_links().unwrap().is_empty(), "pinned links");
     for endpoint in endpoints {
-        assert!(pins.counters(endpoint.host_ifindex).unwrap().is_none());
+        assert!(pins.counters(endpoint.spec.host_ifindex).unwrap().is_none());
         // The daemon removes the veth right after answering DEL.
-        let exists = || succeeds(&["ip", "link", "show", &endpoint.host_ifname]);
+        let exists = || succeeds(&["ip", "link", "show", &endpoint.spec.host_ifname]);
         for _ in 0..40 {
             if !exists() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        assert!(!exists(), "{} still exists", endpoint.host_ifname);
-        assert_eq!(tc_program_ids(&endpoint.host_ifname), (vec![], vec![]));
+        assert!(!exists(), "{} still exists", endpoint.spec.host_ifname);
+        assert_eq!(tc_program_ids(&endpoint.spec.host_ifname), (vec![], vec![]));
     }
     for pod in pods {
         assert_eq!(host_routes(pod.ip), "", "host route to {}", pod.ip);
@@ -174,11 +175,11 @@ async fn sigkill_during_ping_loses_at_most_one_and_restart_reconciles() {
     let endpoints = assert_consistent(&node, &[&a, &b]).await;
     let programs_before: Vec<_> = endpoints
         .iter()
-        .map(|e| tc_program_ids(&e.host_ifname))
+        .map(|e| tc_program_ids(&e.spec.host_ifname))
         .collect();
     let redirected_before = node
         .pins()
-        .counters(endpoints[0].host_ifindex)
+        .counters(endpoints[0].spec.host_ifindex)
         .unwrap()
         .unwrap()
         .redirected_packets;
@@ -225,12 +226,12 @@ async fn sigkill_during_ping_loses_at_most_one_and_restart_reconciles() {
     );
     let programs_after: Vec<_> = endpoints
         .iter()
-        .map(|e| tc_program_ids(&e.host_ifname))
+        .map(|e| tc_program_ids(&e.spec.host_ifname))
         .collect();
     assert_eq!(programs_after, programs_before, "programs re-attached");
     let redirected_after = node
         .pins()
-        .counters(endpoints[0].host_ifindex)
+        .counters(endpoints[0].spec.host_ifindex)
         .unwrap()
         .unwrap()
         .redirected_packets;
@@ -281,10 +282,16 @@ async fn pods_talk_through_the_programs_without_host_routes() {
     assert_eq!(received, 0, "the host still routes to {}", a.ip);
     // ...yet the pods reach each other, through the programs.
     let pins = node.pins();
-    let before = pins.counters(endpoints[0].host_ifindex).unwrap().unwrap();
+    let before = pins
+        .counters(endpoints[0].spec.host_ifindex)
+        .unwrap()
+        .unwrap();
     assert!(a.pings(&b, 3), "a → b without host routes");
     assert!(b.pings(&a, 3), "b → a without host routes");
-    let after = pins.counters(endpoints[0].host_ifindex).unwrap().unwrap();
+    let after = pins
+        .counters(endpoints[0].spec.host_ifindex)
+        .unwrap()
+        .unwrap();
     assert!(
         after.redirected_packets >= before.redirected_packets + 3,
         "{before:?} {after:?}"

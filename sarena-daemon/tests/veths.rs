@@ -15,7 +15,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sarena_core::api::{AllocateRequest, Attachment, Daemon, EndpointCreate, PodRef};
+use sarena_core::api::{AllocateRequest, Attachment, Daemon, EndpointCreate, EndpointSpec, PodRef};
 use sarena_core::links::{Links, RtnetlinkLinks, VethSpec, host_ifname};
 use sarena_core::node::{Node, NodeConfig, VethLedger};
 use sarena_test_support::daemon::EbpfNode;
@@ -105,7 +105,7 @@ async fn a_repeated_add_keeps_the_address_and_mac_and_check_passes() {
     let client = node.client();
     let endpoints = client.endpoints().await.unwrap();
     assert_eq!(endpoints.len(), 1, "{endpoints:?}");
-    assert_eq!(endpoints[0].host_ifindex, second_index);
+    assert_eq!(endpoints[0].spec.host_ifindex, second_index);
     let state = client.ipam_state().await.unwrap();
     assert_eq!(state.allocations.len(), 1, "{state:?}");
     assert_eq!(state.allocations[0].lease_expires_at, None);
@@ -144,7 +144,7 @@ async fn del_then_add_at_once_works() {
         let endpoints = node.client().endpoints().await.unwrap();
         assert_eq!(endpoints.len(), 1, "round {round}: {endpoints:?}");
         assert_eq!(
-            Some(endpoints[0].host_ifindex),
+            Some(endpoints[0].spec.host_ifindex),
             ifindex(&host),
             "round {round}"
         );
@@ -198,15 +198,18 @@ async fn owe_a_removal(state_dir: &Path, config: &Path, host: (&str, u32)) {
         .await
         .unwrap();
     node.create_endpoint(EndpointCreate {
-        owner: owner.clone(),
-        pod: PodRef::default(),
-        host_ifname: host.0.to_string(),
-        host_ifindex: host.1,
-        host_mac: "02:00:00:00:00:01".parse().unwrap(),
-        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-        addresses: alloc.addresses.iter().map(|a| a.address).collect(),
-        netns: "/var/run/netns/gone".into(),
-        bandwidth: None,
+        spec: EndpointSpec {
+            owner: owner.clone(),
+            pod: PodRef::default(),
+            host_ifname: host.0.to_string(),
+            host_ifindex: host.1,
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+            addresses: alloc.addresses.iter().map(|a| a.address).collect(),
+            netns: "/var/run/netns/gone".into(),
+            bandwidth: None,
+            identity: Default::default(),
+        },
     })
     .await
     .unwrap();

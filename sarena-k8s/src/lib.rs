@@ -7,21 +7,25 @@
 //! - `view.rs`: Node objects → [`sarena_core::cluster::ClusterView`];
 //! - `watch.rs`: [`watch_nodes`], a reflector over the Node objects that
 //!   publishes a view on every change (a watch, never polling);
+//! - `identity.rs`: [`watch_identity`], the Pods on this node and the
+//!   Namespaces, metadata-only, as `sarena_core::identity` events;
 //! - `status.rs`: [`KubeClusterApi`], the `NetworkUnavailable` condition
 //!   and Warning Events on the Node.
 //!
-//! RBAC it needs: `get`, `list`, `watch` on `nodes`; `patch` on
+//! RBAC it needs: `get`, `list`, `watch` on `nodes`, `pods` and `namespaces`; `patch` on
 //! `nodes/status`; `create` on `events` (core group).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 mod client;
 mod error;
+mod identity;
 mod status;
 mod view;
 mod watch;
 
 pub use client::connect;
 pub use error::K8sError;
+pub use identity::{namespace_event, namespace_meta, pod_event, pod_meta, watch_identity};
 pub use status::{CONDITION_REASON, KubeClusterApi, event_for, network_available_patch};
 pub use view::{cluster_node, cluster_view};
 pub use watch::watch_nodes;

@@ -6,7 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::process::Command;
 
 use ipnet::IpNet;
-use sarena_core::api::{AllocatedAddress, Attachment, Endpoint, PodRef};
+use sarena_core::api::{AllocatedAddress, Attachment, Endpoint, EndpointSpec, PodRef};
 use sarena_core::links::{Links, PodIfaceConfig, RtnetlinkLinks, VethSpec, host_ifname};
 use sarena_core::node::{pod_gateway, pod_routes};
 
@@ -68,19 +68,22 @@ impl Pod {
             .await
             .unwrap();
         let endpoint = Endpoint {
-            owner: Attachment {
-                container_id: container,
-                ifname: "eth0".into(),
+            spec: EndpointSpec {
+                owner: Attachment {
+                    container_id: container,
+                    ifname: "eth0".into(),
+                },
+                pod: PodRef::default(),
+                host_ifname: pair.host_ifname,
+                host_ifindex: pair.host_ifindex,
+                host_mac: pair.host_mac,
+                pod_mac: pair.pod_mac,
+                addresses,
+                netns: spec.netns.display().to_string(),
+                bandwidth: None,
+                identity: Default::default(),
             },
-            pod: PodRef::default(),
-            host_ifname: pair.host_ifname,
-            host_ifindex: pair.host_ifindex,
-            host_mac: pair.host_mac,
-            pod_mac: pair.pod_mac,
-            addresses,
-            netns: spec.netns.display().to_string(),
             created_at: 0,
-            bandwidth: None,
         };
         Pod {
             netns,
@@ -98,30 +101,32 @@ impl Pod {
     /// The pod's (first) IPv4 address.
     pub fn ip(&self) -> Ipv4Addr {
         self.endpoint
+            .spec
             .addresses
             .iter()
             .find_map(|a| match a.addr() {
                 IpAddr::V4(a) => Some(a),
                 IpAddr::V6(_) => None,
             })
-            .unwrap_or_else(|| panic!("{:?}: no IPv4 address", self.endpoint.addresses))
+            .unwrap_or_else(|| panic!("{:?}: no IPv4 address", self.endpoint.spec.addresses))
     }
 
     /// The pod's (first) IPv6 address.
     pub fn ip6(&self) -> Ipv6Addr {
         self.endpoint
+            .spec
             .addresses
             .iter()
             .find_map(|a| match a.addr() {
                 IpAddr::V6(a) => Some(a),
                 IpAddr::V4(_) => None,
             })
-            .unwrap_or_else(|| panic!("{:?}: no IPv6 address", self.endpoint.addresses))
+            .unwrap_or_else(|| panic!("{:?}: no IPv6 address", self.endpoint.spec.addresses))
     }
 
     /// The host end of the pod's veth.
     pub fn ifname(&self) -> &str {
-        &self.endpoint.host_ifname
+        &self.endpoint.spec.host_ifname
     }
 
     /// `ping` from this pod to `to`; true when every echo was answered.

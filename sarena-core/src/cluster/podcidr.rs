@@ -93,10 +93,10 @@ pub fn decide(
     }
     let holders: Vec<(Attachment, IpAddr)> = endpoints
         .iter()
-        .flat_map(|ep| ep.addresses.iter().map(move |a| (ep, a.addr())))
+        .flat_map(|ep| ep.spec.addresses.iter().map(move |a| (ep, a.addr())))
         .filter(|(_, ip)| current.pod_cidrs.iter().any(|c| c.contains(ip)))
         .filter(|(_, ip)| !offered.pod_cidrs.iter().any(|c| c.contains(ip)))
-        .map(|(ep, ip)| (ep.owner.clone(), ip))
+        .map(|(ep, ip)| (ep.spec.owner.clone(), ip))
         .collect();
     if holders.is_empty() {
         PodCidrDecision::Adopt(offered)
@@ -112,6 +112,7 @@ pub fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::EndpointSpec;
     use crate::cluster::ClusterNode;
 
     fn view(cidrs: Option<&[&str]>) -> ClusterView {
@@ -136,19 +137,22 @@ mod tests {
 
     fn endpoint(id: &str, addrs: &[&str]) -> Endpoint {
         Endpoint {
-            owner: Attachment {
-                container_id: id.into(),
-                ifname: "eth0".into(),
+            spec: EndpointSpec {
+                owner: Attachment {
+                    container_id: id.into(),
+                    ifname: "eth0".into(),
+                },
+                pod: Default::default(),
+                host_ifname: format!("lxc{id}"),
+                host_ifindex: 9,
+                host_mac: Default::default(),
+                pod_mac: Default::default(),
+                addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+                netns: String::new(),
+                bandwidth: None,
+                identity: Default::default(),
             },
-            pod: Default::default(),
-            host_ifname: format!("lxc{id}"),
-            host_ifindex: 9,
-            host_mac: Default::default(),
-            pod_mac: Default::default(),
-            addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
-            netns: String::new(),
             created_at: 0,
-            bandwidth: None,
         }
     }
 

@@ -8,7 +8,7 @@ use mockall::Sequence;
 use mockall::predicate::eq;
 
 use super::*;
-use crate::api::{Attachment, Endpoint, MockNodeApi};
+use crate::api::{Attachment, Endpoint, EndpointSpec, MockNodeApi};
 use crate::cluster::traits::{MockClusterApi, MockNodeSessions, MockPeerRouting};
 use crate::cluster::{ClusterNode, SyncReport};
 
@@ -38,19 +38,22 @@ fn params(cidr: &str) -> SessionParams {
 
 fn endpoint(addr: &str) -> Endpoint {
     Endpoint {
-        owner: Attachment {
-            container_id: "c1".into(),
-            ifname: "eth0".into(),
+        spec: EndpointSpec {
+            owner: Attachment {
+                container_id: "c1".into(),
+                ifname: "eth0".into(),
+            },
+            pod: Default::default(),
+            host_ifname: "lxc1".into(),
+            host_ifindex: 5,
+            host_mac: Default::default(),
+            pod_mac: Default::default(),
+            addresses: vec![addr.parse().unwrap()],
+            netns: String::new(),
+            bandwidth: None,
+            identity: Default::default(),
         },
-        pod: Default::default(),
-        host_ifname: "lxc1".into(),
-        host_ifindex: 5,
-        host_mac: Default::default(),
-        pod_mac: Default::default(),
-        addresses: vec![addr.parse().unwrap()],
-        netns: String::new(),
         created_at: 0,
-        bandwidth: None,
     }
 }
 
@@ -223,7 +226,7 @@ async fn a_change_under_live_endpoints_is_refused_once_then_adopted_when_they_ar
             health.message
         );
         let add = crate::api::AllocateRequest {
-            owner: endpoint("10.244.7.9/24").owner,
+            owner: endpoint("10.244.7.9/24").spec.owner,
             pod: Default::default(),
             requested: vec![],
             pool: None,

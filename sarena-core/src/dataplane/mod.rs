@@ -5,10 +5,13 @@
 //! veth (`ebpf` mode, the default). The daemon calls [`Dataplane::attach`] when
 //! an endpoint is registered, [`Dataplane::detach`] when it is removed, and
 //! [`Dataplane::reconcile`] at start-up with the registry's endpoints (through
-//! [`crate::node::WithDataplane`], which composes the two).
+//! [`crate::node::WithDataplane`], which composes the two). What the node
+//! learns about pods beyond one endpoint (their identities) reaches a
+//! dataplane through [`NodeUpdates`] (`updates.rs`).
 
 mod error;
 pub mod kernel;
+mod updates;
 
 use std::net::{IpAddr, Ipv6Addr};
 
@@ -19,6 +22,9 @@ pub use crate::api::DataplaneMode;
 use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
 pub use error::DataplaneError;
 pub use kernel::KernelDataplane;
+#[cfg(any(test, feature = "mocks"))]
+pub use updates::MockNodeUpdates;
+pub use updates::{NodeUpdate, NodeUpdates, UpdateOutcome};
 
 pub mod ebpf;
 

@@ -5,7 +5,7 @@ use crate::api::Inspect as _;
 use std::net::IpAddr;
 
 use super::*;
-use crate::api::{AllocateRequest, Daemon, EndpointCreate, PodRef};
+use crate::api::{AllocateRequest, Daemon, EndpointCreate, EndpointSpec, PodRef};
 
 const DUAL: &str = r#"
 [[ipam.pools]]
@@ -95,15 +95,18 @@ async fn a_partial_allocation_fails_and_leaves_nothing() {
     // Releasing one pod gives both of its addresses back.
     let held = node.allocate(req("c1", &[])).await.unwrap();
     node.create_endpoint(EndpointCreate {
-        owner: held.owner.clone(),
-        pod: PodRef::default(),
-        host_ifname: "lxc1".into(),
-        host_ifindex: 9,
-        host_mac: "02:00:00:00:00:01".parse().unwrap(),
-        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-        addresses: held.addresses.iter().map(|a| a.address).collect(),
-        netns: "/var/run/netns/x".into(),
-        bandwidth: None,
+        spec: EndpointSpec {
+            owner: held.owner.clone(),
+            pod: PodRef::default(),
+            host_ifname: "lxc1".into(),
+            host_ifindex: 9,
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+            addresses: held.addresses.iter().map(|a| a.address).collect(),
+            netns: "/var/run/netns/x".into(),
+            bandwidth: None,
+            identity: Default::default(),
+        },
     })
     .await
     .unwrap();

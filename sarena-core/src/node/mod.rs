@@ -33,6 +33,7 @@ mod daemon;
 #[cfg(test)]
 mod dual_stack_tests;
 mod error;
+mod identity;
 mod ops;
 mod recovery;
 mod routes;

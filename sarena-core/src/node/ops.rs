@@ -163,8 +163,8 @@ impl Inner {
         req: EndpointCreate,
         now: u64,
     ) -> Result<Endpoint, NodeError> {
-        check_owner(&req.owner)?;
-        if req.host_ifname.trim().is_empty() {
+        check_owner(&req.spec.owner)?;
+        if req.spec.host_ifname.trim().is_empty() {
             let reason = "must not be empty".to_owned();
             return Err(NodeError::InvalidRequest {
                 field: "host_ifname",
@@ -173,34 +173,37 @@ impl Inner {
         }
         let mut guard = self.lock()?;
         let st = &mut *guard;
-        if let Some(ep) = st.endpoints.get(&req.owner) {
-            let same = ep.pod == req.pod
-                && ep.host_ifname == req.host_ifname
-                && ep.host_ifindex == req.host_ifindex
-                && ep.host_mac == req.host_mac
-                && ep.pod_mac == req.pod_mac
-                && ep.netns == req.netns
-                && ep.bandwidth == req.bandwidth
-                && ep.addresses.iter().collect::<BTreeSet<_>>() == req.addresses.iter().collect();
+        if let Some(ep) = st.endpoints.get(&req.spec.owner) {
+            let same = ep.spec.pod == req.spec.pod
+                && ep.spec.host_ifname == req.spec.host_ifname
+                && ep.spec.host_ifindex == req.spec.host_ifindex
+                && ep.spec.host_mac == req.spec.host_mac
+                && ep.spec.pod_mac == req.spec.pod_mac
+                && ep.spec.netns == req.spec.netns
+                && ep.spec.bandwidth == req.spec.bandwidth
+                && ep.spec.addresses.iter().collect::<BTreeSet<_>>()
+                    == req.spec.addresses.iter().collect();
             if same {
                 return Ok(ep.clone());
             }
-            let host_ifname = ep.host_ifname.clone();
+            let host_ifname = ep.spec.host_ifname.clone();
             return Err(NodeError::EndpointExists {
-                owner: req.owner,
+                owner: req.spec.owner,
                 host_ifname,
             });
         }
-        let Some(entry) = st.allocations.get(&req.owner) else {
-            return Err(NodeError::NoAllocation { owner: req.owner });
+        let Some(entry) = st.allocations.get(&req.spec.owner) else {
+            return Err(NodeError::NoAllocation {
+                owner: req.spec.owner,
+            });
         };
         let held: BTreeSet<IpAddr> = entry.addresses.iter().map(|a| a.address.addr()).collect();
-        let given: BTreeSet<IpAddr> = req.addresses.iter().map(IpNet::addr).collect();
-        if held != given || given.len() != req.addresses.len() {
+        let given: BTreeSet<IpAddr> = req.spec.addresses.iter().map(IpNet::addr).collect();
+        if held != given || given.len() != req.spec.addresses.len() {
             return Err(NodeError::AddressMismatch {
-                owner: req.owner,
+                owner: req.spec.owner,
                 allocated: entry.addresses.iter().map(|a| a.address).collect(),
-                given: req.addresses,
+                given: req.spec.addresses,
             });
         }
         let endpoint = req.into_endpoint(now);
@@ -211,8 +214,8 @@ impl Inner {
         self.store.put_endpoint(&endpoint, &entry)?;
         st.allocations.insert(entry.owner.clone(), entry);
         st.endpoints
-            .insert(endpoint.owner.clone(), endpoint.clone());
-        tracing::debug!(owner = ?endpoint.owner, host_ifname = %endpoint.host_ifname, "endpoint created");
+            .insert(endpoint.spec.owner.clone(), endpoint.clone());
+        tracing::debug!(owner = ?endpoint.spec.owner, host_ifname = %endpoint.spec.host_ifname, "endpoint created");
         Ok(endpoint)
     }
 
@@ -244,8 +247,8 @@ impl Inner {
         let owed: Vec<OwedRemoval> = endpoint
             .iter()
             .map(|e| OwedRemoval {
-                host_ifname: e.host_ifname.clone(),
-                host_ifindex: e.host_ifindex,
+                host_ifname: e.spec.host_ifname.clone(),
+                host_ifindex: e.spec.host_ifindex,
             })
             .collect();
         self.store

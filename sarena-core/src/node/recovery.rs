@@ -170,11 +170,13 @@ fn load_endpoints(
 ) -> BTreeMap<Attachment, Endpoint> {
     let mut out = BTreeMap::new();
     for ep in endpoints {
-        if !allocations.contains_key(&ep.owner) {
-            tracing::warn!(owner = ?ep.owner, "endpoint without allocation");
-            report.endpoints_without_allocation.push(ep.owner.clone());
+        if !allocations.contains_key(&ep.spec.owner) {
+            tracing::warn!(owner = ?ep.spec.owner, "endpoint without allocation");
+            report
+                .endpoints_without_allocation
+                .push(ep.spec.owner.clone());
         }
-        out.insert(ep.owner.clone(), ep);
+        out.insert(ep.spec.owner.clone(), ep);
     }
     out
 }

@@ -31,7 +31,7 @@ impl WithDataplane {
         let counters = match self.dataplane.endpoint_counters(&endpoint) {
             Ok(counters) => counters.as_ref().map(DataplaneCounters::from),
             Err(error) => {
-                tracing::warn!(error = %crate::error_chain(&error), host_ifname = %endpoint.host_ifname, "cannot read counters");
+                tracing::warn!(error = %crate::error_chain(&error), host_ifname = %endpoint.spec.host_ifname, "cannot read counters");
                 None
             }
         };
@@ -46,11 +46,11 @@ impl WithDataplane {
     /// endpoint without limits. A failed query is reported as a problem
     /// (and logged), so an answer never claims shaping it could not see.
     pub(super) async fn bandwidth_status(&self, endpoint: &Endpoint) -> Option<BandwidthStatus> {
-        endpoint.bandwidth?;
+        endpoint.spec.bandwidth?;
         match self.dataplane.bandwidth_status(endpoint).await {
             Ok(status) => status,
             Err(error) => {
-                tracing::warn!(error = %crate::error_chain(&error), host_ifname = %endpoint.host_ifname, "cannot read bandwidth shaping");
+                tracing::warn!(error = %crate::error_chain(&error), host_ifname = %endpoint.spec.host_ifname, "cannot read bandwidth shaping");
                 Some(BandwidthStatus {
                     enforced: None,
                     problems: vec![format!(
@@ -68,25 +68,29 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::api::EndpointSpec;
     use crate::api::{Attachment, Health, Inspect, IpamState, MockNodeApi, ProgramsStatus};
     use crate::dataplane::ebpf::EndpointCounters;
     use crate::dataplane::{DataplaneError, DataplaneMode, MockDataplane};
 
     fn endpoint(ifname: &str) -> Endpoint {
         Endpoint {
-            owner: Attachment {
-                container_id: ifname.into(),
-                ifname: "eth0".into(),
+            spec: EndpointSpec {
+                owner: Attachment {
+                    container_id: ifname.into(),
+                    ifname: "eth0".into(),
+                },
+                pod: Default::default(),
+                host_ifname: ifname.into(),
+                host_ifindex: 7,
+                host_mac: "02:00:00:00:00:01".parse().unwrap(),
+                pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+                addresses: vec!["10.200.0.5/16".parse().unwrap()],
+                netns: "/var/run/netns/x".into(),
+                bandwidth: None,
+                identity: Default::default(),
             },
-            pod: Default::default(),
-            host_ifname: ifname.into(),
-            host_ifindex: 7,
-            host_mac: "02:00:00:00:00:01".parse().unwrap(),
-            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-            addresses: vec!["10.200.0.5/16".parse().unwrap()],
-            netns: "/var/run/netns/x".into(),
             created_at: 1,
-            bandwidth: None,
         }
     }
 
@@ -139,7 +143,7 @@ mod tests {
         let mut dataplane = MockDataplane::new();
         dataplane.expect_mode().return_const(DataplaneMode::Ebpf);
         dataplane.expect_endpoint_counters().returning(|e| {
-            if e.host_ifname == "lxca" {
+            if e.spec.host_ifname == "lxca" {
                 Ok(Some(EndpointCounters {
                     to_pod_packets: 4,
                     ..Default::default()

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
 use crate::api::{
-    AllocateRequest, Allocation, ApiErrorKind, Daemon, DaemonError, EndpointCreate, GcRequest,
-    PodRef,
+    AllocateRequest, Allocation, ApiErrorKind, Daemon, DaemonError, EndpointCreate, EndpointSpec,
+    GcRequest, PodRef,
 };
 use crate::ipam::IpamError;
 
@@ -41,15 +41,18 @@ fn small_config(cidr: &str, lease: u64) -> NodeConfig {
 
 fn ep_req(alloc: &Allocation) -> EndpointCreate {
     EndpointCreate {
-        owner: alloc.owner.clone(),
-        pod: PodRef::default(),
-        host_ifname: format!("lxc{}", alloc.owner.container_id),
-        host_ifindex: 7,
-        host_mac: "02:00:00:00:00:01".parse().unwrap(),
-        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-        addresses: alloc.addresses.iter().map(|a| a.address).collect(),
-        netns: "/var/run/netns/x".into(),
-        bandwidth: None,
+        spec: EndpointSpec {
+            owner: alloc.owner.clone(),
+            pod: PodRef::default(),
+            host_ifname: format!("lxc{}", alloc.owner.container_id),
+            host_ifindex: 7,
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+            addresses: alloc.addresses.iter().map(|a| a.address).collect(),
+            netns: "/var/run/netns/x".into(),
+            bandwidth: None,
+            identity: Default::default(),
+        },
     }
 }
 
@@ -265,13 +268,13 @@ async fn endpoint_lifecycle_through_the_trait() {
         .await;
     assert!(missing.is_ok());
     let mut wrong = ep_req(&a);
-    wrong.addresses = vec!["10.200.9.9/16".parse().unwrap()];
+    wrong.spec.addresses = vec!["10.200.9.9/16".parse().unwrap()];
     assert_eq!(
         node.create_endpoint(wrong).await.unwrap_err().kind(),
         Some(ApiErrorKind::Conflict)
     );
     let mut none = ep_req(&a);
-    none.owner = owner("ghost");
+    none.spec.owner = owner("ghost");
     assert_eq!(
         node.create_endpoint(none).await.unwrap_err().kind(),
         Some(ApiErrorKind::NotFound)
@@ -283,7 +286,7 @@ async fn endpoint_lifecycle_through_the_trait() {
         "idempotent"
     );
     let mut changed = ep_req(&a);
-    changed.host_ifindex = 99;
+    changed.spec.host_ifindex = 99;
     assert_eq!(
         node.create_endpoint(changed).await.unwrap_err().kind(),
         Some(ApiErrorKind::Conflict)

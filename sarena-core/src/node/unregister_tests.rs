@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
-use crate::api::{AllocateRequest, Daemon, EndpointCreate, PodRef};
+use crate::api::{AllocateRequest, Daemon, EndpointCreate, EndpointSpec, PodRef};
 
 fn owner() -> Attachment {
     Attachment {
@@ -34,15 +34,18 @@ async fn registered(node: &Node) -> Endpoint {
         .await
         .unwrap();
     node.create_endpoint(EndpointCreate {
-        owner: owner(),
-        pod: PodRef::default(),
-        host_ifname: "lxc0123456789ab".into(),
-        host_ifindex: 7,
-        host_mac: "02:00:00:00:00:01".parse().unwrap(),
-        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-        addresses: alloc.addresses.iter().map(|a| a.address).collect(),
-        netns: "/var/run/netns/x".into(),
-        bandwidth: None,
+        spec: EndpointSpec {
+            owner: owner(),
+            pod: PodRef::default(),
+            host_ifname: "lxc0123456789ab".into(),
+            host_ifindex: 7,
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+            addresses: alloc.addresses.iter().map(|a| a.address).collect(),
+            netns: "/var/run/netns/x".into(),
+            bandwidth: None,
+            identity: Default::default(),
+        },
     })
     .await
     .unwrap()
@@ -54,7 +57,7 @@ async fn the_endpoint_goes_and_the_address_stays_under_a_lease() {
     let now = Arc::new(AtomicU64::new(1_000));
     let node = open_node(dir.path(), 60, now.clone());
     let endpoint = registered(&node).await;
-    let address = endpoint.addresses[0];
+    let address = endpoint.spec.addresses[0];
 
     now.store(2_000, Ordering::SeqCst);
     let removed = node.unregister_endpoint(owner()).await.unwrap();
@@ -71,7 +74,7 @@ async fn the_endpoint_goes_and_the_address_stays_under_a_lease() {
     let node = open_node(dir.path(), 60, now.clone());
     assert_eq!(node.endpoint(owner()).await.unwrap(), None);
     let again = registered(&node).await;
-    assert_eq!(again.addresses, vec![address]);
+    assert_eq!(again.spec.addresses, vec![address]);
     let state = node.ipam_state().await.unwrap();
     assert_eq!(state.allocations[0].lease_expires_at, None);
 }
@@ -86,4 +89,35 @@ async fn a_kept_allocation_nobody_claims_expires() {
     assert_eq!(node.expire_leases(1_059).unwrap(), vec![]);
     assert_eq!(node.expire_leases(1_060).unwrap(), vec![owner()]);
     assert!(node.ipam_state().await.unwrap().allocations.is_empty());
+}
+
+#[tokio::test]
+async fn an_identity_is_recorded_durably_and_a_repeated_add_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let now = Arc::new(AtomicU64::new(1_000));
+    let node = open_node(dir.path(), 60, now.clone());
+    let endpoint = registered(&node).await;
+    let identity = crate::api::PodIdentity {
+        labels: [("app".to_owned(), "web".to_owned())].into(),
+        namespace_labels: Default::default(),
+    };
+    let updated = node.set_identity(&owner(), &identity).unwrap().unwrap();
+    assert_eq!(updated.spec.identity, identity);
+    // The plugin's repeated ADD (without labels) is the same endpoint: kept as is.
+    let again = node
+        .create_endpoint(EndpointCreate {
+            spec: endpoint.spec.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.spec.identity, identity);
+    drop(node);
+    let node = open_node(dir.path(), 60, now);
+    let reopened = node.registered_endpoint(&owner()).unwrap().unwrap();
+    assert_eq!(reopened.spec.identity, identity);
+    let stranger = Attachment {
+        container_id: "gone".into(),
+        ifname: "eth0".into(),
+    };
+    assert!(node.set_identity(&stranger, &identity).unwrap().is_none());
 }

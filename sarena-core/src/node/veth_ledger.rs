@@ -57,6 +57,7 @@ impl VethLedger for Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::EndpointSpec;
     use crate::api::{AllocateRequest, Daemon, EndpointCreate, Inspect as _, PodRef};
     use crate::node::NodeConfig;
 
@@ -87,15 +88,18 @@ mod tests {
         let addresses = allocate(&node, "c1").await;
         let endpoint = node
             .create_endpoint(EndpointCreate {
-                owner: owner("c1"),
-                pod: PodRef::default(),
-                host_ifname: "lxc0123456789ab".into(),
-                host_ifindex: 7,
-                host_mac: "02:00:00:00:00:01".parse().unwrap(),
-                pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-                addresses,
-                netns: "/var/run/netns/x".into(),
-                bandwidth: None,
+                spec: EndpointSpec {
+                    owner: owner("c1"),
+                    pod: PodRef::default(),
+                    host_ifname: "lxc0123456789ab".into(),
+                    host_ifindex: 7,
+                    host_mac: "02:00:00:00:00:01".parse().unwrap(),
+                    pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+                    addresses,
+                    netns: "/var/run/netns/x".into(),
+                    bandwidth: None,
+                    identity: Default::default(),
+                },
             })
             .await
             .unwrap();

@@ -161,7 +161,7 @@ impl WithDataplane {
 
     async fn detach_logged(&self, endpoint: &Endpoint) {
         if let Err(error) = self.dataplane.detach(endpoint).await {
-            tracing::warn!(error = %crate::error_chain(&error), host_ifname = %endpoint.host_ifname, "detach failed; reconcile will retry");
+            tracing::warn!(error = %crate::error_chain(&error), host_ifname = %endpoint.spec.host_ifname, "detach failed; reconcile will retry");
         }
     }
 }
@@ -190,7 +190,7 @@ impl Daemon for WithDataplane {
     }
 
     async fn create_endpoint(&self, req: EndpointCreate) -> Result<Endpoint, DaemonError> {
-        if let Some(limits) = req.bandwidth
+        if let Some(limits) = req.spec.bandwidth
             && !self.dataplane.mode().enforces_bandwidth()
         {
             return Err(DaemonError::local(
@@ -206,7 +206,7 @@ impl Daemon for WithDataplane {
             DaemonError::local(
                 ApiErrorKind::Internal,
                 AttachError {
-                    host_ifname: req.host_ifname.clone(),
+                    host_ifname: req.spec.host_ifname.clone(),
                     source,
                 },
             )
@@ -241,8 +241,8 @@ impl Daemon for WithDataplane {
         };
         self.detach_logged(&endpoint).await;
         let owed = OwedRemoval {
-            host_ifname: endpoint.host_ifname,
-            host_ifindex: endpoint.host_ifindex,
+            host_ifname: endpoint.spec.host_ifname,
+            host_ifindex: endpoint.spec.host_ifindex,
         };
         tokio::spawn(async move { veths.remove(owed).await });
         Ok(Deleted {
@@ -271,7 +271,7 @@ impl Daemon for WithDataplane {
         let report = self.registry.gc(req).await?;
         for endpoint in before
             .iter()
-            .filter(|e| report.endpoints_removed.contains(&e.owner))
+            .filter(|e| report.endpoints_removed.contains(&e.spec.owner))
         {
             self.detach_logged(endpoint).await;
         }

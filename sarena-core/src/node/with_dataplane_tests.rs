@@ -1,31 +1,31 @@
 use super::*;
-use crate::api::{ApiErrorKind, MockNodeApi};
+use crate::api::{ApiErrorKind, EndpointSpec, MockNodeApi};
 use crate::dataplane::{DataplaneError, DataplaneMode, MockDataplane};
 use crate::node::MockVethLedger;
 use mockall::Sequence;
 
 fn create() -> EndpointCreate {
     EndpointCreate {
-        owner: Attachment {
-            container_id: "c1".into(),
-            ifname: "eth0".into(),
+        spec: EndpointSpec {
+            owner: Attachment {
+                container_id: "c1".into(),
+                ifname: "eth0".into(),
+            },
+            pod: Default::default(),
+            host_ifname: "lxc0123456789ab".into(),
+            host_ifindex: 7,
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+            addresses: vec!["10.200.0.5/16".parse().unwrap()],
+            netns: "/var/run/netns/x".into(),
+            bandwidth: None,
+            identity: Default::default(),
         },
-        pod: Default::default(),
-        host_ifname: "lxc0123456789ab".into(),
-        host_ifindex: 7,
-        host_mac: "02:00:00:00:00:01".parse().unwrap(),
-        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-        addresses: vec!["10.200.0.5/16".parse().unwrap()],
-        netns: "/var/run/netns/x".into(),
-        bandwidth: None,
     }
 }
 
 fn endpoint() -> Endpoint {
-    Endpoint {
-        created_at: 1,
-        ..provisional(&create())
-    }
+    create().into_endpoint(1)
 }
 
 fn wrap(registry: MockNodeApi, mut dataplane: MockDataplane) -> WithDataplane {
@@ -124,7 +124,7 @@ async fn delete_detaches_what_existed_and_tolerates_detach_errors() {
     });
     assert!(
         wrap(registry, dataplane)
-            .delete_endpoint(create().owner)
+            .delete_endpoint(create().spec.owner)
             .await
             .unwrap()
     );
@@ -138,7 +138,7 @@ async fn delete_of_unknown_endpoint_detaches_nothing() {
     dataplane.expect_detach().never();
     assert!(
         !wrap(registry, dataplane)
-            .delete_endpoint(create().owner)
+            .delete_endpoint(create().spec.owner)
             .await
             .unwrap()
     );
@@ -147,8 +147,8 @@ async fn delete_of_unknown_endpoint_detaches_nothing() {
 fn owed() -> OwedRemoval {
     let ep = endpoint();
     OwedRemoval {
-        host_ifname: ep.host_ifname,
-        host_ifindex: ep.host_ifindex,
+        host_ifname: ep.spec.host_ifname,
+        host_ifindex: ep.spec.host_ifindex,
     }
 }
 
@@ -182,7 +182,7 @@ async fn delete_with_veth_records_the_removal_then_removes_by_index_then_settles
     let mut links = crate::links::MockLinks::new();
     ledger
         .expect_delete_owing_removal()
-        .withf(|o| *o == create().owner)
+        .withf(|o| *o == create().spec.owner)
         .times(1)
         .in_sequence(&mut seq)
         .returning(|_| Ok((true, Some(endpoint()))));
@@ -210,7 +210,7 @@ async fn delete_with_veth_records_the_removal_then_removes_by_index_then_settles
         });
     let wrapped = wrap(registry, dataplane).with_veth_removal(Arc::new(links), Arc::new(ledger));
     let answer = wrapped
-        .delete_endpoint_and_veth(create().owner)
+        .delete_endpoint_and_veth(create().spec.owner)
         .await
         .unwrap();
     assert_eq!(
@@ -264,12 +264,12 @@ async fn a_removal_that_fails_stays_owed_and_a_foreign_link_is_settled() {
         });
     let wrapped = wrap(registry, dataplane).with_veth_removal(Arc::new(links), Arc::new(ledger));
     wrapped
-        .delete_endpoint_and_veth(create().owner)
+        .delete_endpoint_and_veth(create().spec.owner)
         .await
         .unwrap();
     fired(failed_rx).await;
     wrapped
-        .delete_endpoint_and_veth(create().owner)
+        .delete_endpoint_and_veth(create().spec.owner)
         .await
         .unwrap();
     fired(settled_rx).await;
@@ -288,7 +288,7 @@ async fn delete_with_veth_of_an_unknown_endpoint_leaves_the_links_to_the_caller(
     links.expect_remove_host_link_index().never();
     let answer = wrap(registry, dataplane)
         .with_veth_removal(Arc::new(links), Arc::new(ledger))
-        .delete_endpoint_and_veth(create().owner)
+        .delete_endpoint_and_veth(create().spec.owner)
         .await
         .unwrap();
     assert!(!answer.veth_removal && !answer.deleted, "{answer:?}");
@@ -297,27 +297,25 @@ async fn delete_with_veth_of_an_unknown_endpoint_leaves_the_links_to_the_caller(
 #[tokio::test]
 async fn gc_detaches_removed_endpoints_only() {
     let (mut registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
-    let kept = Endpoint {
-        owner: Attachment {
-            container_id: "c2".into(),
-            ifname: "eth0".into(),
-        },
-        host_ifname: "lxcffffffffffff".into(),
-        ..endpoint()
+    let mut kept = endpoint();
+    kept.spec.owner = Attachment {
+        container_id: "c2".into(),
+        ifname: "eth0".into(),
     };
+    kept.spec.host_ifname = "lxcffffffffffff".into();
     let listed = vec![endpoint(), kept];
     registry
         .expect_endpoints()
         .returning(move || Ok(listed.clone()));
     registry.expect_gc().returning(|_| {
         Ok(GcReport {
-            endpoints_removed: vec![create().owner],
+            endpoints_removed: vec![create().spec.owner],
             allocations_released: vec![],
         })
     });
     dataplane
         .expect_detach()
-        .withf(|e| e.owner.container_id == "c1")
+        .withf(|e| e.spec.owner.container_id == "c1")
         .times(1)
         .returning(|_| Ok(()));
     let report = wrap(registry, dataplane)
@@ -345,7 +343,7 @@ async fn unregister_detaches_what_it_removed_and_keeps_the_allocation() {
     registry.expect_delete_endpoint().never();
     registry.expect_release().never();
     let removed = wrap(registry, dataplane)
-        .unregister_endpoint(create().owner)
+        .unregister_endpoint(create().spec.owner)
         .await
         .unwrap();
     assert_eq!(removed, Some(endpoint()));

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::{AllocatedAddress, Attachment, Endpoint, PodRef};
 
+mod identity;
 mod removals;
 
 pub use removals::OwedRemoval;
@@ -302,7 +303,7 @@ impl RedbStore {
         self.write("put endpoint", |txn| {
             let mut endpoints = txn.open_table(ENDPOINTS).map_err(redb_err("open table"))?;
             endpoints
-                .insert(key(&endpoint.owner), ep_bytes.as_slice())
+                .insert(key(&endpoint.spec.owner), ep_bytes.as_slice())
                 .map_err(redb_err("write"))?;
             let mut allocations = txn
                 .open_table(ALLOCATIONS)

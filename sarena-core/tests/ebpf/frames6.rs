@@ -26,7 +26,7 @@ pub fn frame(
     hop: u8,
     payload: &[u8],
 ) -> Vec<u8> {
-    let macs = (pod.endpoint.pod_mac, pod.endpoint.host_mac);
+    let macs = (pod.endpoint.spec.pod_mac, pod.endpoint.spec.host_mac);
     frame_between(macs, src, dst, next, hop, payload)
 }
 

@@ -35,7 +35,7 @@ pub async fn ipv6_pod(links: &RtnetlinkLinks, host: u8) -> Pod {
 pub fn assert_usable_at_once(pod: &Pod) {
     let addrs = pod.netns.exec(&["ip", "-6", "addr", "show", "dev", "eth0"]);
     assert!(!addrs.contains("tentative"), "{addrs}");
-    let link_local = sarena_core::links::link_local(pod.endpoint.pod_mac);
+    let link_local = sarena_core::links::link_local(pod.endpoint.spec.pod_mac);
     assert!(addrs.contains(&format!("{link_local}/64")), "{addrs}");
     assert_eq!(addrs.matches("scope link").count(), 1, "{addrs}");
     let routes = pod

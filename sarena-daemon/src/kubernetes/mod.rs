@@ -4,16 +4,18 @@
 //! reconciled before the API server answers; then the Node objects are
 //! watched and the supervisor (`sarena_core::cluster::Supervisor`) opens the
 //! node state with pools from this node's podCIDRs, keeps the routes to the
-//! other nodes in sync and marks the Node `NetworkUnavailable=False`.
+//! other nodes in sync and marks the Node `NetworkUnavailable=False`. The
+//! Pods on this node and the Namespaces are watched too: their labels are
+//! the endpoints' identities ([`IdentityHub`]).
 
+mod identity;
 mod state;
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sarena_core::api::KubernetesStatus;
-use sarena_core::api::NodeApi;
+use sarena_core::api::{Attachment, KubernetesStatus, NodeApi};
 use sarena_core::cluster::rtnl::RtnetlinkPeers;
 use sarena_core::cluster::{ClusterError, PeerSync, Supervisor, SupervisorParts};
 use sarena_core::node::NodeConfig;
@@ -28,6 +30,7 @@ use crate::dataplane::{DataplaneParts, DataplaneStartError};
 use crate::metrics::{Metrics, MetricsError};
 use crate::operated::{KubernetesCell, Operated};
 use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, UnixSocket};
+pub use identity::IdentityHub;
 pub use state::DaemonSessions;
 
 /// Why Kubernetes mode could not start or stopped.
@@ -99,13 +102,15 @@ pub async fn run(
     let kernel = Arc::new(RtnetlinkPeers::new()?);
     let dataplane = DataplaneParts::new(config.dataplane, &cli.bpf_pin_dir)?;
     let queue = DeleteQueue::new(cli.delete_queue_dir());
+    let (identity, identity_task) = IdentityHub::spawn(dataplane.updates());
     let state = DaemonSessions::new(
         cli.state_dir.clone(),
         queue.clone(),
         config.clone(),
         dataplane.clone(),
     )
-    .with_observers(status.clone(), metrics.clone());
+    .with_observers(status.clone(), metrics.clone())
+    .with_identity(identity.clone());
     let mut supervisor = Supervisor::new(SupervisorParts {
         node_name: name.clone(),
         routing: config.kubernetes.routing,
@@ -129,7 +134,11 @@ pub async fn run(
     let (stop, stopped) = watch::channel(false);
     let mut operated = Operated::new(supervisor.gate())
         .with_delete_queue(queue)
-        .with_kubernetes(status);
+        .with_kubernetes(status)
+        .on_registered({
+            let identity = identity.clone();
+            Arc::new(move |owner: &Attachment| identity.registered(owner.clone()))
+        });
     if let Some(m) = &metrics {
         operated = operated.with_metrics(m.clone());
     }
@@ -160,6 +169,7 @@ pub async fn run(
             sarena_core::error_chain(&e)
         );
     }
+    let identity_watch = sarena_k8s::watch_identity(client.clone(), &name, identity.events());
     let (views, watcher) = sarena_k8s::watch_nodes(client, name);
     let mut on_stop = stopped;
     let run = supervisor.run(views, async move {
@@ -175,6 +185,8 @@ pub async fn run(
     };
     let _ = stop.send(true);
     watcher.abort();
+    identity_watch.abort();
+    identity_task.abort();
     for task in [metrics_task, cni_conf_task].into_iter().flatten() {
         task.abort();
     }

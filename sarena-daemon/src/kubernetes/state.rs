@@ -20,6 +20,8 @@ use crate::dataplane::{DataplaneParts, start_on};
 use crate::metrics::Metrics;
 use crate::operated::KubernetesCell;
 
+use super::identity::IdentityHub;
+
 /// The daemon's node state for the supervisor.
 pub struct DaemonSessions {
     state_dir: PathBuf,
@@ -33,6 +35,8 @@ pub struct DaemonSessions {
     status: Option<KubernetesCell>,
     /// Where replays and reconciliations are counted.
     metrics: Option<Arc<Metrics>>,
+    /// Pod identity: told about every session's node.
+    identity: Option<IdentityHub>,
 }
 
 impl std::fmt::Debug for DaemonSessions {
@@ -63,6 +67,7 @@ impl DaemonSessions {
             leases: Mutex::new(None),
             status: None,
             metrics: None,
+            identity: None,
         }
     }
 
@@ -71,6 +76,12 @@ impl DaemonSessions {
     pub fn with_observers(mut self, status: KubernetesCell, metrics: Option<Arc<Metrics>>) -> Self {
         self.status = Some(status);
         self.metrics = metrics;
+        self
+    }
+
+    /// Hands each session's node to `hub`, which keeps its endpoints' labels.
+    pub fn with_identity(mut self, hub: IdentityHub) -> Self {
+        self.identity = Some(hub);
         self
     }
 
@@ -142,6 +153,9 @@ impl NodeSessions for DaemonSessions {
             status.pod_cidrs = session.pod_cidrs.clone();
         }
         self.file.store(session)?;
+        if let Some(hub) = &self.identity {
+            hub.open(node.clone());
+        }
         self.stop_leases().await;
         if let Some(every) = lease_check_interval(config.lease_seconds) {
             *self
@@ -154,6 +168,9 @@ impl NodeSessions for DaemonSessions {
     }
 
     async fn close(&self) {
+        if let Some(hub) = &self.identity {
+            hub.close();
+        }
         self.stop_leases().await;
     }
 }

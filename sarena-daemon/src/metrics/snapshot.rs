@@ -99,10 +99,13 @@ fn gauge(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: u64) ->
 fn endpoint_labels(stats: &EndpointStats) -> Labels {
     let e = &stats.endpoint;
     vec![
-        ("namespace", e.pod.namespace.clone().unwrap_or_default()),
-        ("pod", e.pod.name.clone().unwrap_or_default()),
-        ("container_id", e.owner.container_id.clone()),
-        ("interface", e.owner.ifname.clone()),
+        (
+            "namespace",
+            e.spec.pod.namespace.clone().unwrap_or_default(),
+        ),
+        ("pod", e.spec.pod.name.clone().unwrap_or_default()),
+        ("container_id", e.spec.owner.container_id.clone()),
+        ("interface", e.spec.owner.ifname.clone()),
     ]
 }
 

@@ -3,8 +3,8 @@
 
 use prometheus_parse::{Sample, Scrape, Value};
 use sarena_core::api::{
-    ApiErrorKind, Attachment, DaemonStatus, DataplaneCounters, Endpoint, EndpointStats, Health,
-    IpamState, MockNodeApi, PodRef, PoolState, ProgramsStatus,
+    ApiErrorKind, Attachment, DaemonStatus, DataplaneCounters, Endpoint, EndpointSpec,
+    EndpointStats, Health, IpamState, MockNodeApi, PodRef, PoolState, ProgramsStatus,
 };
 use sarena_core::dataplane::ebpf::{DropReason, EndpointCounters};
 
@@ -34,23 +34,26 @@ fn number(sample: &Sample) -> f64 {
 
 fn endpoint(cid: &str) -> Endpoint {
     Endpoint {
-        owner: Attachment {
-            container_id: cid.into(),
-            ifname: "eth0".into(),
+        spec: EndpointSpec {
+            owner: Attachment {
+                container_id: cid.into(),
+                ifname: "eth0".into(),
+            },
+            pod: PodRef {
+                namespace: Some("default".into()),
+                name: Some(format!("pod-{cid}")),
+                uid: None,
+            },
+            host_ifname: format!("lxc{cid}"),
+            host_ifindex: 3,
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+            addresses: vec!["10.1.0.2/24".parse().unwrap()],
+            netns: "/run/netns/t".into(),
+            bandwidth: None,
+            identity: Default::default(),
         },
-        pod: PodRef {
-            namespace: Some("default".into()),
-            name: Some(format!("pod-{cid}")),
-            uid: None,
-        },
-        host_ifname: format!("lxc{cid}"),
-        host_ifindex: 3,
-        host_mac: "02:00:00:00:00:01".parse().unwrap(),
-        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-        addresses: vec!["10.1.0.2/24".parse().unwrap()],
-        netns: "/run/netns/t".into(),
         created_at: 1,
-        bandwidth: None,
     }
 }
 
@@ -124,7 +127,7 @@ async fn a_scrape_has_the_snapshot_and_what_was_recorded() {
     );
     metrics.operation::<()>("endpoint_delete", &Ok(()), true);
     metrics.replay(&ReplayReport {
-        done: vec![endpoint("q").owner],
+        done: vec![endpoint("q").spec.owner],
         ..Default::default()
     });
     metrics.reconcile(&ReconcileReport {

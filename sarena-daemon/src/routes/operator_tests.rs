@@ -4,8 +4,8 @@
 use std::sync::Mutex;
 
 use sarena_core::api::{
-    DaemonStatus, DataplaneCounters, Endpoint, EndpointStats, Health, IpamState, MockNodeApi,
-    PodRef,
+    DaemonStatus, DataplaneCounters, Endpoint, EndpointSpec, EndpointStats, Health, IpamState,
+    MockNodeApi, PodRef,
 };
 use serde_json::{Value, json};
 
@@ -29,19 +29,22 @@ async fn get(
 
 fn endpoint() -> Endpoint {
     Endpoint {
-        owner: Attachment {
-            container_id: "c1".into(),
-            ifname: "eth0".into(),
+        spec: EndpointSpec {
+            owner: Attachment {
+                container_id: "c1".into(),
+                ifname: "eth0".into(),
+            },
+            pod: PodRef::default(),
+            host_ifname: "lxc0".into(),
+            host_ifindex: 3,
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+            addresses: vec!["10.1.0.2/24".parse().unwrap()],
+            netns: "/run/netns/t".into(),
+            bandwidth: None,
+            identity: Default::default(),
         },
-        pod: PodRef::default(),
-        host_ifname: "lxc0".into(),
-        host_ifindex: 3,
-        host_mac: "02:00:00:00:00:01".parse().unwrap(),
-        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-        addresses: vec!["10.1.0.2/24".parse().unwrap()],
-        netns: "/run/netns/t".into(),
         created_at: 1,
-        bandwidth: None,
     }
 }
 

@@ -3,7 +3,8 @@
 
 use hyper::HeaderMap;
 use sarena_core::api::{
-    AllocateRequest, Allocation, DaemonConfig, Deleted, Endpoint, GcReport, MockNodeApi, PodRef,
+    AllocateRequest, Allocation, DaemonConfig, Deleted, Endpoint, EndpointSpec, GcReport,
+    MockNodeApi, PodRef,
 };
 use serde_json::{Value, json};
 
@@ -43,16 +44,19 @@ fn owner(cid: &str) -> Attachment {
 
 fn endpoint(cid: &str) -> Endpoint {
     Endpoint {
-        owner: owner(cid),
-        pod: PodRef::default(),
-        host_ifname: "lxc0".into(),
-        host_ifindex: 3,
-        host_mac: "02:00:00:00:00:01".parse().unwrap(),
-        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-        addresses: vec!["10.1.0.2/24".parse().unwrap()],
-        netns: "/run/netns/t".into(),
+        spec: EndpointSpec {
+            owner: owner(cid),
+            pod: PodRef::default(),
+            host_ifname: "lxc0".into(),
+            host_ifindex: 3,
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+            addresses: vec!["10.1.0.2/24".parse().unwrap()],
+            netns: "/run/netns/t".into(),
+            bandwidth: None,
+            identity: Default::default(),
+        },
         created_at: 1,
-        bandwidth: None,
     }
 }
 

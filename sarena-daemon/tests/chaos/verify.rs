@@ -93,16 +93,16 @@ async fn registry_matches(node: &EbpfNode, live: &BTreeMap<Attachment, IpNet>) {
     let allocated: u64 = state.pools.iter().map(|p| p.allocated).sum();
     assert_eq!(allocated, live.len() as u64, "pool counters");
     let endpoints = client.endpoints().await.unwrap();
-    let owners: BTreeSet<&Attachment> = endpoints.iter().map(|e| &e.owner).collect();
+    let owners: BTreeSet<&Attachment> = endpoints.iter().map(|e| &e.spec.owner).collect();
     assert_eq!(owners, live.keys().collect(), "endpoints vs live pods");
     for endpoint in &endpoints {
         assert_eq!(
-            ifindex(&endpoint.host_ifname),
-            Some(endpoint.host_ifindex),
+            ifindex(&endpoint.spec.host_ifname),
+            Some(endpoint.spec.host_ifindex),
             "{:?}",
-            endpoint.owner
+            endpoint.spec.owner
         );
-        assert_eq!(endpoint.addresses, vec![live[&endpoint.owner]]);
+        assert_eq!(endpoint.spec.addresses, vec![live[&endpoint.spec.owner]]);
     }
 }
 
@@ -212,12 +212,12 @@ async fn pins_match(node: &EbpfNode, live: &BTreeMap<Attachment, IpNet>) {
         .collect();
     let wanted: BTreeMap<IpAddr, u32> = endpoints
         .iter()
-        .map(|e| (e.addresses[0].addr(), e.host_ifindex))
+        .map(|e| (e.spec.addresses[0].addr(), e.spec.host_ifindex))
         .collect();
     assert_eq!(mapped, wanted, "endpoint map entries");
     assert_eq!(wanted.len(), live.len());
     for endpoint in &endpoints {
-        assert!(pins.counters(endpoint.host_ifindex).unwrap().is_some());
+        assert!(pins.counters(endpoint.spec.host_ifindex).unwrap().is_some());
     }
     assert!(pins.pinned_links().unwrap().is_empty(), "tcx links pinned");
     let top: BTreeSet<String> = std::fs::read_dir(&node.pin_dir.0)

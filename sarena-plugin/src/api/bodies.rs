@@ -27,5 +27,5 @@ pub struct Deleted {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unregistered {
     /// The endpoint removed; null when there was none.
-    pub endpoint: Option<super::types::Endpoint>,
+    pub endpoint: Option<super::endpoint::Endpoint>,
 }

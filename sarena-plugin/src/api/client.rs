@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 use super::API_BASE;
 use super::bodies::{Deleted, Released, Unregistered};
 use super::daemon::Daemon;
+use super::endpoint::{Endpoint, EndpointCreate};
 use super::error::{ApiErrorBody, ApiErrorKind, DaemonError};
 use super::inspect::Inspect;
 use super::path::{allocation_path, endpoint_path, endpoint_stats_path};

@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 
 use super::bodies::Deleted;
+use super::endpoint::{Endpoint, EndpointCreate};
 use super::error::DaemonError;
 use super::status::EndpointStats;
 use super::types::*;

@@ -5,9 +5,10 @@
 use async_trait::async_trait;
 
 use super::daemon::Daemon;
+use super::endpoint::Endpoint;
 use super::error::DaemonError;
 use super::status::{DaemonStatus, EndpointStats};
-use super::types::{Endpoint, IpamState};
+use super::types::IpamState;
 
 /// The operator's reads of a daemon. No method has a default: a layer that
 /// knows more (the dataplane's programs and counters, Kubernetes mode) and
@@ -61,7 +62,7 @@ mockall::mock! {
         async fn release(&self, owner: super::types::Attachment) -> Result<bool, DaemonError>;
         async fn create_endpoint(
             &self,
-            req: super::types::EndpointCreate,
+            req: super::endpoint::EndpointCreate,
         ) -> Result<Endpoint, DaemonError>;
         async fn delete_endpoint(&self, owner: super::types::Attachment) -> Result<bool, DaemonError>;
         async fn delete_endpoint_and_veth(

@@ -8,7 +8,9 @@ mod bandwidth;
 mod bodies;
 mod client;
 mod daemon;
+mod endpoint;
 mod error;
+mod identity;
 mod inspect;
 mod mode;
 mod path;
@@ -22,7 +24,11 @@ pub use client::{DEFAULT_SOCKET, DEFAULT_TIMEOUT, HttpDaemon};
 pub use daemon::Daemon;
 #[cfg(any(test, feature = "mocks"))]
 pub use daemon::MockDaemon;
+pub use endpoint::{Endpoint, EndpointCreate, EndpointSpec};
 pub use error::{ApiErrorBody, ApiErrorKind, DaemonError};
+pub use identity::{
+    Labels, MAX_LABEL_KEY_LEN, MAX_LABEL_VALUE_LEN, MAX_LABELS, PodIdentity, bound_labels,
+};
 pub use inspect::{Inspect, NodeApi, registry_status};
 #[cfg(any(test, feature = "mocks"))]
 pub use inspect::{MockInspect, MockNodeApi};

@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use strum::IntoEnumIterator;
 
 use super::bandwidth::BandwidthStatus;
-use super::types::{Endpoint, Health, IpamState};
+use super::endpoint::Endpoint;
+use super::types::{Health, IpamState};
 use sarena_common::{DropReason, EndpointCounters};
 
 /// `GET /daemon/status`: the node at a glance.

@@ -5,9 +5,6 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use super::bandwidth::BandwidthLimits;
-use crate::mac::MacAddr;
-
 /// What owns an allocation or an endpoint: one interface of one container.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -105,79 +102,6 @@ pub struct Allocation {
     /// Unix time (seconds) after which an allocation without an endpoint is released.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_expires_at: Option<u64>,
-}
-
-/// `POST /endpoint/create`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EndpointCreate {
-    /// The owner (must hold an allocation).
-    pub owner: Attachment,
-    /// The pod.
-    #[serde(default)]
-    pub pod: PodRef,
-    /// Host-side veth name (`lxc…`).
-    pub host_ifname: String,
-    /// Host-side ifindex.
-    pub host_ifindex: u32,
-    /// Host-side MAC.
-    pub host_mac: MacAddr,
-    /// Pod-side MAC.
-    pub pod_mac: MacAddr,
-    /// Pod addresses (must match the allocation).
-    pub addresses: Vec<IpNet>,
-    /// The pod's netns path as the runtime gave it.
-    pub netns: String,
-    /// The pod's bandwidth limits (the CNI `bandwidth` capability); absent
-    /// for an unlimited pod, so older daemons never see the field for one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bandwidth: Option<BandwidthLimits>,
-}
-
-impl EndpointCreate {
-    /// The endpoint this request registers, created at `created_at` (Unix seconds).
-    pub fn into_endpoint(self, created_at: u64) -> Endpoint {
-        Endpoint {
-            owner: self.owner,
-            pod: self.pod,
-            host_ifname: self.host_ifname,
-            host_ifindex: self.host_ifindex,
-            host_mac: self.host_mac,
-            pod_mac: self.pod_mac,
-            addresses: self.addresses,
-            netns: self.netns,
-            created_at,
-            bandwidth: self.bandwidth,
-        }
-    }
-}
-
-/// A registered endpoint.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Endpoint {
-    /// The owner.
-    pub owner: Attachment,
-    /// The pod.
-    #[serde(default)]
-    pub pod: PodRef,
-    /// Host-side veth name.
-    pub host_ifname: String,
-    /// Host-side ifindex.
-    pub host_ifindex: u32,
-    /// Host-side MAC.
-    pub host_mac: MacAddr,
-    /// Pod-side MAC.
-    pub pod_mac: MacAddr,
-    /// Pod addresses.
-    pub addresses: Vec<IpNet>,
-    /// Netns path.
-    pub netns: String,
-    /// Unix time (seconds) of creation.
-    pub created_at: u64,
-    /// Bandwidth limits; absent for an unlimited pod (and in records of
-    /// daemons that predate limits).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bandwidth: Option<BandwidthLimits>,
 }
 
 /// `POST /gc`: everything not listed is garbage.

@@ -23,7 +23,7 @@
 
 use crate::api::{
     AllocateRequest, Allocation, ApiErrorKind, Attachment, Daemon, DaemonConfig, DaemonError,
-    Endpoint, EndpointCreate,
+    Endpoint, EndpointCreate, EndpointSpec,
 };
 use crate::cni::CniResult;
 use crate::cni::result::{Interface, IpConfig, Route};
@@ -53,7 +53,7 @@ pub(crate) async fn add(
         true => replace_stale_endpoint(daemon, req).await?,
         false => None,
     };
-    let pod_mac = req.requested_mac.or(previous.map(|e| e.pod_mac));
+    let pod_mac = req.requested_mac.or(previous.map(|e| e.spec.pod_mac));
 
     let mut rollback = Rollback::new(daemon, links, queue, att);
     let attached = async {
@@ -113,7 +113,7 @@ async fn replace_stale_endpoint(
     let holds_requested = |e: &Endpoint| {
         req.requested_ips
             .iter()
-            .all(|ip| e.addresses.iter().any(|a| a.addr() == *ip))
+            .all(|ip| e.spec.addresses.iter().any(|a| a.addr() == *ip))
     };
     if previous.as_ref().is_some_and(|e| !holds_requested(e)) {
         daemon.release(att.clone()).await.map_err(stale)?;
@@ -215,7 +215,7 @@ async fn register_endpoint(
         match daemon.unregister_endpoint(req.attachment.clone()).await {
             Ok(Some(old)) => {
                 tracing::warn!(attachment = %AttachmentDisplay(&req.attachment),
-                    old_ifindex = old.host_ifindex, "replaced an endpoint whose link was gone");
+                    old_ifindex = old.spec.host_ifindex, "replaced an endpoint whose link was gone");
                 registered = daemon.create_endpoint(body).await;
             }
             Ok(None) => {}
@@ -253,15 +253,18 @@ fn pod_config(allocation: &Allocation) -> PodIfaceConfig {
 
 fn endpoint_create(req: &AddRequest, pair: &VethPair, allocation: &Allocation) -> EndpointCreate {
     EndpointCreate {
-        owner: req.attachment.clone(),
-        pod: req.pod.clone(),
-        host_ifname: pair.host_ifname.clone(),
-        host_ifindex: pair.host_ifindex,
-        host_mac: pair.host_mac,
-        pod_mac: pair.pod_mac,
-        addresses: allocation.addresses.iter().map(|a| a.address).collect(),
-        netns: req.netns.display().to_string(),
-        bandwidth: req.bandwidth,
+        spec: EndpointSpec {
+            owner: req.attachment.clone(),
+            pod: req.pod.clone(),
+            host_ifname: pair.host_ifname.clone(),
+            host_ifindex: pair.host_ifindex,
+            host_mac: pair.host_mac,
+            pod_mac: pair.pod_mac,
+            addresses: allocation.addresses.iter().map(|a| a.address).collect(),
+            netns: req.netns.display().to_string(),
+            bandwidth: req.bandwidth,
+            identity: Default::default(),
+        },
     }
 }
 

@@ -5,7 +5,7 @@
 use mockall::Sequence;
 
 use super::*;
-use crate::api::{ApiErrorKind, DaemonError, Endpoint, MockDaemon};
+use crate::api::{ApiErrorKind, DaemonError, MockDaemon};
 use crate::cni::ErrorCode;
 use crate::links::{MockLinks, VethPair};
 use crate::plugin::test_support::*;
@@ -31,10 +31,9 @@ fn repeated_add(req: &AddRequest, pod_mac: &'static str) -> (MockDaemon, MockLin
         .times(1)
         .in_sequence(&mut seq)
         .returning(|_| {
-            Ok(Some(Endpoint {
-                pod_mac: "02:aa:00:00:00:01".parse().unwrap(),
-                ..endpoint()
-            }))
+            let mut ep = endpoint();
+            ep.spec.pod_mac = "02:aa:00:00:00:01".parse().unwrap();
+            Ok(Some(ep))
         });
     let requested = req.requested_ips.clone();
     d.expect_allocate()
@@ -99,10 +98,9 @@ async fn repeated_add_asking_for_another_address_releases_the_kept_one_first() {
         .times(1)
         .in_sequence(&mut seq)
         .returning(|_| {
-            Ok(Some(Endpoint {
-                addresses: vec!["10.0.10.99/24".parse().unwrap()],
-                ..endpoint()
-            }))
+            let mut ep = endpoint();
+            ep.spec.addresses = vec!["10.0.10.99/24".parse().unwrap()];
+            Ok(Some(ep))
         });
     d.expect_release()
         .withf(|a| a == &att())
@@ -202,13 +200,12 @@ async fn an_endpoint_left_without_its_link_is_replaced_at_registration() {
         .times(1)
         .in_sequence(&mut seq)
         .returning(|_| {
-            Ok(Some(Endpoint {
-                host_ifindex: 41,
-                ..endpoint()
-            }))
+            let mut ep = endpoint();
+            ep.spec.host_ifindex = 41;
+            Ok(Some(ep))
         });
     d.expect_create_endpoint()
-        .withf(|r| r.host_ifindex == 42)
+        .withf(|r| r.spec.host_ifindex == 42)
         .times(1)
         .in_sequence(&mut seq)
         .returning(|r| Ok(endpoint_from(&r)));

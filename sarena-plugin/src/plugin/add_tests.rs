@@ -108,13 +108,13 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
     if fail >= At::Configure {
         d.expect_create_endpoint()
             .withf(|r| {
-                r.owner == att()
-                    && r.host_ifname == host()
-                    && r.host_ifindex == 42
-                    && r.host_mac.to_string() == HOST_MAC
-                    && r.pod_mac.to_string() == POD_MAC
-                    && r.netns == NETNS
-                    && r.addresses == vec!["10.0.10.30/24".parse::<ipnet::IpNet>().unwrap()]
+                r.spec.owner == att()
+                    && r.spec.host_ifname == host()
+                    && r.spec.host_ifindex == 42
+                    && r.spec.host_mac.to_string() == HOST_MAC
+                    && r.spec.pod_mac.to_string() == POD_MAC
+                    && r.spec.netns == NETNS
+                    && r.spec.addresses == vec!["10.0.10.30/24".parse::<ipnet::IpNet>().unwrap()]
             })
             .times(1)
             .in_sequence(&mut seq)

@@ -77,11 +77,11 @@ pub(super) async fn check_limits(
         found,
     };
     let show = |limits: Option<BandwidthLimits>| limits.map_or("none".into(), |l| l.to_string());
-    if endpoint.bandwidth != want {
+    if endpoint.spec.bandwidth != want {
         return Err(mismatch(
             "bandwidth limits at the daemon",
             show(want),
-            show(endpoint.bandwidth),
+            show(endpoint.spec.bandwidth),
         ));
     }
     let Some(want) = want else {

@@ -107,10 +107,9 @@ async fn add_refuses_before_allocating_anything() {
 }
 
 fn limited_endpoint(limits: Option<BandwidthLimits>) -> Endpoint {
-    Endpoint {
-        bandwidth: limits,
-        ..endpoint()
-    }
+    let mut ep = endpoint();
+    ep.spec.bandwidth = limits;
+    ep
 }
 
 /// A daemon answering `GET /stats/endpoints/…` with `status` (`None`: the

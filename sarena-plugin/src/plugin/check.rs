@@ -94,22 +94,22 @@ async fn check_endpoint(
             &"not registered",
         ));
     };
-    if sorted(&endpoint.addresses) != sorted(&want.addresses) {
+    if sorted(&endpoint.spec.addresses) != sorted(&want.addresses) {
         return Err(mismatch(
             att,
             "endpoint addresses at the daemon",
             &list(&want.addresses),
-            &list(&endpoint.addresses),
+            &list(&endpoint.spec.addresses),
         ));
     }
     if let Some(mac) = &want.pod_mac
-        && mac.parse() != Ok(endpoint.pod_mac)
+        && mac.parse() != Ok(endpoint.spec.pod_mac)
     {
         return Err(mismatch(
             att,
             "endpoint pod MAC at the daemon",
             mac,
-            &endpoint.pod_mac,
+            &endpoint.spec.pod_mac,
         ));
     }
     Ok(endpoint)

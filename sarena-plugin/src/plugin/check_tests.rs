@@ -110,7 +110,7 @@ async fn unregistered_endpoint_differs() {
 #[tokio::test]
 async fn endpoint_with_other_addresses_differs() {
     let mut ep = endpoint();
-    ep.addresses = vec!["10.0.10.31/24".parse().unwrap()];
+    ep.spec.addresses = vec!["10.0.10.31/24".parse().unwrap()];
     let (d, l) = mocks(Some(Some(ep)), None, None);
     let (msg, details) = mismatch(d, l, req(prev())).await;
     assert_eq!(msg, "CHECK: endpoint addresses at the daemon differs");
@@ -123,7 +123,7 @@ async fn endpoint_with_other_addresses_differs() {
 #[tokio::test]
 async fn endpoint_with_other_pod_mac_differs() {
     let mut ep = endpoint();
-    ep.pod_mac = "02:00:00:00:00:01".parse().unwrap();
+    ep.spec.pod_mac = "02:00:00:00:00:01".parse().unwrap();
     let (d, l) = mocks(Some(Some(ep)), None, None);
     let (msg, _) = mismatch(d, l, req(prev())).await;
     assert_eq!(msg, "CHECK: endpoint pod MAC at the daemon differs");

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::api::{
     AllocatedAddress, Allocation, Attachment, DaemonConfig, DaemonError, Endpoint, EndpointCreate,
-    PodRef, RouteSpec,
+    EndpointSpec, PodRef, RouteSpec,
 };
 use crate::cni::Version;
 use crate::links::{LinkError, VethPair, host_ifname};
@@ -95,15 +95,18 @@ pub(crate) fn endpoint_from(req: &EndpointCreate) -> Endpoint {
 
 pub(crate) fn endpoint() -> Endpoint {
     endpoint_from(&EndpointCreate {
-        owner: att(),
-        pod: PodRef::default(),
-        host_ifname: host(),
-        host_ifindex: 42,
-        host_mac: HOST_MAC.parse().unwrap(),
-        pod_mac: POD_MAC.parse().unwrap(),
-        addresses: vec!["10.0.10.30/24".parse().unwrap()],
-        netns: NETNS.into(),
-        bandwidth: None,
+        spec: EndpointSpec {
+            owner: att(),
+            pod: PodRef::default(),
+            host_ifname: host(),
+            host_ifindex: 42,
+            host_mac: HOST_MAC.parse().unwrap(),
+            pod_mac: POD_MAC.parse().unwrap(),
+            addresses: vec!["10.0.10.30/24".parse().unwrap()],
+            netns: NETNS.into(),
+            bandwidth: None,
+            identity: Default::default(),
+        },
     })
 }
 

@@ -20,12 +20,12 @@ impl State {
         endpoint: &Endpoint,
         current: &[TcAttachment],
     ) -> Result<bool, BpfError> {
-        let ifname = &endpoint.host_ifname;
+        let ifname = &endpoint.spec.host_ifname;
         let present = host_ifindex(ifname);
-        if present != Some(endpoint.host_ifindex) {
+        if present != Some(endpoint.spec.host_ifindex) {
             return Err(BpfError::IfindexMismatch {
                 ifname: ifname.clone(),
-                registry: endpoint.host_ifindex,
+                registry: endpoint.spec.host_ifindex,
                 host: present,
             });
         }
@@ -61,20 +61,20 @@ impl State {
         // Only from our own device, still carrying Sarena's mark: a newer one
         // may have taken the name. (tcx links of earlier versions are gone
         // since the start-up reconcile.)
-        if host_ifindex(&endpoint.host_ifname) == Some(endpoint.host_ifindex)
-            && carries_mark(&endpoint.host_ifname)
+        if host_ifindex(&endpoint.spec.host_ifname) == Some(endpoint.spec.host_ifindex)
+            && carries_mark(&endpoint.spec.host_ifname)
         {
             for direction in Direction::ALL {
-                if let Err(e) = tc::detach(&endpoint.host_ifname, direction) {
+                if let Err(e) = tc::detach(&endpoint.spec.host_ifname, direction) {
                     errors.push(e);
                 }
             }
         }
         self.maps.remove(endpoint, &mut errors);
-        if let Err(e) = self.pacing.remove(endpoint.host_ifindex) {
+        if let Err(e) = self.pacing.remove(endpoint.spec.host_ifindex) {
             errors.push(e);
         }
-        BpfError::collect("detach", &endpoint.host_ifname, errors)
+        BpfError::collect("detach", &endpoint.spec.host_ifname, errors)
     }
 }
 

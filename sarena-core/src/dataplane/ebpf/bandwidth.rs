@@ -119,12 +119,12 @@ pub fn as_enforced(limits: &BandwidthLimits, mode: ShapingMode) -> Option<Bandwi
 
 /// Whether traffic to `endpoint` is paced on its host veth.
 pub(super) fn paces_ingress(endpoint: &Endpoint) -> bool {
-    endpoint.bandwidth.is_some_and(|l| l.limits_ingress())
+    endpoint.spec.bandwidth.is_some_and(|l| l.limits_ingress())
 }
 
 /// Whether traffic from `endpoint` is paced on its own interface.
 pub(super) fn paces_egress(endpoint: &Endpoint) -> bool {
-    endpoint.bandwidth.is_some_and(|l| l.limits_egress())
+    endpoint.spec.bandwidth.is_some_and(|l| l.limits_egress())
 }
 
 /// The `EndpointInfo` flag bits `endpoint`'s limits call for.
@@ -178,9 +178,9 @@ impl PacingMap {
         mode: ShapingMode,
         changed: &mut bool,
     ) -> Result<Option<BandwidthState>, BpfError> {
-        let ifindex = endpoint.host_ifindex;
+        let ifindex = endpoint.spec.host_ifindex;
         let before = self.get(ifindex)?;
-        let want = state(endpoint.bandwidth.as_ref(), mode);
+        let want = state(endpoint.spec.bandwidth.as_ref(), mode);
         let same = |a: &BandwidthState, b: &BandwidthState| {
             let settings = |p: &Pacer| (p.rate_bps, p.burst_ns, p.horizon_ns);
             settings(&a.ingress) == settings(&b.ingress)
@@ -191,7 +191,7 @@ impl PacingMap {
             (_, Some(w)) => {
                 self.0
                     .insert(ifindex, *w, 0)
-                    .map_err(map_error("insert pacers", &endpoint.host_ifname))?;
+                    .map_err(map_error("insert pacers", &endpoint.spec.host_ifname))?;
                 *changed = true;
             }
             (Some(_), None) => {
@@ -215,7 +215,7 @@ impl PacingMap {
     pub(super) fn remove_unknown(&mut self, endpoints: &[Endpoint]) -> Result<(), BpfError> {
         let keys: Vec<u32> = self.0.keys().filter_map(Result::ok).collect();
         for ifindex in keys {
-            if !endpoints.iter().any(|e| e.host_ifindex == ifindex) {
+            if !endpoints.iter().any(|e| e.spec.host_ifindex == ifindex) {
                 self.remove(ifindex)?;
             }
         }
@@ -308,10 +308,10 @@ mod tests {
         let mut ep = super::super::entries::tests::endpoint("lxc1", 9, &["10.1.0.5/24"]);
         assert_eq!(egress_program(&ep), TO_CONTAINER_PROG);
         assert_eq!(entry_flags(&ep), 0);
-        ep.bandwidth = Some(limits((0, 0), (5, 5)));
+        ep.spec.bandwidth = Some(limits((0, 0), (5, 5)));
         assert_eq!(egress_program(&ep), TO_CONTAINER_PROG);
         assert!(paces_egress(&ep) && !paces_ingress(&ep));
-        ep.bandwidth = Some(limits((5, 5), (0, 0)));
+        ep.spec.bandwidth = Some(limits((5, 5), (0, 0)));
         assert_eq!(egress_program(&ep), TO_CONTAINER_BW_PROG);
         assert_eq!(entry_flags(&ep), ENDPOINT_F_INGRESS_PACED);
     }

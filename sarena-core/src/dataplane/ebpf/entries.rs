@@ -28,17 +28,17 @@ impl AddressKey for Endpoint6Key {
 /// What every map entry of `endpoint` says (its veth's entry included).
 pub fn endpoint_info(endpoint: &Endpoint) -> EndpointInfo {
     EndpointInfo {
-        ifindex: endpoint.host_ifindex,
+        ifindex: endpoint.spec.host_ifindex,
         flags: ENDPOINT_F_ACTIVE | super::bandwidth::entry_flags(endpoint),
-        pod_mac: endpoint.pod_mac.octets(),
-        host_mac: endpoint.host_mac.octets(),
+        pod_mac: endpoint.spec.pod_mac.octets(),
+        host_mac: endpoint.spec.host_mac.octets(),
     }
 }
 
 /// The IPv4 endpoint map entries of `endpoint`: one per IPv4 address.
 pub fn ipv4_entries(endpoint: &Endpoint) -> Vec<(EndpointKey, EndpointInfo)> {
     let info = endpoint_info(endpoint);
-    ipv4_addresses(&endpoint.addresses)
+    ipv4_addresses(&endpoint.spec.addresses)
         .map(|a| (EndpointKey::new(a.octets()), info))
         .collect()
 }
@@ -46,7 +46,7 @@ pub fn ipv4_entries(endpoint: &Endpoint) -> Vec<(EndpointKey, EndpointInfo)> {
 /// The IPv6 endpoint map entries of `endpoint`: one per IPv6 address.
 pub fn ipv6_entries(endpoint: &Endpoint) -> Vec<(Endpoint6Key, EndpointInfo)> {
     let info = endpoint_info(endpoint);
-    ipv6_addresses(&endpoint.addresses)
+    ipv6_addresses(&endpoint.spec.addresses)
         .map(|a| (Endpoint6Key::new(a.octets()), info))
         .collect()
 }
@@ -70,23 +70,27 @@ pub fn ipv6_addresses(addresses: &[IpNet]) -> impl Iterator<Item = Ipv6Addr> + '
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::api::EndpointSpec;
     use crate::api::{Attachment, PodRef};
 
     pub(crate) fn endpoint(ifname: &str, ifindex: u32, addrs: &[&str]) -> Endpoint {
         Endpoint {
-            owner: Attachment {
-                container_id: format!("c-{ifname}"),
-                ifname: "eth0".into(),
+            spec: EndpointSpec {
+                owner: Attachment {
+                    container_id: format!("c-{ifname}"),
+                    ifname: "eth0".into(),
+                },
+                pod: PodRef::default(),
+                host_ifname: ifname.into(),
+                host_ifindex: ifindex,
+                host_mac: "02:00:00:00:00:01".parse().unwrap(),
+                pod_mac: "0a:00:00:00:00:02".parse().unwrap(),
+                addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+                netns: "/var/run/netns/x".into(),
+                bandwidth: None,
+                identity: Default::default(),
             },
-            pod: PodRef::default(),
-            host_ifname: ifname.into(),
-            host_ifindex: ifindex,
-            host_mac: "02:00:00:00:00:01".parse().unwrap(),
-            pod_mac: "0a:00:00:00:00:02".parse().unwrap(),
-            addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
-            netns: "/var/run/netns/x".into(),
             created_at: 0,
-            bandwidth: None,
         }
     }
 

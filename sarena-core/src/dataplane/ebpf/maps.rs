@@ -161,8 +161,8 @@ impl Maps {
         values: PerCpuValues<EndpointCounters>,
     ) -> Result<(), BpfError> {
         self.counters
-            .insert(endpoint.host_ifindex, values, 0)
-            .map_err(map_error("carry counters", &endpoint.host_ifname))
+            .insert(endpoint.spec.host_ifindex, values, 0)
+            .map_err(map_error("carry counters", &endpoint.spec.host_ifname))
     }
 
     /// Every endpoint's counters, per CPU, by host ifindex.
@@ -193,8 +193,8 @@ impl Maps {
     /// Counters first (kept when present), then the veth's entry, then the
     /// address entries; `true` when something was missing or different.
     pub(super) fn write(&mut self, endpoint: &Endpoint) -> Result<bool, BpfError> {
-        let ifname = &endpoint.host_ifname;
-        let ifindex = endpoint.host_ifindex;
+        let ifname = &endpoint.spec.host_ifname;
+        let ifindex = endpoint.spec.host_ifindex;
         let mut changed = false;
         if self.counters.get(&ifindex, 0).is_err() {
             let cpus_error = |source| BpfError::Cpus {
@@ -225,13 +225,14 @@ impl Maps {
     /// its ifindex), its veth's entry and its counters; failures are added
     /// to `errors`.
     pub(super) fn remove(&mut self, endpoint: &Endpoint, errors: &mut Vec<BpfError>) {
-        let ifindex = endpoint.host_ifindex;
-        let v4 = entries::ipv4_addresses(&endpoint.addresses).map(|a| EndpointKey::new(a.octets()));
+        let ifindex = endpoint.spec.host_ifindex;
+        let v4 =
+            entries::ipv4_addresses(&endpoint.spec.addresses).map(|a| EndpointKey::new(a.octets()));
         self.endpoints.remove(v4, ifindex, errors);
-        let v6 =
-            entries::ipv6_addresses(&endpoint.addresses).map(|a| Endpoint6Key::new(a.octets()));
+        let v6 = entries::ipv6_addresses(&endpoint.spec.addresses)
+            .map(|a| Endpoint6Key::new(a.octets()));
         self.endpoints6.remove(v6, ifindex, errors);
-        let ifname = &endpoint.host_ifname;
+        let ifname = &endpoint.spec.host_ifname;
         if let Err(e) = self.veths.remove(&ifindex)
             && !is_not_found(&e)
         {
@@ -257,7 +258,7 @@ impl Maps {
 
         let wanted: BTreeMap<u32, EndpointInfo> = endpoints
             .iter()
-            .map(|e| (e.host_ifindex, entries::endpoint_info(e)))
+            .map(|e| (e.spec.host_ifindex, entries::endpoint_info(e)))
             .collect();
         let veths: Vec<u32> = self.veths.keys().filter_map(Result::ok).collect();
         for ifindex in veths {

@@ -270,7 +270,7 @@ impl Dataplane for AyaDataplane {
         self.shape_host_root(endpoint).await?;
         let before = {
             let mut state = self.lock();
-            let before = state.pacing.get(endpoint.host_ifindex)?;
+            let before = state.pacing.get(endpoint.spec.host_ifindex)?;
             state.attach(endpoint, &[])?;
             before
         };
@@ -282,13 +282,11 @@ impl Dataplane for AyaDataplane {
     async fn detach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
         let (ours, before) = {
             let mut state = self.lock();
-            let before = state.pacing.get(endpoint.host_ifindex).ok().flatten();
+            let before = state.pacing.get(endpoint.spec.host_ifindex).ok().flatten();
             (state.detach(endpoint), before)
         };
-        let unshaped = Endpoint {
-            bandwidth: None,
-            ..endpoint.clone()
-        };
+        let mut unshaped = endpoint.clone();
+        unshaped.spec.bandwidth = None;
         let pod = self.shape_pod_side(&unshaped, before, false).await;
         if let Some(host) = &self.host_stack {
             host.detach(endpoint).await?;
@@ -327,12 +325,13 @@ impl EndpointReports for AyaDataplane {
         let mut status = ProgramsStatus::default();
         for endpoint in endpoints {
             // A host veth gone (or renumbered) runs nothing of ours.
-            let found =
-                if attach::host_ifindex(&endpoint.host_ifname) == Some(endpoint.host_ifindex) {
-                    tc::query(handle, endpoint.host_ifindex).await?
-                } else {
-                    Vec::new()
-                };
+            let found = if attach::host_ifindex(&endpoint.spec.host_ifname)
+                == Some(endpoint.spec.host_ifindex)
+            {
+                tc::query(handle, endpoint.spec.host_ifindex).await?
+            } else {
+                Vec::new()
+            };
             let complete = Direction::ALL.into_iter().all(|direction| {
                 let name = attach::program_for(endpoint, direction);
                 attach::runs(&found, direction, name, tags.get(name).copied())
@@ -340,7 +339,7 @@ impl EndpointReports for AyaDataplane {
             if complete {
                 status.attached += 1;
             } else {
-                status.detached.push(endpoint.host_ifname.clone());
+                status.detached.push(endpoint.spec.host_ifname.clone());
             }
         }
         status.detached.sort();
@@ -351,7 +350,7 @@ impl EndpointReports for AyaDataplane {
         &self,
         endpoint: &Endpoint,
     ) -> Result<Option<EndpointCounters>, DataplaneError> {
-        self.counters(endpoint.host_ifindex)
+        self.counters(endpoint.spec.host_ifindex)
     }
 
     async fn bandwidth_status(

@@ -66,13 +66,13 @@ impl PodSide {
     /// Opens the pod side of `endpoint`; `None` when its netns or interface
     /// is gone (nothing to shape or clean up there).
     pub(super) async fn open(endpoint: &Endpoint) -> Result<Option<PodSide>, DataplaneError> {
-        let ifname = endpoint.owner.ifname.clone();
-        let Ok(netns) = File::open(&endpoint.netns) else {
+        let ifname = endpoint.spec.owner.ifname.clone();
+        let Ok(netns) = File::open(&endpoint.spec.netns) else {
             return Ok(None);
         };
         let handle = netlink::handle_in(&netns).map_err(|source| DataplaneError::Io {
             call: "netlink socket in pod netns",
-            path: endpoint.netns.clone().into(),
+            path: endpoint.spec.netns.clone().into(),
             source,
         })?;
         let Some(ifindex) = netlink::link_index(&handle, &ifname).await? else {

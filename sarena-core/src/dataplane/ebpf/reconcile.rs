@@ -45,7 +45,7 @@ impl Found {
     /// The filters found on `endpoint`'s host veth.
     fn on(&self, endpoint: &Endpoint) -> &[TcAttachment] {
         self.current
-            .get(&endpoint.host_ifindex)
+            .get(&endpoint.spec.host_ifindex)
             .map_or(&[][..], Vec::as_slice)
     }
 }
@@ -93,7 +93,7 @@ impl AyaDataplane {
     /// dir: other maps) are not ours and are ignored.
     async fn scan_filters(&self, live: &[Endpoint]) -> Result<Found, DataplaneError> {
         let our_maps = self.lock().map_ids.clone();
-        let live_ifindexes: BTreeSet<u32> = live.iter().map(|e| e.host_ifindex).collect();
+        let live_ifindexes: BTreeSet<u32> = live.iter().map(|e| e.spec.host_ifindex).collect();
         let ours_by_id = programs_using(&our_maps);
         let handle = self.host_netlink().await?;
         let mut found = Found {
@@ -144,7 +144,7 @@ impl AyaDataplane {
                 .extend(remove_stale(&mut state, live, &found.foreign)?);
             let mut errors = Vec::new();
             for endpoint in live {
-                pacing_before.push(state.pacing.get(endpoint.host_ifindex)?);
+                pacing_before.push(state.pacing.get(endpoint.spec.host_ifindex)?);
                 let filters = found.on(endpoint);
                 if let Err(e) =
                     self.swap_endpoint(&mut state, endpoint, filters, &mut tally, report)
@@ -188,13 +188,13 @@ impl AyaDataplane {
                 Ok(false) => {}
                 // The fast path matters more than the counters.
                 Err(error) => {
-                    tracing::warn!(ifname = %endpoint.host_ifname, error = %crate::error_chain(&error),
+                    tracing::warn!(ifname = %endpoint.spec.host_ifname, error = %crate::error_chain(&error),
                     "reconcile: counters not carried over")
                 }
             }
         }
         if state.attach(endpoint, filters)? {
-            report.attached.push(endpoint.host_ifname.clone());
+            report.attached.push(endpoint.spec.host_ifname.clone());
             if swap {
                 tally.swapped += 1;
                 if tally.swapped == 1 {
@@ -262,9 +262,9 @@ fn live_endpoints(endpoints: &[Endpoint]) -> Vec<Endpoint> {
     endpoints
         .iter()
         .filter(|e| {
-            let present = host_ifindex(&e.host_ifname) == Some(e.host_ifindex);
+            let present = host_ifindex(&e.spec.host_ifname) == Some(e.spec.host_ifindex);
             if !present {
-                tracing::warn!(ifname = %e.host_ifname, "reconcile: host veth gone, not attaching");
+                tracing::warn!(ifname = %e.spec.host_ifname, "reconcile: host veth gone, not attaching");
             }
             present
         })

@@ -33,8 +33,8 @@ impl AyaDataplane {
     /// Step 1: the host veth's root qdisc for `endpoint`'s limits.
     pub(super) async fn shape_host_root(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
         let host = self.host_netlink().await?;
-        let mode = match endpoint.bandwidth {
-            Some(_) => Some(self.probe_mode(host, endpoint.host_ifindex).await?),
+        let mode = match endpoint.spec.bandwidth {
+            Some(_) => Some(self.probe_mode(host, endpoint.spec.host_ifindex).await?),
             None => None,
         };
         let root = if mode == Some(ShapingMode::Paced) && paces_ingress(endpoint) {
@@ -42,7 +42,7 @@ impl AyaDataplane {
         } else {
             Root::Placeholder
         };
-        qdisc::set_root(host, endpoint.host_ifindex, root).await?;
+        qdisc::set_root(host, endpoint.spec.host_ifindex, root).await?;
         Ok(())
     }
 
@@ -104,7 +104,7 @@ impl AyaDataplane {
         }
         // Dropped once attached: the filter holds the program.
         let mut instance =
-            pod_side::load_instance(&self.object, &self.pin_dir, endpoint.host_ifindex)?;
+            pod_side::load_instance(&self.object, &self.pin_dir, endpoint.spec.host_ifindex)?;
         let paced = self.mode() == ShapingMode::Paced;
         pod.attach(program(&mut instance, POD_EGRESS_PROG)?, paced)
             .await
@@ -128,13 +128,13 @@ impl AyaDataplane {
         &self,
         endpoint: &Endpoint,
     ) -> Result<Option<BandwidthStatus>, DataplaneError> {
-        let Some(limits) = endpoint.bandwidth else {
+        let Some(limits) = endpoint.spec.bandwidth else {
             return Ok(None);
         };
         let mut problems = Vec::new();
         let (enforced, entries, entries6, tags) = {
             let state = self.lock();
-            let enforced = state.pacing.get(endpoint.host_ifindex)?;
+            let enforced = state.pacing.get(endpoint.spec.host_ifindex)?;
             let entries = state.maps.entries()?;
             let entries6 = state.maps.entries6()?;
             (enforced, entries, entries6, state.tags.clone())
@@ -155,11 +155,11 @@ impl AyaDataplane {
         } else {
             Root::Placeholder
         };
-        let root = qdisc::root(host, endpoint.host_ifindex).await?;
+        let root = qdisc::root(host, endpoint.spec.host_ifindex).await?;
         if !root.as_ref().is_some_and(|r| r.is(want)) {
             problems.push(format!(
                 "the root qdisc of {} is {}, not Sarena's {}",
-                endpoint.host_ifname,
+                endpoint.spec.host_ifname,
                 root.map_or("missing".to_string(), |r| format!(
                     "{} {:x}:",
                     r.kind, r.major
@@ -168,7 +168,7 @@ impl AyaDataplane {
             ));
         }
         let name = egress_program(endpoint);
-        let attached = tc::query(host, endpoint.host_ifindex).await?;
+        let attached = tc::query(host, endpoint.spec.host_ifindex).await?;
         let tag = tags.get(name).copied();
         if !attached
             .iter()
@@ -176,18 +176,18 @@ impl AyaDataplane {
         {
             problems.push(format!(
                 "the egress hook of {} does not run this daemon's {name}",
-                endpoint.host_ifname
+                endpoint.spec.host_ifname
             ));
         }
         if paces_egress(endpoint) {
             match PodSide::open(endpoint).await? {
                 None => problems.push(format!(
                     "the pod interface {} is gone",
-                    endpoint.owner.ifname
+                    endpoint.spec.owner.ifname
                 )),
                 Some(pod) if !self.pod_side_in_place(&pod).await? => problems.push(format!(
                     "the pod interface {} lacks Sarena's {POD_EGRESS_PROG}{}",
-                    endpoint.owner.ifname,
+                    endpoint.spec.owner.ifname,
                     if mode == ShapingMode::Paced {
                         " or fq"
                     } else {

@@ -100,14 +100,14 @@ impl Upgrade {
         let Some(old) = &self.counters_v1 else {
             return Ok(false);
         };
-        let ifindex = endpoint.host_ifindex;
+        let ifindex = endpoint.spec.host_ifindex;
         let values = match old.get(&ifindex, 0) {
             Ok(values) => values,
             Err(e) if is_not_found(&e) => return Ok(false),
             Err(source) => {
                 return Err(BpfError::Map {
                     call: "read old counters",
-                    object: endpoint.host_ifname.clone(),
+                    object: endpoint.spec.host_ifname.clone(),
                     source: Box::new(source),
                 });
             }
@@ -115,7 +115,7 @@ impl Upgrade {
         let converted: Vec<EndpointCounters> =
             values.iter().map(|v| EndpointCounters::from(*v)).collect();
         let converted = PerCpuValues::try_from(converted).map_err(|source| BpfError::Cpus {
-            ifname: endpoint.host_ifname.clone(),
+            ifname: endpoint.spec.host_ifname.clone(),
             source,
         })?;
         maps.set_counters(endpoint, converted)?;

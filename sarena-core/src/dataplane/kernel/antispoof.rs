@@ -69,11 +69,11 @@ add rule arp {table} antispoof counter drop
 /// `add` (or `delete`) statements for the elements of `endpoint`: its
 /// ifindex in both `guarded` sets and one pair per address.
 fn elements(verb: &str, table: &str, endpoint: &Endpoint) -> String {
-    let ifindex = endpoint.host_ifindex;
+    let ifindex = endpoint.spec.host_ifindex;
     let mut v4 = Vec::new();
     let mut v6 = Vec::new();
     let mut claimable6 = Vec::new();
-    for address in &endpoint.addresses {
+    for address in &endpoint.spec.addresses {
         match address.addr() {
             IpAddr::V4(a) => v4.push(format!("{ifindex} . {a}")),
             IpAddr::V6(a) => {
@@ -178,7 +178,7 @@ pub(crate) async fn guard(table: &str, endpoint: &Endpoint) -> Result<(), Datapl
 /// host runs, and [`reconcile`] drops whatever a failure or a crash left.
 pub(crate) fn unguard(table: &str, endpoint: &Endpoint) {
     let script = unguard_script(table, endpoint);
-    let ifname = endpoint.host_ifname.clone();
+    let ifname = endpoint.spec.host_ifname.clone();
     tokio::spawn(async move {
         if let Err(error) = super::nft::run_off_worker(script).await {
             tracing::warn!(%ifname, error = %crate::error_chain(&error), "anti-spoofing elements not removed; reconcile will");
@@ -200,23 +200,27 @@ pub(crate) async fn remove(table: &str) -> Result<(), DataplaneError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::EndpointSpec;
     use crate::api::{Attachment, PodRef};
 
     fn endpoint(ifindex: u32, addrs: &[&str]) -> Endpoint {
         Endpoint {
-            owner: Attachment {
-                container_id: format!("c{ifindex}"),
-                ifname: "eth0".into(),
+            spec: EndpointSpec {
+                owner: Attachment {
+                    container_id: format!("c{ifindex}"),
+                    ifname: "eth0".into(),
+                },
+                pod: PodRef::default(),
+                host_ifname: format!("lxc{ifindex}"),
+                host_ifindex: ifindex,
+                host_mac: "02:00:00:00:00:01".parse().unwrap(),
+                pod_mac: "0a:00:00:00:00:02".parse().unwrap(),
+                addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
+                netns: "/var/run/netns/x".into(),
+                bandwidth: None,
+                identity: Default::default(),
             },
-            pod: PodRef::default(),
-            host_ifname: format!("lxc{ifindex}"),
-            host_ifindex: ifindex,
-            host_mac: "02:00:00:00:00:01".parse().unwrap(),
-            pod_mac: "0a:00:00:00:00:02".parse().unwrap(),
-            addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
-            netns: "/var/run/netns/x".into(),
             created_at: 0,
-            bandwidth: None,
         }
     }
 

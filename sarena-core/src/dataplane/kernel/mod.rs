@@ -166,11 +166,12 @@ impl KernelDataplane {
 
     /// The routes an endpoint should have, or `None` when its host veth is gone.
     async fn wanted(&self, endpoint: &Endpoint) -> Result<Option<Vec<PodRoute>>, DataplaneError> {
-        let Some(oif) = self.link_index(&endpoint.host_ifname).await? else {
+        let Some(oif) = self.link_index(&endpoint.spec.host_ifname).await? else {
             return Ok(None);
         };
         Ok(Some(
             endpoint
+                .spec
                 .addresses
                 .iter()
                 .map(|a| PodRoute {
@@ -235,13 +236,16 @@ impl Dataplane for KernelDataplane {
     async fn attach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
         let Some(wanted) = self.wanted(endpoint).await? else {
             return Err(DataplaneError::NoLink {
-                ifname: endpoint.host_ifname.clone(),
+                ifname: endpoint.spec.host_ifname.clone(),
                 reason: "the endpoint's host veth does not exist",
             });
         };
-        sysctl::write(&sysctl::ipv4_conf(&endpoint.host_ifname, "proxy_arp"), "1")?;
+        sysctl::write(
+            &sysctl::ipv4_conf(&endpoint.spec.host_ifname, "proxy_arp"),
+            "1",
+        )?;
         if let Some(route) = wanted.iter().find(|r| r.dst.addr().is_ipv6()) {
-            gateway6::add(&self.handle, &endpoint.host_ifname, route.oif).await?;
+            gateway6::add(&self.handle, &endpoint.spec.host_ifname, route.oif).await?;
         }
         if self.antispoof {
             antispoof::guard(&self.names.nft_table, endpoint).await?;
@@ -256,10 +260,10 @@ impl Dataplane for KernelDataplane {
     /// (a newer endpoint's route to the same address stays); one request per
     /// address, whatever the number of pods on the node.
     async fn detach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
-        for address in &endpoint.addresses {
+        for address in &endpoint.spec.addresses {
             let route = PodRoute {
                 dst: host_prefix(address.addr()),
-                oif: endpoint.host_ifindex,
+                oif: endpoint.spec.host_ifindex,
             };
             routes::remove(&self.handle, &route).await?;
         }
@@ -280,7 +284,7 @@ impl Dataplane for KernelDataplane {
                     live.push(endpoint.clone());
                 }
                 None => {
-                    tracing::warn!(host_ifname = %endpoint.host_ifname, "endpoint's host veth is missing")
+                    tracing::warn!(host_ifname = %endpoint.spec.host_ifname, "endpoint's host veth is missing")
                 }
             }
         }
@@ -294,7 +298,7 @@ impl Dataplane for KernelDataplane {
         for (route, endpoint) in &wanted {
             if !present.contains(route) {
                 self.attach(endpoint).await?;
-                report.attached.push(endpoint.host_ifname.clone());
+                report.attached.push(endpoint.spec.host_ifname.clone());
             }
         }
         report.attached.dedup();

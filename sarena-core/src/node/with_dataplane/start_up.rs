@@ -64,7 +64,7 @@ impl WithDataplane {
         if let Some(veths) = &self.veths {
             endpoints = self.drop_stale(endpoints, &mut report).await?;
             report.owed_removals_done = self.redo_owed().await?;
-            let owned: BTreeSet<u32> = endpoints.iter().map(|e| e.host_ifindex).collect();
+            let owned: BTreeSet<u32> = endpoints.iter().map(|e| e.spec.host_ifindex).collect();
             let links = veths
                 .links
                 .list_host_links()
@@ -114,20 +114,20 @@ impl WithDataplane {
         for endpoint in endpoints {
             let present = veths
                 .links
-                .host_link_index(&endpoint.host_ifname)
+                .host_link_index(&endpoint.spec.host_ifname)
                 .await
                 .map_err(StartUpError::Links)?;
-            if present == Some(endpoint.host_ifindex) {
+            if present == Some(endpoint.spec.host_ifindex) {
                 live.push(endpoint);
                 continue;
             }
-            tracing::warn!(owner = ?endpoint.owner, ifname = %endpoint.host_ifname,
+            tracing::warn!(owner = ?endpoint.spec.owner, ifname = %endpoint.spec.host_ifname,
                 "the endpoint's host veth is gone; deleting the endpoint");
             self.registry
-                .delete_endpoint(endpoint.owner.clone())
+                .delete_endpoint(endpoint.spec.owner.clone())
                 .await
                 .map_err(StartUpError::Registry)?;
-            report.stale_endpoints.push(endpoint.owner);
+            report.stale_endpoints.push(endpoint.spec.owner);
         }
         Ok(live)
     }

@@ -5,26 +5,29 @@ use std::sync::Arc;
 use mockall::Sequence;
 
 use super::*;
-use crate::api::{MockNodeApi, PodRef};
+use crate::api::{EndpointSpec, MockNodeApi, PodRef};
 use crate::dataplane::{DataplaneMode, MockDataplane};
 use crate::links::MockLinks;
 use crate::node::{MockVethLedger, OwedRemoval};
 
 fn endpoint(cid: &str, ifname: &str, ifindex: u32) -> Endpoint {
     Endpoint {
-        owner: Attachment {
-            container_id: cid.into(),
-            ifname: "eth0".into(),
+        spec: EndpointSpec {
+            owner: Attachment {
+                container_id: cid.into(),
+                ifname: "eth0".into(),
+            },
+            pod: PodRef::default(),
+            host_ifname: ifname.into(),
+            host_ifindex: ifindex,
+            host_mac: "02:00:00:00:00:01".parse().unwrap(),
+            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
+            addresses: vec!["10.200.0.9/16".parse().unwrap()],
+            netns: "/var/run/netns/x".into(),
+            bandwidth: None,
+            identity: Default::default(),
         },
-        pod: PodRef::default(),
-        host_ifname: ifname.into(),
-        host_ifindex: ifindex,
-        host_mac: "02:00:00:00:00:01".parse().unwrap(),
-        pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-        addresses: vec!["10.200.0.9/16".parse().unwrap()],
-        netns: "/var/run/netns/x".into(),
         created_at: 1,
-        bandwidth: None,
     }
 }
 
@@ -156,7 +159,7 @@ async fn stale_endpoints_then_owed_removals_then_unowned_links_then_reconcile() 
     let report = daemon.start_up().await.unwrap();
     assert_eq!(
         report.stale_endpoints,
-        vec![gone.owner.clone(), renamed.owner.clone()]
+        vec![gone.spec.owner.clone(), renamed.spec.owner.clone()]
     );
     assert_eq!(report.endpoints, 1);
     assert_eq!(report.owed_removals_done, 2);

@@ -168,7 +168,7 @@ async fn every_call_hits_its_route_and_decodes() {
     assert!(d.release(owner()).await.unwrap());
     assert!(!d.delete_endpoint(owner()).await.unwrap());
     let ep = d.endpoint(owner()).await.unwrap().unwrap();
-    assert_eq!(ep.host_ifindex, 7);
+    assert_eq!(ep.spec.host_ifindex, 7);
     assert_eq!(d.endpoints().await.unwrap(), vec![ep]);
     assert_eq!(d.ipam_state().await.unwrap(), IpamState::default());
     let report = d
@@ -420,7 +420,7 @@ fn predates_allocation_keep(method: &str, path: &str, body: &[u8]) -> (u16, Stri
 async fn unregistering_on_a_daemon_without_allocation_keep_deletes_the_endpoint() {
     let server = TestServer::start(predates_allocation_keep);
     let previous = server.client().unregister_endpoint(owner()).await.unwrap();
-    assert_eq!(previous.map(|e| e.host_ifindex), Some(7));
+    assert_eq!(previous.map(|e| e.spec.host_ifindex), Some(7));
     let seen: Vec<(String, String)> = server
         .seen
         .lock()
