@@ -82,6 +82,7 @@ impl AyaDataplane {
             }),
             host_stack: None,
             netlink: OnceCell::new(),
+            netlink_turn: tokio::sync::Mutex::new(()),
             kill_at,
         })
     }

@@ -79,6 +79,21 @@ use maps::Maps;
 /// Where the daemon pins maps and links.
 pub const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/sarena";
 
+/// The dataplane's host netlink handle, and the turn on it: requests on
+/// it do not overlap another holder's (see [`AyaDataplane::host_netlink`]).
+struct HostNetlink<'a> {
+    _turn: tokio::sync::MutexGuard<'a, ()>,
+    handle: &'a rtnetlink::Handle,
+}
+
+impl std::ops::Deref for HostNetlink<'_> {
+    type Target = rtnetlink::Handle;
+
+    fn deref(&self) -> &rtnetlink::Handle {
+        self.handle
+    }
+}
+
 /// The eBPF dataplane. See the [module docs](self).
 pub struct AyaDataplane {
     pin_dir: PathBuf,
@@ -90,6 +105,10 @@ pub struct AyaDataplane {
     /// root qdiscs): opened by the first call that needs it, then reused for
     /// the dataplane's lifetime (see [`AyaDataplane::host_netlink`]).
     netlink: OnceCell<rtnetlink::Handle>,
+    /// One user of that connection at a time: a netlink socket carries one
+    /// dump at a time, and a second dump started meanwhile fails with
+    /// EBUSY (concurrent ADDs each dump their veth's qdiscs and filters).
+    netlink_turn: tokio::sync::Mutex<()>,
     /// Where a daemon under test kills itself during an upgrade (holds
     /// nothing, and every kill point is empty, without the
     /// `fault-injection` feature; see `fault.rs`).
@@ -191,7 +210,8 @@ impl AyaDataplane {
     /// Sarena's filters on the device `ifindex`, as the kernel reports them
     /// (at most one per hook). Must run inside a tokio runtime.
     pub async fn attachments(&self, ifindex: u32) -> Result<Vec<TcAttachment>, DataplaneError> {
-        tc::query(self.host_netlink().await?, ifindex).await
+        let host = self.host_netlink().await?;
+        tc::query(&host, ifindex).await
     }
 
     /// Every tcx link pinned by an earlier version of Sarena (which attached
@@ -226,12 +246,21 @@ impl AyaDataplane {
     /// dataplane's lifetime. Made on the calling thread: no worker ever
     /// changes netns for it (pod netns get sockets of their own, see
     /// `pod_side.rs`).
-    async fn host_netlink(&self) -> Result<&rtnetlink::Handle, DataplaneError> {
-        self.netlink
+    ///
+    /// The caller holds it (and with it the connection's turn) until it
+    /// drops the returned [`HostNetlink`]: one dump at a time.
+    async fn host_netlink(&self) -> Result<HostNetlink<'_>, DataplaneError> {
+        let turn = self.netlink_turn.lock().await;
+        let handle = self
+            .netlink
             .get_or_try_init(|| async {
                 netlink::host_handle().map_err(|source| DataplaneError::Socket { source })
             })
-            .await
+            .await?;
+        Ok(HostNetlink {
+            _turn: turn,
+            handle,
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -328,7 +357,7 @@ impl EndpointReports for AyaDataplane {
             let found = if attach::host_ifindex(&endpoint.spec.host_ifname)
                 == Some(endpoint.spec.host_ifindex)
             {
-                tc::query(handle, endpoint.spec.host_ifindex).await?
+                tc::query(&handle, endpoint.spec.host_ifindex).await?
             } else {
                 Vec::new()
             };

@@ -101,7 +101,7 @@ impl AyaDataplane {
             foreign: Vec::new(),
         };
         for (ifindex, ifname) in interfaces() {
-            let ours: Vec<TcAttachment> = tc::query(handle, ifindex)
+            let ours: Vec<TcAttachment> = tc::query(&handle, ifindex)
                 .await?
                 .into_iter()
                 .filter(|a| ours_by_id.contains(&a.program_id))

@@ -34,7 +34,7 @@ impl AyaDataplane {
     pub(super) async fn shape_host_root(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
         let host = self.host_netlink().await?;
         let mode = match endpoint.spec.bandwidth {
-            Some(_) => Some(self.probe_mode(host, endpoint.spec.host_ifindex).await?),
+            Some(_) => Some(self.probe_mode(&host, endpoint.spec.host_ifindex).await?),
             None => None,
         };
         let root = if mode == Some(ShapingMode::Paced) && paces_ingress(endpoint) {
@@ -42,7 +42,7 @@ impl AyaDataplane {
         } else {
             Root::Placeholder
         };
-        qdisc::set_root(host, endpoint.spec.host_ifindex, root).await?;
+        qdisc::set_root(&host, endpoint.spec.host_ifindex, root).await?;
         Ok(())
     }
 
@@ -155,7 +155,7 @@ impl AyaDataplane {
         } else {
             Root::Placeholder
         };
-        let root = qdisc::root(host, endpoint.spec.host_ifindex).await?;
+        let root = qdisc::root(&host, endpoint.spec.host_ifindex).await?;
         if !root.as_ref().is_some_and(|r| r.is(want)) {
             problems.push(format!(
                 "the root qdisc of {} is {}, not Sarena's {}",
@@ -168,7 +168,7 @@ impl AyaDataplane {
             ));
         }
         let name = egress_program(endpoint);
-        let attached = tc::query(host, endpoint.spec.host_ifindex).await?;
+        let attached = tc::query(&host, endpoint.spec.host_ifindex).await?;
         let tag = tags.get(name).copied();
         if !attached
             .iter()
