@@ -3,7 +3,7 @@
 //! always get the same address, `10.252.1.<10 + ordinal>`, from their own
 //! pool; every other pod gets the next free address of the default pool.
 //!
-//! The policy wraps [`Node`] (IPAM + registry) and only rewrites the
+//! The policy wraps [`Registry`] (IPAM + registry) and only rewrites the
 //! allocation request; the node still validates it, keeps it durable and
 //! refuses conflicts. The same wrapper can be served by a daemon or handed
 //! to [`sarena_core::plugin::Plugin::new`] in process. Needs no privilege.
@@ -20,7 +20,7 @@ use sarena_core::api::{
     Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest, Health, Inspect,
     IpamState, PodRef,
 };
-use sarena_core::node::{Node, NodeConfig};
+use sarena_core::node::{NodeConfig, Registry};
 
 const CONFIG: &str = r#"
 dataplane = "none"
@@ -35,7 +35,7 @@ namespaces = ["db"]
 
 /// Pins `db/<name>-<n>` to `10.252.1.(10 + n)`; everything else as the node decides.
 struct OrdinalAddresses {
-    node: Node,
+    node: Registry,
 }
 
 impl OrdinalAddresses {
@@ -136,7 +136,7 @@ fn request(cid: &str, namespace: &str, name: &str) -> AllocateRequest {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let state_dir = std::env::temp_dir().join(format!("sarena-ipam-{}", std::process::id()));
-    let node = Node::open(&state_dir, NodeConfig::from_toml_str(CONFIG)?)?;
+    let node = Registry::open(&state_dir, NodeConfig::from_toml_str(CONFIG)?)?;
     let ipam = OrdinalAddresses { node };
 
     let pods = [

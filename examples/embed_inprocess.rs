@@ -1,5 +1,5 @@
 //! A Rust container runtime networking two pods with sarena-core alone: IPAM
-//! and the endpoint registry ([`Node`]), veth provisioning
+//! and the endpoint registry ([`Registry`]), veth provisioning
 //! ([`RtnetlinkLinks`]) and the eBPF dataplane ([`AyaDataplane`]) as library
 //! calls, driven by the plugin's own ADD and DEL sequences ([`Plugin`]).
 //! No `sarena-cni` binary and no `sarena-daemon` process are involved.
@@ -24,7 +24,7 @@ use sarena_core::api::{Attachment, Inspect, PodRef};
 use sarena_core::cni::Version;
 use sarena_core::dataplane::ebpf::AyaDataplane;
 use sarena_core::links::RtnetlinkLinks;
-use sarena_core::node::{Node, NodeConfig, WithDataplane};
+use sarena_core::node::{NodeConfig, Registry, WithDataplane};
 use sarena_core::plugin::{AddRequest, DelRequest, Plugin};
 
 const CONFIG: &str = r#"
@@ -55,7 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _cleanup = Cleanup(state_dir.clone(), pin_dir.clone());
 
     // IPAM + registry, the eBPF dataplane, and the two composed.
-    let node = Node::open(&state_dir, NodeConfig::from_toml_str(CONFIG)?)?;
+    let node = Registry::open(&state_dir, NodeConfig::from_toml_str(CONFIG)?)?;
     let dataplane = Arc::new(AyaDataplane::open(&object, &pin_dir)?);
     let daemon = Arc::new(WithDataplane::new(Arc::new(node), dataplane.clone()));
     // ADD and DEL against the in-process daemon and the host's netlink.

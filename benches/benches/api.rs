@@ -1,5 +1,5 @@
 //! API round trips over the Unix socket: `HttpDaemon` (the plugin's client) against
-//! the daemon's own server and `Node` state, in process but through a real socket,
+//! the daemon's own server and `Registry` state, in process but through a real socket,
 //! the server on its own runtime thread, the client on a current-thread runtime like
 //! the plugin's.
 //!
@@ -18,7 +18,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use sarena_core::api::{
     AllocateRequest, Attachment, Daemon, EndpointCreate, EndpointSpec, HttpDaemon, PodRef,
 };
-use sarena_core::node::{Node, NodeConfig};
+use sarena_core::node::{NodeConfig, Registry};
 use sarena_daemon::server::{UnixSocket, serve};
 use tokio::runtime::{Builder, Runtime};
 use tokio::sync::oneshot;
@@ -39,7 +39,7 @@ fn start() -> Bench {
         .enable_all()
         .build()
         .unwrap();
-    let node = Node::open(&dir.path().join("state"), NodeConfig::default()).unwrap();
+    let node = Registry::open(&dir.path().join("state"), NodeConfig::default()).unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let unix = server_rt
         .block_on(async { UnixSocket::bind(&socket) })

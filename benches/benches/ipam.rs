@@ -1,6 +1,6 @@
 //! IPAM benchmarks: allocate + release on the default `/16`, with 0 and with 50,000
 //! existing allocations (and 25,000 in a fragmented free set), through the in-memory [`Allocator`] alone and through
-//! [`Node`] (each operation one durable redb commit), plus `Node::open` of a store
+//! [`Registry`] (each operation one durable redb commit), plus `Registry::open` of a store
 //! holding 50,000 allocations (daemon start-up).
 //!
 //! `cargo bench -p sarena-benches --bench ipam -- --warm-up-time 1 --measurement-time 3`
@@ -12,7 +12,7 @@ use std::path::Path;
 use criterion::{Criterion, criterion_group, criterion_main};
 use sarena_core::api::{AllocateRequest, Attachment, Daemon, PodRef};
 use sarena_core::ipam::Allocator;
-use sarena_core::node::{Node, NodeConfig};
+use sarena_core::node::{NodeConfig, Registry};
 use sarena_core::store::{AllocationEntry, RedbStore};
 
 const PREFILL: [usize; 2] = [0, 50_000];
@@ -89,7 +89,7 @@ fn bench_node(c: &mut Criterion) {
     for n in PREFILL {
         let dir = tempfile::tempdir().unwrap();
         store_with(dir.path(), n);
-        let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
+        let node = Registry::open(dir.path(), NodeConfig::default()).unwrap();
         let who = owner(n + 1);
         group.bench_function(format!("allocate_release/{n}_existing"), |b| {
             b.iter(|| {
@@ -110,7 +110,7 @@ fn bench_node(c: &mut Criterion) {
     store_with(dir.path(), 50_000);
     group.sample_size(10);
     group.bench_function("open/50000_existing", |b| {
-        b.iter(|| black_box(Node::open(dir.path(), NodeConfig::default()).unwrap()))
+        b.iter(|| black_box(Registry::open(dir.path(), NodeConfig::default()).unwrap()))
     });
     group.finish();
 }

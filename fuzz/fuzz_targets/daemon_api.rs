@@ -1,5 +1,5 @@
 //! The daemon API: structured request sequences (see `api/model.rs`) through
-//! `sarena-daemon`'s real router over a real `Node` (redb on tmpfs).
+//! `sarena-daemon`'s real router over a real `Registry` (redb on tmpfs).
 //!
 //! Invariants (checked by the model): an answer within 5 s, never a 5xx,
 //! always JSON, and no state change from a rejected request.
@@ -11,11 +11,11 @@ mod model;
 use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
-use sarena_core::node::{Node, NodeConfig};
+use sarena_core::node::{Registry, NodeConfig};
 
 struct Harness {
     runtime: tokio::runtime::Runtime,
-    node: Node,
+    node: Registry,
     _dir: tempfile::TempDir,
 }
 
@@ -28,7 +28,7 @@ fn harness() -> &'static Harness {
             .tempdir_in("/dev/shm")
             .or_else(|_| tempfile::tempdir())
             .expect("a temp dir");
-        let node = Node::open(dir.path(), NodeConfig::default()).expect("a node");
+        let node = Registry::open(dir.path(), NodeConfig::default()).expect("a node");
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

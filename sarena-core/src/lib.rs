@@ -18,7 +18,7 @@
 //!
 //! | trait | what it does | implementations |
 //! | --- | --- | --- |
-//! | [`api::Daemon`] | what the plugin asks: config, health, allocate, register, delete, CHECK's reads, GC | [`node::Node`] in process (durable in redb); [`api::HttpDaemon`] over the daemon's socket; [`node::WithDataplane`] = a registry that also drives a [`dataplane::Dataplane`]; `MockDaemon` (feature `mocks`) |
+//! | [`api::Daemon`] | what the plugin asks: config, health, allocate, register, delete, CHECK's reads, GC | [`node::Registry`] in process (durable in redb); [`api::HttpDaemon`] over the daemon's socket; [`node::WithDataplane`] = a registry that also drives a [`dataplane::Dataplane`]; `MockDaemon` (feature `mocks`) |
 //! | [`api::Inspect`] | what an operator reads: endpoints, pools, status, counters ([`api::NodeApi`] = both traits) | the same types; `MockInspect`, `MockNodeApi` |
 //! | [`links::Links`] | netns handling, veth pairs, pod addresses and routes | [`links::RtnetlinkLinks`] (netlink); `MockLinks` |
 //! | [`dataplane::Dataplane`] (with its capability [`dataplane::EndpointReports`]) | forwarding of pod traffic on the node, and what it reports per endpoint | [`dataplane::ebpf::AyaDataplane`] (TC programs; give it [`dataplane::KernelDataplane`] as its host stack for traffic to the host and beyond); [`dataplane::KernelDataplane`] (routes only); `MockDataplane` |
@@ -27,11 +27,11 @@
 //! - a runtime on a node that runs `sarena-daemon`: [`plugin::Plugin::connect`]
 //!   (an [`api::HttpDaemon`] on the default socket, [`links::RtnetlinkLinks`],
 //!   the deletion queue) and call [`plugin::Plugin::add`] / `del` / `check`;
-//! - a runtime with no daemon process: open a [`node::Node`] on a state
+//! - a runtime with no daemon process: open a [`node::Registry`] on a state
 //!   directory, wrap it with [`node::WithDataplane`] around an
 //!   [`dataplane::ebpf::AyaDataplane`], and hand it to [`plugin::Plugin::new`]
 //!   (`examples/embed_inprocess.rs`);
-//! - a different address policy: wrap [`node::Node`] in your own
+//! - a different address policy: wrap [`node::Registry`] in your own
 //!   [`api::Daemon`] that rewrites [`api::AllocateRequest`]s
 //!   (`examples/custom_ipam.rs`);
 //! - tests of your own code: the `mocks` feature's `MockDaemon`, `MockLinks`
@@ -66,13 +66,13 @@
 //! ```
 //! use std::sync::Arc;
 //! use sarena_core::api::{AllocateRequest, Attachment, NodeApi};
-//! use sarena_core::node::{Node, NodeConfig};
+//! use sarena_core::node::{Registry, NodeConfig};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 // The in-process daemon (both faces, NodeApi): IPAM and the registry, no daemon process.
 //! let dir = tempfile::tempdir()?;
-//! let daemon: Arc<dyn NodeApi> = Arc::new(Node::open(dir.path(), NodeConfig::default())?);
+//! let daemon: Arc<dyn NodeApi> = Arc::new(Registry::open(dir.path(), NodeConfig::default())?);
 //! let owner = Attachment { container_id: "c1".into(), ifname: "eth0".into() };
 //! let allocation = daemon
 //!     .allocate(AllocateRequest { owner, pod: Default::default(), requested: vec![], pool: None })
@@ -97,7 +97,7 @@
 //! - [`links`]: the [`links::Links`] trait: netns handling and veth provisioning.
 //! - [`ipam`]: address pools and the free-interval allocator (never scans a range).
 //! - [`store`]: [`store::RedbStore`], the crash-safe redb store of allocations and endpoints.
-//! - [`node`]: [`node::Node`], the in-process [`api::Daemon`] (IPAM + endpoint registry),
+//! - [`node`]: [`node::Registry`], the in-process [`api::Daemon`] (IPAM + endpoint registry),
 //!   [`node::WithDataplane`] and the daemon's [`node::NodeConfig`].
 //! - [`dataplane`]: the [`dataplane::Dataplane`] trait: how pod traffic is
 //!   forwarded, and the per-endpoint eBPF counters.

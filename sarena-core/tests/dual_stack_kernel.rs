@@ -19,7 +19,7 @@ use sarena_core::api::{Attachment, PodRef};
 use sarena_core::cni::{CniResult, Version};
 use sarena_core::dataplane::Dataplane;
 use sarena_core::links::{RtnetlinkLinks, host_ifname};
-use sarena_core::node::{Node, NodeConfig, WithDataplane};
+use sarena_core::node::{NodeConfig, Registry, WithDataplane};
 use sarena_core::plugin::{AddRequest, CheckRequest, DelRequest, Plugin, PluginError};
 use sarena_test_support::{HostStack, SysctlGuard, TestNetns, require_root, run, unique};
 
@@ -46,7 +46,7 @@ fn ping_from(netns: &TestNetns, to: &str, extra: &[&str]) -> bool {
 
 struct Setup {
     plugin: Plugin,
-    node: Node,
+    node: Registry,
     host: HostStack,
     _forwarding: SysctlGuard,
     _state: tempfile::TempDir,
@@ -59,7 +59,7 @@ async fn setup() -> Setup {
     let host = HostStack::new();
     let kernel = Arc::new(host.dataplane.clone());
     kernel.setup(&config.node_network().unwrap()).await.unwrap();
-    let node = Node::open(state.path(), config).unwrap();
+    let node = Registry::open(state.path(), config).unwrap();
     let daemon = WithDataplane::new(Arc::new(node.clone()), kernel);
     let plugin = Plugin::new(Arc::new(daemon), Arc::new(RtnetlinkLinks::new().unwrap()));
     Setup {

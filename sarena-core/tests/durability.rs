@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use sarena_core::api::{AllocateRequest, Attachment, Daemon, EndpointCreate, EndpointSpec, PodRef};
-use sarena_core::node::{Node, NodeConfig};
+use sarena_core::node::{NodeConfig, Registry};
 
 const DIR_ENV: &str = "SARENA_DURABILITY_DIR";
 const ROUND_ENV: &str = "SARENA_DURABILITY_ROUND";
@@ -55,7 +55,7 @@ fn child_worker() {
     let (Ok(dir), Ok(round)) = (std::env::var(DIR_ENV), std::env::var(ROUND_ENV)) else {
         return;
     };
-    let node = Node::open(Path::new(&dir), NodeConfig::default()).unwrap();
+    let node = Registry::open(Path::new(&dir), NodeConfig::default()).unwrap();
     let threads: Vec<_> = (0..3)
         .map(|t| {
             let node = node.clone();
@@ -183,7 +183,7 @@ fn split_name(name: &str) -> (&str, u32) {
 }
 
 fn check(dir: &Path, acked: &HashMap<String, Acked>) {
-    let node = Node::open(dir, NodeConfig::default()).unwrap();
+    let node = Registry::open(dir, NodeConfig::default()).unwrap();
     let report = node.open_report().clone();
     assert!(report.orphan_addresses_removed.is_empty(), "{report:?}");
     assert!(report.allocations_repaired.is_empty(), "{report:?}");
@@ -266,7 +266,7 @@ fn reopen_without_clean_shutdown_keeps_everything_in_process() {
     let dir = tempfile::tempdir().unwrap();
     let mut acked = HashMap::new();
     {
-        let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
+        let node = Registry::open(dir.path(), NodeConfig::default()).unwrap();
         let rt = runtime();
         for i in 0..300 {
             let name = format!("inproc-t0-{i}");

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sarena_core::node::{ConfigError, Node, NodeConfig, NodeError};
+use sarena_core::node::{ConfigError, NodeConfig, NodeError, Registry};
 use sarena_core::plugin::{DeleteQueue, QueueError};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
@@ -45,7 +45,7 @@ pub enum StartError {
     },
     /// The state could not be opened.
     #[error("cannot open the state in {state_dir}")]
-    Node {
+    Registry {
         /// `--state-dir`.
         state_dir: PathBuf,
         /// Cause (boxed: it is large).
@@ -133,10 +133,10 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     let lease_seconds = config.lease_seconds;
     let state_dir = cli.state_dir.clone();
     let node_config = config.clone();
-    let opened = tokio::task::spawn_blocking(move || Node::open(&state_dir, node_config))
+    let opened = tokio::task::spawn_blocking(move || Registry::open(&state_dir, node_config))
         .await
         .unwrap_or_else(|source| Err(NodeError::Task { source }));
-    let node = opened.map_err(|e| StartError::Node {
+    let node = opened.map_err(|e| StartError::Registry {
         state_dir: cli.state_dir.clone(),
         source: Box::new(e),
     })?;
@@ -218,8 +218,8 @@ pub(crate) async fn serve_metrics(
     Ok(Some(tokio::spawn(serving)))
 }
 
-/// Calls [`Node::expire_leases`] every `every`, off the async workers.
-pub(crate) fn spawn_lease_expiry(node: Node, every: Duration) -> JoinHandle<()> {
+/// Calls [`Registry::expire_leases`] every `every`, off the async workers.
+pub(crate) fn spawn_lease_expiry(node: Registry, every: Duration) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

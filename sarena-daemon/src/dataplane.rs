@@ -11,7 +11,7 @@ use sarena_core::dataplane::{
     Dataplane, DataplaneError, DataplaneMode, KernelDataplane, NodeUpdates, ReconcileReport,
 };
 use sarena_core::links::RtnetlinkLinks;
-use sarena_core::node::{ConfigError, Node, NodeConfig, StartUpError, WithDataplane};
+use sarena_core::node::{ConfigError, NodeConfig, Registry, StartUpError, WithDataplane};
 
 /// Why the dataplane could not start.
 #[derive(Debug, thiserror::Error)]
@@ -144,7 +144,7 @@ impl DataplaneParts {
 pub async fn start_on(
     parts: &DataplaneParts,
     config: &NodeConfig,
-    node: Node,
+    node: Registry,
 ) -> Result<(Arc<dyn NodeApi>, Option<ReconcileReport>), DataplaneStartError> {
     let (Some(dataplane), Some(links)) = (&parts.backend, &parts.links) else {
         tracing::warn!("dataplane \"none\": pod traffic is not forwarded by Sarena");

@@ -1,5 +1,5 @@
 //! Replays the daemon API fuzz corpus (`fuzz/corpus/daemon_api`, kept in the
-//! repository) through the real router over a real `Node`, with the fuzz
+//! repository) through the real router over a real `Registry`, with the fuzz
 //! target's own invariants (`fuzz/api/model.rs`): an answer within 5 s,
 //! never a 5xx, always JSON, no state change from a rejected request. The
 //! fuzzer itself runs with `cargo +nightly fuzz run daemon_api` (fuzz/README.md);
@@ -12,7 +12,7 @@ mod model;
 use std::path::Path;
 
 use arbitrary::{Arbitrary, Unstructured};
-use sarena_core::node::{Node, NodeConfig};
+use sarena_core::node::{NodeConfig, Registry};
 
 #[tokio::test]
 async fn the_daemon_api_fuzz_corpus_replays_cleanly() {
@@ -29,7 +29,7 @@ async fn the_daemon_api_fuzz_corpus_replays_cleanly() {
         .tempdir_in("/dev/shm")
         .or_else(|_| tempfile::tempdir())
         .unwrap();
-    let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
+    let node = Registry::open(dir.path(), NodeConfig::default()).unwrap();
     let mut replayed = 0;
     for file in &files {
         let bytes = std::fs::read(file).unwrap();

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use sarena_core::api::{AllocateRequest, Attachment, Daemon, EndpointCreate, EndpointSpec, PodRef};
 use sarena_core::links::{Links, RtnetlinkLinks, VethSpec, host_ifname};
-use sarena_core::node::{Node, NodeConfig, VethLedger};
+use sarena_core::node::{NodeConfig, Registry, VethLedger};
 use sarena_test_support::daemon::EbpfNode;
 use sarena_test_support::{HostLinkGuard, TestNetns, require, require_root, run, succeeds, unique};
 
@@ -183,7 +183,7 @@ fn foreign_veth(name: &str) -> HostLinkGuard {
 /// Leaves in the daemon's state what a daemon SIGKILLed right after
 /// answering a DEL leaves: the endpoint gone, its veth's removal owed.
 async fn owe_a_removal(state_dir: &Path, config: &Path, host: (&str, u32)) {
-    let node = Node::open(state_dir, NodeConfig::load(config).unwrap()).unwrap();
+    let node = Registry::open(state_dir, NodeConfig::load(config).unwrap()).unwrap();
     let owner = Attachment {
         container_id: unique("owed"),
         ifname: "eth0".into(),
@@ -286,7 +286,7 @@ async fn owed_removals_and_unowned_links_go_at_start_up_and_foreign_links_stay()
     assert!(ifindex(&twin_of_del).is_some(), "DEL removed {twin_of_del}");
 
     node.kill();
-    let state = Node::open(
+    let state = Registry::open(
         &node.site.state_dir(),
         NodeConfig::load(node.config_path()).unwrap(),
     )

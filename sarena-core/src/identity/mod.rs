@@ -6,14 +6,14 @@
 //! [`IdentityEvent`]s, already reduced to [`PodMeta`] / [`NamespaceMeta`]
 //! (labels, namespace, name, uid). The tracker works out which endpoints'
 //! labels change, writes each change durably through an
-//! [`IdentityRegistry`] (the [`crate::node::Node`]) and pushes it to the
+//! [`IdentityRegistry`] (the [`crate::node::Registry`]) and pushes it to the
 //! dataplane as a [`crate::dataplane::NodeUpdate::Identity`]. An endpoint
 //! registered before its pod is seen gets its labels when the pod arrives;
 //! one registered after, when the daemon reports it
 //! ([`IdentityEvent::Registered`]).
 //!
 //! - `tracker.rs`: [`IdentityTracker`], the pure logic;
-//! - `registry.rs`: [`IdentityRegistry`] for [`crate::node::Node`].
+//! - `registry.rs`: [`IdentityRegistry`] for [`crate::node::Registry`].
 
 mod registry;
 #[cfg(test)]

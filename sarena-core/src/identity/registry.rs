@@ -1,11 +1,11 @@
-//! [`IdentityRegistry`] for [`Node`]: identities are kept with the
+//! [`IdentityRegistry`] for [`Registry`]: identities are kept with the
 //! endpoints, in the store.
 
 use super::{IdentityError, IdentityRegistry};
 use crate::api::{Attachment, Endpoint, PodIdentity};
-use crate::node::Node;
+use crate::node::Registry;
 
-impl IdentityRegistry for Node {
+impl IdentityRegistry for Registry {
     fn endpoints(&self) -> Result<Vec<Endpoint>, IdentityError> {
         self.registered_endpoints()
             .map_err(|source| IdentityError::Registry { source })
@@ -21,7 +21,7 @@ impl IdentityRegistry for Node {
         owner: &Attachment,
         identity: &PodIdentity,
     ) -> Result<Option<Endpoint>, IdentityError> {
-        Node::set_identity(self, owner, identity)
+        Registry::set_identity(self, owner, identity)
             .map_err(|source| IdentityError::Registry { source })
     }
 }

@@ -4,7 +4,7 @@
 //! - [`IpamConfig`] / [`PoolConfig`]: the `[[ipam.pools]]` configuration.
 //! - [`Allocator`]: compiled [`Pool`]s with a [`FreeSet`] of free offsets per CIDR.
 //!
-//! Ownership and durability live one level up, in [`crate::node::Node`].
+//! Ownership and durability live one level up, in [`crate::node::Registry`].
 
 mod allocator;
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! `impl Daemon for Node` and `impl Inspect for Node`: the registry's
+//! `impl Daemon for Registry` and `impl Inspect for Registry`: the registry's
 //! answers, over the synchronous operations of `ops.rs`. A registry has no
 //! dataplane: it removes no veth and keeps no counters, and says so.
 //!
@@ -10,14 +10,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Inner, Node, NodeError};
+use super::{Inner, NodeError, Registry};
 use crate::api::{
     AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, DaemonStatus,
     Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest, Health, Inspect,
     IpamState, registry_status,
 };
 
-impl Node {
+impl Registry {
     /// Runs a blocking operation off the async workers when possible.
     pub(super) async fn blocking<T, F>(&self, f: F) -> Result<T, DaemonError>
     where
@@ -38,7 +38,7 @@ impl Node {
 }
 
 #[async_trait]
-impl Daemon for Node {
+impl Daemon for Registry {
     async fn config(&self) -> Result<DaemonConfig, DaemonError> {
         Ok(self.inner.config.daemon_config())
     }
@@ -114,7 +114,7 @@ impl Daemon for Node {
 }
 
 #[async_trait]
-impl Inspect for Node {
+impl Inspect for Registry {
     async fn endpoints(&self) -> Result<Vec<Endpoint>, DaemonError> {
         Ok(self.inner.endpoints()?)
     }

@@ -29,8 +29,8 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-fn open(dir: &std::path::Path) -> Node {
-    Node::open(dir, NodeConfig::from_toml_str(DUAL).unwrap()).unwrap()
+fn open(dir: &std::path::Path) -> Registry {
+    Registry::open(dir, NodeConfig::from_toml_str(DUAL).unwrap()).unwrap()
 }
 
 #[tokio::test]
@@ -120,7 +120,7 @@ async fn a_partial_allocation_fails_and_leaves_nothing() {
 async fn an_ipv6_only_pool_hands_out_one_address_and_ipv6_routes() {
     let dir = tempfile::tempdir().unwrap();
     let config = "[[ipam.pools]]\nname = \"v6\"\ncidrs = [\"fd00:61::/64\"]\n";
-    let node = Node::open(dir.path(), NodeConfig::from_toml_str(config).unwrap()).unwrap();
+    let node = Registry::open(dir.path(), NodeConfig::from_toml_str(config).unwrap()).unwrap();
     let a = node.allocate(req("c1", &[])).await.unwrap();
     assert_eq!(a.addresses.len(), 1);
     assert_eq!(a.addresses[0].address.to_string(), "fd00:61::2/64");

@@ -1,10 +1,10 @@
 //! The registry side of pod identity: reading endpoints and recording an
 //! endpoint's [`PodIdentity`] durably (see [`crate::identity`]).
 
-use super::{Node, NodeError};
+use super::{NodeError, Registry};
 use crate::api::{Attachment, Endpoint, PodIdentity};
 
-impl Node {
+impl Registry {
     /// Every registered endpoint, ordered by owner.
     pub fn registered_endpoints(&self) -> Result<Vec<Endpoint>, NodeError> {
         self.inner.endpoints()

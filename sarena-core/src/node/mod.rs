@@ -1,12 +1,12 @@
-//! The node daemon's state: [`Node`] implements [`crate::api::Daemon`] in process,
+//! The node daemon's state: [`Registry`] implements [`crate::api::Daemon`] in process,
 //! over the [`crate::ipam::Allocator`] (in memory) and the [`crate::store::RedbStore`]
 //! (durable). `sarena-daemon` serves it over HTTP; an embedder can call it directly.
-//! The `Daemon` trait is its one interface (plus [`Node::expire_leases`], which the
+//! The `Daemon` trait is its one interface (plus [`Registry::expire_leases`], which the
 //! daemon runs on a timer); [`WithDataplane`] composes it with a dataplane.
 //!
 //! - `ops.rs`: the operations behind the trait (synchronous, explicit `now`);
-//! - `daemon.rs`: `impl Daemon for Node` over them;
-//! - `recovery.rs`: rebuilding the state from the store at [`Node::open`];
+//! - `daemon.rs`: `impl Daemon for Registry` over them;
+//! - `recovery.rs`: rebuilding the state from the store at [`Registry::open`];
 //! - `routes.rs`: what a pod is told: its gateways and routes ([`pod_routes`]);
 //! - `veth_ledger.rs`: [`VethLedger`], the veth removals the daemon owes;
 //! - `with_dataplane.rs`: [`WithDataplane`]; `stats.rs`: what it adds to
@@ -16,11 +16,11 @@
 //!
 //! ```
 //! use sarena_core::api::{AllocateRequest, Attachment, Daemon};
-//! use sarena_core::node::{Node, NodeConfig};
+//! use sarena_core::node::{Registry, NodeConfig};
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
-//! let node = Node::open(dir.path(), NodeConfig::default())?;
+//! let node = Registry::open(dir.path(), NodeConfig::default())?;
 //! let owner = Attachment { container_id: "c1".into(), ifname: "eth0".into() };
 //! let req = AllocateRequest { owner, pod: Default::default(), requested: vec![], pool: None };
 //! let a = node.allocate(req).await?;
@@ -103,13 +103,20 @@ struct Inner {
 /// before it returns, under a mutex that also guards the in-memory state, so
 /// concurrent calls are safe and memory never runs ahead of the disk.
 #[derive(Clone)]
-pub struct Node {
+pub struct Registry {
     inner: Arc<Inner>,
 }
 
-impl fmt::Debug for Node {
+/// The registry's name before 0.2: the type is [`Registry`].
+#[deprecated(
+    since = "0.2.0",
+    note = "renamed `Registry` (the endpoint registry and IPAM)"
+)]
+pub type Node = Registry;
+
+impl fmt::Debug for Registry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Node")
+        f.debug_struct("Registry")
             .field("config", &self.inner.config)
             .field("store", &self.inner.store)
             .field("report", &self.inner.report)
@@ -117,19 +124,19 @@ impl fmt::Debug for Node {
     }
 }
 
-impl Node {
+impl Registry {
     /// Opens the store under `state_dir` (creating it), loads every allocation and
     /// endpoint and rebuilds the free-address sets. Uses the system clock.
-    pub fn open(state_dir: &Path, config: NodeConfig) -> Result<Node, NodeError> {
-        Node::open_with_clock(state_dir, config, system_clock())
+    pub fn open(state_dir: &Path, config: NodeConfig) -> Result<Registry, NodeError> {
+        Registry::open_with_clock(state_dir, config, system_clock())
     }
 
-    /// [`Node::open`] with an explicit clock (tests, simulations).
+    /// [`Registry::open`] with an explicit clock (tests, simulations).
     pub fn open_with_clock(
         state_dir: &Path,
         config: NodeConfig,
         clock: Clock,
-    ) -> Result<Node, NodeError> {
+    ) -> Result<Registry, NodeError> {
         config.validate()?;
         let alloc = Allocator::new(&config.ipam)?;
         let store = RedbStore::open(state_dir)?;
@@ -141,7 +148,7 @@ impl Node {
             clock,
             report,
         };
-        Ok(Node {
+        Ok(Registry {
             inner: Arc::new(inner),
         })
     }
@@ -151,7 +158,7 @@ impl Node {
         &self.inner.config
     }
 
-    /// What [`Node::open`] found.
+    /// What [`Registry::open`] found.
     pub fn open_report(&self) -> &OpenReport {
         &self.inner.report
     }

@@ -1,4 +1,4 @@
-//! Node tests: configuration, every operation, leases, GC, reopen.
+//! Registry tests: configuration, every operation, leases, GC, reopen.
 
 use crate::api::Inspect as _;
 use std::collections::HashSet;
@@ -68,10 +68,10 @@ fn node_error(e: DaemonError) -> NodeError {
 }
 
 /// A node with a settable clock.
-fn node_at(dir: &Path, config: NodeConfig) -> (Node, Arc<AtomicU64>) {
+fn node_at(dir: &Path, config: NodeConfig) -> (Registry, Arc<AtomicU64>) {
     let now = Arc::new(AtomicU64::new(1_000));
     let clock_now = now.clone();
-    let node = Node::open_with_clock(
+    let node = Registry::open_with_clock(
         dir,
         config,
         Arc::new(move || clock_now.load(Ordering::SeqCst)),
@@ -217,7 +217,7 @@ async fn static_requests_conflicts_and_mismatch() {
 #[tokio::test]
 async fn node_errors_keep_their_source_and_answer_as_api_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let node = Node::open(dir.path(), small_config("10.0.0.0/30", 180)).unwrap();
+    let node = Registry::open(dir.path(), small_config("10.0.0.0/30", 180)).unwrap();
     node.allocate(req("c1")).await.unwrap();
     let err = node.allocate(req("c2")).await.unwrap_err();
     let Some(source) = err.local_source::<NodeError>() else {
@@ -246,7 +246,7 @@ async fn node_errors_keep_their_source_and_answer_as_api_errors() {
 #[tokio::test]
 async fn exhausted_pool_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let node = Node::open(dir.path(), small_config("10.0.0.0/30", 180)).unwrap();
+    let node = Registry::open(dir.path(), small_config("10.0.0.0/30", 180)).unwrap();
     node.allocate(req("c1")).await.unwrap();
     let err = node.allocate(req("c2")).await.unwrap_err();
     assert_eq!(err.kind(), Some(ApiErrorKind::PoolExhausted));
@@ -259,7 +259,7 @@ async fn exhausted_pool_is_a_clear_error() {
 #[tokio::test]
 async fn endpoint_lifecycle_through_the_trait() {
     let dir = tempfile::tempdir().unwrap();
-    let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
+    let node = Registry::open(dir.path(), NodeConfig::default()).unwrap();
     assert!(node.health().await.unwrap().ready);
     assert_eq!(node.config().await.unwrap().mtu, 1500);
     let a = node.allocate(req("c1")).await.unwrap();
@@ -364,7 +364,7 @@ async fn leases_expire_only_without_endpoint() {
 #[tokio::test]
 async fn gc_removes_everything_not_listed() {
     let dir = tempfile::tempdir().unwrap();
-    let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
+    let node = Registry::open(dir.path(), NodeConfig::default()).unwrap();
     for c in ["keep-ep", "drop-ep", "keep-bare", "drop-bare"] {
         let a = node.allocate(req(c)).await.unwrap();
         if c.ends_with("ep") {
@@ -380,7 +380,7 @@ async fn gc_removes_everything_not_listed() {
     assert_eq!(report.endpoints_removed, vec![owner("drop-ep")]);
     assert_eq!(report.allocations_released, vec![owner("drop-bare")]);
     drop(node);
-    let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
+    let node = Registry::open(dir.path(), NodeConfig::default()).unwrap();
     let owners: HashSet<Attachment> = node
         .ipam_state()
         .await
@@ -419,7 +419,7 @@ async fn allocations_outside_new_pools_are_kept_and_reported() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_allocations_never_collide() {
     let dir = tempfile::tempdir().unwrap();
-    let node = Node::open(dir.path(), small_config("10.0.0.0/26", 180)).unwrap();
+    let node = Registry::open(dir.path(), small_config("10.0.0.0/26", 180)).unwrap();
     let tasks: Vec<_> = (0..80)
         .map(|i| {
             let node = node.clone();

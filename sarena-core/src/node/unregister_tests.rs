@@ -15,15 +15,15 @@ fn owner() -> Attachment {
     }
 }
 
-fn open_node(dir: &Path, lease: u64, now: Arc<AtomicU64>) -> Node {
+fn open_node(dir: &Path, lease: u64, now: Arc<AtomicU64>) -> Registry {
     let config = NodeConfig::from_toml_str(&format!(
         "lease_seconds = {lease}\n[[ipam.pools]]\nname = \"p\"\ncidrs = [\"10.9.0.0/24\"]\n"
     ))
     .unwrap();
-    Node::open_with_clock(dir, config, Arc::new(move || now.load(Ordering::SeqCst))).unwrap()
+    Registry::open_with_clock(dir, config, Arc::new(move || now.load(Ordering::SeqCst))).unwrap()
 }
 
-async fn registered(node: &Node) -> Endpoint {
+async fn registered(node: &Registry) -> Endpoint {
     let alloc = node
         .allocate(AllocateRequest {
             owner: owner(),

@@ -1,5 +1,5 @@
 //! [`VethLedger`]: the durable record of veth pairs whose removal the daemon
-//! owes, kept by the [`Node`] in its store.
+//! owes, kept by the [`Registry`] in its store.
 //!
 //! [`WithDataplane`](super::WithDataplane) deletes an endpoint and records its
 //! veth's removal in one transaction before DEL is answered, removes the link
@@ -8,7 +8,7 @@
 
 use async_trait::async_trait;
 
-use super::Node;
+use super::Registry;
 use crate::api::{Attachment, DaemonError, Endpoint};
 pub use crate::store::OwedRemoval;
 
@@ -31,7 +31,7 @@ pub trait VethLedger: Send + Sync {
 }
 
 #[async_trait]
-impl VethLedger for Node {
+impl VethLedger for Registry {
     async fn delete_owing_removal(
         &self,
         owner: Attachment,
@@ -68,7 +68,7 @@ mod tests {
         }
     }
 
-    async fn allocate(node: &Node, cid: &str) -> Vec<ipnet::IpNet> {
+    async fn allocate(node: &Registry, cid: &str) -> Vec<ipnet::IpNet> {
         let alloc = node
             .allocate(AllocateRequest {
                 owner: owner(cid),
@@ -84,7 +84,7 @@ mod tests {
     #[tokio::test]
     async fn deleting_an_endpoint_owes_its_veth_durably_a_bare_allocation_owes_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
+        let node = Registry::open(dir.path(), NodeConfig::default()).unwrap();
         let addresses = allocate(&node, "c1").await;
         let endpoint = node
             .create_endpoint(EndpointCreate {
@@ -124,7 +124,7 @@ mod tests {
         }];
         // As a SIGKILL leaves it: the record is still there after a reopen.
         drop(node);
-        let node = Node::open(dir.path(), NodeConfig::default()).unwrap();
+        let node = Registry::open(dir.path(), NodeConfig::default()).unwrap();
         assert_eq!(node.owed_removals().await.unwrap(), owed);
         node.settle_removals(owed).await.unwrap();
         assert!(node.owed_removals().await.unwrap().is_empty());

@@ -1,5 +1,5 @@
 //! [`WithDataplane`]: the node composed with its dataplane. A [`Daemon`] that
-//! wraps the endpoint registry (the [`Node`](super::Node)), keeps a
+//! wraps the endpoint registry (the [`Registry`](super::Registry)), keeps a
 //! [`Dataplane`] in step with it, and can take on removing deleted endpoints'
 //! veth pairs, durably (see [`VethLedger`]). Its start-up repair is in
 //! `start_up.rs`.
@@ -49,7 +49,7 @@ pub struct BandwidthUnsupported {
     pub mode: &'static str,
 }
 
-/// Wraps a registry (e.g. the daemon's `Node`) so that registering an
+/// Wraps a registry (e.g. the daemon's `Registry`) so that registering an
 /// endpoint also attaches it to the dataplane and removing one detaches it.
 ///
 /// Order matters for consistency: an endpoint is attached *before* it is
@@ -135,7 +135,7 @@ impl WithDataplane {
     /// the endpoint detached, before the answer; the link goes after it, in
     /// the background, and its record is settled then. A removal a killed
     /// daemon still owes is done by [`WithDataplane::start_up`]. `ledger`
-    /// must keep the registry's own state (the daemon passes its `Node` as
+    /// must keep the registry's own state (the daemon passes its `Registry` as
     /// both). Call inside a tokio runtime (the settling task is spawned).
     pub fn with_veth_removal(mut self, links: Arc<dyn Links>, ledger: Arc<dyn VethLedger>) -> Self {
         let (done, settled) = mpsc::unbounded_channel();

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use sarena_core::api::{Attachment, Endpoint, PodIdentity};
 use sarena_core::dataplane::{DataplaneError, NodeUpdate, NodeUpdates, UpdateOutcome};
 use sarena_core::identity::{IdentityError, IdentityEvent, IdentityRegistry, IdentityTracker};
-use sarena_core::node::Node;
+use sarena_core::node::Registry;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -22,7 +22,7 @@ const QUEUE: usize = 1024;
 #[derive(Clone)]
 pub struct IdentityHub {
     events: mpsc::Sender<IdentityEvent>,
-    node: Arc<Mutex<Option<Node>>>,
+    node: Arc<Mutex<Option<Registry>>>,
 }
 
 impl std::fmt::Debug for IdentityHub {
@@ -36,7 +36,7 @@ impl IdentityHub {
     /// identities are only recorded). It ends when every hub is dropped.
     pub fn spawn(dataplane: Option<Arc<dyn NodeUpdates>>) -> (IdentityHub, JoinHandle<()>) {
         let (events, mut rx) = mpsc::channel(QUEUE);
-        let node: Arc<Mutex<Option<Node>>> = Arc::default();
+        let node: Arc<Mutex<Option<Registry>>> = Arc::default();
         let open = node.clone();
         let dataplane = dataplane.unwrap_or_else(|| Arc::new(NoDataplane));
         let task = tokio::spawn(async move {
@@ -68,7 +68,7 @@ impl IdentityHub {
     }
 
     /// A session opened on `node`: its endpoints are brought up to date.
-    pub fn open(&self, node: Node) {
+    pub fn open(&self, node: Registry) {
         *self
             .node
             .lock()

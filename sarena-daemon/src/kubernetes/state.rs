@@ -1,5 +1,5 @@
 //! [`DaemonSessions`]: the node state a Kubernetes-mode session opens —
-//! `Node` with pools from the podCIDRs, the deletion queue replayed, the
+//! `Registry` with pools from the podCIDRs, the deletion queue replayed, the
 //! dataplane set up and reconciled, leases expired in the background — as
 //! the supervisor's [`NodeSessions`].
 
@@ -11,7 +11,7 @@ use sarena_core::api::NodeApi;
 use sarena_core::cluster::{
     ClusterError, NodeSessions, SessionFile, SessionParams, session_config,
 };
-use sarena_core::node::{Node, NodeConfig, NodeError};
+use sarena_core::node::{NodeConfig, NodeError, Registry};
 use sarena_core::plugin::DeleteQueue;
 use tokio::task::JoinHandle;
 
@@ -118,7 +118,7 @@ impl NodeSessions for DaemonSessions {
             session_config(&self.base, session).map_err(|e| open_error(session)(Box::new(e)))?;
         let state_dir = self.state_dir.clone();
         let node_config = config.clone();
-        let node = tokio::task::spawn_blocking(move || Node::open(&state_dir, node_config))
+        let node = tokio::task::spawn_blocking(move || Registry::open(&state_dir, node_config))
             .await
             .unwrap_or_else(|source| Err(NodeError::Task { source }))
             .map_err(|e| open_error(session)(Box::new(e)))?;

@@ -9,7 +9,7 @@ use ipnet::IpNet;
 use sarena_core::api::Attachment;
 use sarena_core::delqueue::DeleteQueue;
 use sarena_core::links::{Links, RtnetlinkLinks, host_ifname};
-use sarena_core::node::{Node, NodeConfig, VethLedger};
+use sarena_core::node::{NodeConfig, Registry, VethLedger};
 use sarena_test_support::daemon::EbpfNode;
 use sarena_test_support::{run, succeeds, tc_program_ids};
 
@@ -197,7 +197,7 @@ fn reachable(pods: &[Pod], live: &BTreeMap<Attachment, IpNet>) {
 /// live pods only, and nothing but the maps is pinned.
 async fn pins_match(node: &EbpfNode, live: &BTreeMap<Attachment, IpNet>) {
     let config = NodeConfig::load(node.config_path()).unwrap();
-    let state = Node::open(&node.site.state_dir(), config).unwrap();
+    let state = Registry::open(&node.site.state_dir(), config).unwrap();
     assert!(
         state.owed_removals().await.unwrap().is_empty(),
         "owed removals"
