@@ -4,23 +4,19 @@
 use sarena_core::api::Inspect as _;
 use std::time::{Duration, Instant};
 
-use sarena_core::api::{Allocation, Daemon, EndpointCreate, EndpointSpec, HttpDaemon, PodRef};
+use sarena_core::api::{Allocation, Daemon, EndpointCreate, EndpointSpec, HttpDaemon};
 use sarena_core::plugin::DeleteQueue;
 use sarena_test_support::daemon::{Site, alloc_req, owner};
 
 fn endpoint_create(alloc: &Allocation) -> EndpointCreate {
     EndpointCreate {
         spec: EndpointSpec {
-            owner: alloc.owner.clone(),
-            pod: PodRef::default(),
-            host_ifname: format!("lxc{}", alloc.owner.container_id),
-            host_ifindex: 7,
-            host_mac: "02:00:00:00:00:07".parse().unwrap(),
-            pod_mac: "02:00:00:00:00:08".parse().unwrap(),
-            addresses: alloc.addresses.iter().map(|a| a.address).collect(),
             netns: "/var/run/netns/lifecycle".into(),
-            bandwidth: None,
-            identity: Default::default(),
+            ..EndpointSpec::for_tests(
+                alloc.owner.clone(),
+                &format!("lxc{}", alloc.owner.container_id),
+                alloc.addresses.iter().map(|a| a.address).collect(),
+            )
         },
     }
 }

@@ -74,22 +74,13 @@ mod tests {
     use crate::dataplane::{DataplaneError, DataplaneMode, MockDataplane};
 
     fn endpoint(ifname: &str) -> Endpoint {
+        let owner = Attachment {
+            container_id: ifname.into(),
+            ifname: "eth0".into(),
+        };
+        let addresses = vec!["10.200.0.5/16".parse().unwrap()];
         Endpoint {
-            spec: EndpointSpec {
-                owner: Attachment {
-                    container_id: ifname.into(),
-                    ifname: "eth0".into(),
-                },
-                pod: Default::default(),
-                host_ifname: ifname.into(),
-                host_ifindex: 7,
-                host_mac: "02:00:00:00:00:01".parse().unwrap(),
-                pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-                addresses: vec!["10.200.0.5/16".parse().unwrap()],
-                netns: "/var/run/netns/x".into(),
-                bandwidth: None,
-                identity: Default::default(),
-            },
+            spec: EndpointSpec::for_tests(owner, ifname, addresses),
             created_at: 1,
         }
     }

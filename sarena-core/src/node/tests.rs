@@ -41,18 +41,11 @@ fn small_config(cidr: &str, lease: u64) -> NodeConfig {
 
 fn ep_req(alloc: &Allocation) -> EndpointCreate {
     EndpointCreate {
-        spec: EndpointSpec {
-            owner: alloc.owner.clone(),
-            pod: PodRef::default(),
-            host_ifname: format!("lxc{}", alloc.owner.container_id),
-            host_ifindex: 7,
-            host_mac: "02:00:00:00:00:01".parse().unwrap(),
-            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-            addresses: alloc.addresses.iter().map(|a| a.address).collect(),
-            netns: "/var/run/netns/x".into(),
-            bandwidth: None,
-            identity: Default::default(),
-        },
+        spec: EndpointSpec::for_tests(
+            alloc.owner.clone(),
+            &format!("lxc{}", alloc.owner.container_id),
+            alloc.addresses.iter().map(|a| a.address).collect(),
+        ),
     }
 }
 

@@ -5,22 +5,16 @@ use crate::node::MockVethLedger;
 use mockall::Sequence;
 
 fn create() -> EndpointCreate {
+    let owner = Attachment {
+        container_id: "c1".into(),
+        ifname: "eth0".into(),
+    };
     EndpointCreate {
-        spec: EndpointSpec {
-            owner: Attachment {
-                container_id: "c1".into(),
-                ifname: "eth0".into(),
-            },
-            pod: Default::default(),
-            host_ifname: "lxc0123456789ab".into(),
-            host_ifindex: 7,
-            host_mac: "02:00:00:00:00:01".parse().unwrap(),
-            pod_mac: "02:00:00:00:00:02".parse().unwrap(),
-            addresses: vec!["10.200.0.5/16".parse().unwrap()],
-            netns: "/var/run/netns/x".into(),
-            bandwidth: None,
-            identity: Default::default(),
-        },
+        spec: EndpointSpec::for_tests(
+            owner,
+            "lxc0123456789ab",
+            vec!["10.200.0.5/16".parse().unwrap()],
+        ),
     }
 }
 

@@ -76,6 +76,28 @@ const CREATE_FIELDS: &[&str] = &[
     "identity",
 ];
 
+#[cfg(any(test, feature = "mocks"))]
+impl EndpointSpec {
+    /// A spec for tests (feature `mocks`): `owner`'s endpoint on host veth
+    /// `host_ifname` (ifindex 7) with `addresses`, fixed MACs
+    /// (`02:00:00:00:00:01` host, `…:02` pod), netns `/var/run/netns/x`, the
+    /// default pod, no limits, no identity. Override fields as needed.
+    pub fn for_tests(owner: Attachment, host_ifname: &str, addresses: Vec<IpNet>) -> Self {
+        EndpointSpec {
+            owner,
+            pod: PodRef::default(),
+            host_ifname: host_ifname.to_owned(),
+            host_ifindex: 7,
+            host_mac: MacAddr::new([2, 0, 0, 0, 0, 1]),
+            pod_mac: MacAddr::new([2, 0, 0, 0, 0, 2]),
+            addresses,
+            netns: "/var/run/netns/x".into(),
+            bandwidth: None,
+            identity: PodIdentity::default(),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for EndpointCreate {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         /// The spec, and whatever it left over.
