@@ -107,7 +107,7 @@ impl IdentityTracker {
                 identity,
             };
             if let Err(e) = dataplane.apply(&update).await {
-                tracing::warn!(owner = ?updated.spec.owner, error = %e, "dataplane identity update failed");
+                tracing::warn!(owner = ?updated.spec.owner, error = %crate::error_chain(&e), "dataplane identity update failed");
             }
             changed.push(updated.spec.owner);
         }

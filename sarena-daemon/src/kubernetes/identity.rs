@@ -55,7 +55,9 @@ impl IdentityHub {
                         tracing::debug!(endpoints = changed.len(), "pod identities updated");
                     }
                     Ok(_) => {}
-                    Err(error) => tracing::warn!(%error, "pod identities not updated"),
+                    Err(error) => {
+                        tracing::warn!(error = %sarena_core::error_chain(&error), "pod identities not updated")
+                    }
                 }
             }
         });
