@@ -9,13 +9,12 @@
 
 mod ebpf;
 
-use sarena_core::api::Inspect as _;
 use std::process::Command;
 use std::sync::Arc;
 
 use ebpf::frames6::{ICMPV6, advertisement, frame_between, icmpv6};
 use ebpf::raw::send_raw_frames_in;
-use sarena_core::api::{Attachment, PodRef};
+use sarena_core::api::{Attachment, Inspect as _, PodRef};
 use sarena_core::cni::{CniResult, Version};
 use sarena_core::dataplane::Dataplane;
 use sarena_core::links::{RtnetlinkLinks, host_ifname};

@@ -8,14 +8,15 @@
 //! reopens the store and checks every acknowledged operation.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use sarena_core::api::Inspect as _;
 use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::net::IpAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use sarena_core::api::{AllocateRequest, Attachment, Daemon, EndpointCreate, EndpointSpec, PodRef};
+use sarena_core::api::{
+    AllocateRequest, Attachment, Daemon, EndpointCreate, EndpointSpec, Inspect as _, PodRef,
+};
 use sarena_core::node::{NodeConfig, Registry};
 
 const DIR_ENV: &str = "SARENA_DURABILITY_DIR";

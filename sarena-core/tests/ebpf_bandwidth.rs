@@ -12,13 +12,12 @@
 
 mod bandwidth;
 
-use sarena_core::dataplane::EndpointReports as _;
 use std::sync::Arc;
 
 use bandwidth::{Dnat, Side, assert_near, egress_programs, root_qdisc, tcp_rate, tcp_rate_via};
 use sarena_core::api::{BandwidthLimits, Endpoint};
 use sarena_core::dataplane::ebpf::{AyaDataplane, ShapingMode};
-use sarena_core::dataplane::{Dataplane, NodeNetwork};
+use sarena_core::dataplane::{Dataplane, EndpointReports as _, NodeNetwork};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_test_support::{
     HostStack, PinDir, Pod, require, require_ebpf_object, require_root, succeeds,

@@ -6,12 +6,10 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use sarena_core::api::Inspect;
-use sarena_core::api::NodeApi;
 use sarena_core::api::{
     AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, DaemonStatus,
     DeleteQueueStatus, Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest,
-    Health, IpamState, KubernetesStatus,
+    Health, Inspect, IpamState, KubernetesStatus, NodeApi,
 };
 use sarena_core::delqueue::DeleteQueue;
 

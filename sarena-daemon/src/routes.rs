@@ -13,10 +13,9 @@ use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::{Body, Bytes};
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode, header};
-use sarena_core::api::NodeApi;
 use sarena_core::api::{
     API_BASE, ApiErrorBody, ApiErrorKind, Attachment, DaemonError, Deleted, MAX_BODY_BYTES,
-    Released, Unregistered, decode_segment, validate_attachment,
+    NodeApi, Released, Unregistered, decode_segment, validate_attachment,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;

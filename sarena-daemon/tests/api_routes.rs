@@ -2,12 +2,12 @@
 //! HTTP for the requests a well-behaved client never sends.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use sarena_core::api::Inspect as _;
 use std::collections::HashSet;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 
 use sarena_core::api::{
-    ApiErrorKind, Daemon, DaemonError, EndpointCreate, EndpointSpec, GcRequest, HttpDaemon, PodRef,
+    ApiErrorKind, Daemon, DaemonError, EndpointCreate, EndpointSpec, GcRequest, HttpDaemon,
+    Inspect as _, PodRef,
 };
 use sarena_test_support::daemon::{SMALL_POOL, Site, alloc_req, owner, raw, raw_bytes};
 

@@ -7,14 +7,13 @@
 //! - every acknowledged release is still released.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use sarena_core::api::Inspect as _;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
-use sarena_core::api::{Attachment, Daemon, HttpDaemon};
+use sarena_core::api::{Attachment, Daemon, HttpDaemon, Inspect as _};
 use sarena_test_support::daemon::{Site, alloc_req, owner};
 
 const KILLS: usize = 22;

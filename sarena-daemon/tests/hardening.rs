@@ -6,12 +6,11 @@
 //! directory or bpffs pin directory fails at once, saying why.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use sarena_core::api::Inspect as _;
 use std::collections::HashSet;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::time::{Duration, Instant};
 
-use sarena_core::api::{Attachment, Daemon};
+use sarena_core::api::{Attachment, Daemon, Inspect as _};
 use sarena_test_support::daemon::{EbpfNode, Site, alloc_req, raw};
 use sarena_test_support::{Cni, require, require_root};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -1,10 +1,11 @@
 //! Lease expiry and deletion-queue replay, through the real daemon binary.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use sarena_core::api::Inspect as _;
 use std::time::{Duration, Instant};
 
-use sarena_core::api::{Allocation, Daemon, EndpointCreate, EndpointSpec, HttpDaemon};
+use sarena_core::api::{
+    Allocation, Daemon, EndpointCreate, EndpointSpec, HttpDaemon, Inspect as _,
+};
 use sarena_core::plugin::DeleteQueue;
 use sarena_test_support::daemon::{Site, alloc_req, owner};
 

@@ -6,12 +6,11 @@
 //! and the daemon's start-up sweep (see tests/chaos), so it runs alone.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use sarena_core::api::Inspect as _;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-use sarena_core::api::{Attachment, Daemon};
+use sarena_core::api::{Attachment, Daemon, Inspect as _};
 use sarena_core::dataplane::ebpf::AyaDataplane;
 use sarena_test_support::daemon::{EbpfNode, GATEWAY_DEVICE, alloc_req};
 use sarena_test_support::{TestNetns, require, require_root, succeeds};

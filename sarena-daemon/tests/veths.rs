@@ -10,12 +10,13 @@
 //! one at a time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use sarena_core::api::Inspect as _;
 use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sarena_core::api::{AllocateRequest, Attachment, Daemon, EndpointCreate, EndpointSpec, PodRef};
+use sarena_core::api::{
+    AllocateRequest, Attachment, Daemon, EndpointCreate, EndpointSpec, Inspect as _, PodRef,
+};
 use sarena_core::links::{Links, RtnetlinkLinks, VethSpec, host_ifname};
 use sarena_core::node::{NodeConfig, Registry, VethLedger};
 use sarena_test_support::daemon::EbpfNode;

@@ -1,11 +1,10 @@
 //! The node with dual-stack and IPv6-only pools: what a pod is told, and
 //! all-or-nothing allocation, durably.
 
-use crate::api::Inspect as _;
 use std::net::IpAddr;
 
 use super::*;
-use crate::api::{AllocateRequest, Daemon, EndpointCreate, EndpointSpec, PodRef};
+use crate::api::{AllocateRequest, Daemon, EndpointCreate, EndpointSpec, Inspect as _, PodRef};
 
 const DUAL: &str = r#"
 [[ipam.pools]]

@@ -1,6 +1,5 @@
 //! Registry tests: configuration, every operation, leases, GC, reopen.
 
-use crate::api::Inspect as _;
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -9,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::*;
 use crate::api::{
     AllocateRequest, Allocation, ApiErrorKind, Daemon, DaemonError, EndpointCreate, EndpointSpec,
-    GcRequest, PodRef,
+    GcRequest, Inspect as _, PodRef,
 };
 use crate::ipam::IpamError;
 

@@ -1,12 +1,11 @@
 //! `unregister_endpoint`: the endpoint goes, the allocation stays (under a
 //! lease), durably.
 
-use crate::api::Inspect as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::*;
-use crate::api::{AllocateRequest, Daemon, EndpointCreate, EndpointSpec, PodRef};
+use crate::api::{AllocateRequest, Daemon, EndpointCreate, EndpointSpec, Inspect as _, PodRef};
 
 fn owner() -> Attachment {
     Attachment {

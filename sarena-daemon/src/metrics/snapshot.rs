@@ -10,8 +10,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use sarena_core::api::NodeApi;
-use sarena_core::api::{DaemonStatus, EndpointStats};
+use sarena_core::api::{DaemonStatus, EndpointStats, NodeApi};
 
 use super::{Labels, lock};
 

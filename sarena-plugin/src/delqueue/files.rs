@@ -124,18 +124,14 @@ impl DeleteQueue {
 
     /// Removes temp files left by a writer that crashed; call with the lock held.
     pub(super) fn remove_temp_files(&self) {
-        if let Err(e) = durable::remove_stale_temps(&self.dir, None) {
-            tracing::debug!(error = %crate::error_chain(&e), "leftover temp files stay");
-        }
         let Ok(read) = fs::read_dir(&self.dir) else {
             return;
         };
         for item in read.flatten() {
-            if item
-                .file_name()
-                .to_string_lossy()
-                .starts_with(LEGACY_TMP_PREFIX)
-            {
+            let name = item.file_name();
+            let name = name.to_string_lossy();
+            if durable::is_temp_of(&name, None) || name.starts_with(LEGACY_TMP_PREFIX) {
+                tracing::debug!(path = %item.path().display(), "removing leftover temp file");
                 let _ = fs::remove_file(item.path());
             }
         }
