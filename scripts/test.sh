@@ -89,7 +89,7 @@ phase "cargo test (unit, real-binary, privileged)"
 # their parent test runs as a child process, and the benchmark harness's
 # measurements (sarena-bench runs them below).
 not_privileged=(
-  --skip child_enqueue          # sarena-core plugin::delqueue (concurrent_enqueue_from_processes)
+  --skip child_enqueue          # sarena-plugin delqueue (concurrent_enqueue_from_processes)
   --skip child_worker           # sarena-core tests/durability.rs
   --skip quick_dataplane_run    # sarena-benches dataplane
   --skip dataplane_run_from_env # sarena-benches dataplane
