@@ -17,14 +17,17 @@
 #   plane; it runs scripts/setup-k8s.sh, cached after the first build);
 #   k8s-deploy is e2e/k8s/test-k8s-deploy.sh (Sarena installed by its
 #   DaemonSet on kubelet nodes; 10 measured pods, SARENA_DEPLOY_PODS="10 50"
-#   for the full measurement)
+#   for the full measurement);
+#   upstream is e2e/k8s/test-upstream.sh conformance (Kubernetes' own
+#   [sig-network] [Conformance] tests on the control, native and vxlan; the
+#   control's results are reused while their inputs are unchanged)
 set -uo pipefail
 cd "$(dirname "$0")" || exit 1
 # shellcheck source=e2e/lib.sh
 source ./lib.sh
 
 MODE=${1:-sarena}
-read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof upgrade k8s-mode k8s-deploy latency}"
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof upgrade k8s-mode k8s-deploy upstream latency}"
 KERNEL_PASS=()
 EBPF_SKIP=()
 if [ "$MODE" = sarena ]; then
@@ -35,8 +38,8 @@ fi
 # Sarena: build the real binaries (incremental; a no-op when up to date)
 # unless SARENA_BIN_DIR points at prebuilt ones.
 if [ "$MODE" = sarena ] && [ -z "${SARENA_BIN_DIR:-}" ]; then
-  echo "=============== cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli"
-  (cd "$REPO_DIR" && cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli) || {
+  echo "=============== cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli -p sarena-test-dns"
+  (cd "$REPO_DIR" && cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli -p sarena-test-dns) || {
     echo "0 passed, 1 failed"
     exit 1
   }
@@ -72,6 +75,13 @@ run() {
       cmd=(bash ./test-upgrade.sh sarena)
       ;;
     k8s-deploy) cmd=(bash ./k8s/test-k8s-deploy.sh "$MODE") ;;
+    upstream)
+      if [ "$MODE" != sarena ]; then
+        echo "skipped: test-upstream.sh runs the reference bridge itself, as its control"
+        return 0
+      fi
+      cmd=(env SARENA_UPSTREAM_CONTROL_CACHE="${SARENA_UPSTREAM_CONTROL_CACHE:-1}" bash ./k8s/test-upstream.sh conformance)
+      ;;
     services | antispoof)
       case "$MODE" in
         sarena) cmd=(bash "./test-$t.sh" all) ;;

@@ -12,12 +12,15 @@
 #   bin/     kube-apiserver kube-controller-manager kube-scheduler kubelet
 #            kube-proxy kubectl etcd etcdctl pause
 #   images/  pause.tar (sarena.local/pause:3.4) busybox.tar (sarena.local/busybox:1.35),
+#            agnhost.tar, jessie-dnsutils.tar (the upstream tests' images),
 #            docker-archive tars for `ctr images import`
+#   upstream/ e2e.test, ginkgo, agnhost: Kubernetes' own e2e tests, built from
+#            the same tree (scripts/setup-k8s-upstream.sh)
 #   VERSIONS what was built from what
 # Work files: src/ gopath/ gocache/ debs/ apt/ logs/ stamps/ (delete a stamp to redo a step).
 #
 # Usage: scripts/setup-k8s.sh [--prune]   (--prune: then drop everything but
-# bin/, images/ and the stamps, ~2 GB)
+# bin/, images/, upstream/ and the stamps, ~2 GB)
 # Environment: SARENA_K8S_CACHE, SARENA_K8S_DEB_VERSION (default: the newest
 # 1.20.2 source in the system's Debian suites), SARENA_K8S_NICE (19),
 # SARENA_K8S_JOBS (go build -p, 2).
@@ -55,6 +58,7 @@ PACKAGES=(
   busybox-static                                         # the busybox image
   containerd runc containernetworking-plugins            # kubelet nodes
   iptables iproute2 util-linux conntrack curl jq
+  netcat-openbsd bind9-dnsutils iperf bash libc-bin      # the upstream tests' images
 )
 
 mkdir -p "$BIN" "$IMAGES" "$STAMPS" "$LOGS" "$SRC" "$DEBS"
@@ -76,6 +80,9 @@ run() {
     die "$name failed (full log: $LOGS/$name.log)"
   fi
 }
+
+# shellcheck source=scripts/setup-k8s-upstream.sh
+. "$REPO/scripts/setup-k8s-upstream.sh"
 
 # --- 1. packages -------------------------------------------------------------
 ensure_packages "${PACKAGES[@]}"
@@ -332,7 +339,7 @@ step_etcd() {
 # --- 8. images: pause and busybox ------------------------------------------
 images_key() {
   echo "pause $(sha256sum "$BIN/pause" | cut -c1-16) busybox $(dpkg-query -W -f='${Version}' busybox-static)" \
-    "mkimage $(sha256sum "$REPO/scripts/mkimage.py" | cut -c1-16)"
+    "mkimage $(sha256sum "$REPO/scripts/mkimage.py" | cut -c1-16) tags 2"
 }
 
 step_images() {
@@ -347,7 +354,7 @@ step_images() {
   rm -rf "$w"
   mkdir -p "$w"
   run mkimage-pause python3 "$REPO/scripts/mkimage.py" -o "$IMAGES/pause.tar" \
-    -t sarena.local/pause:3.4 -t k8s.gcr.io/pause:3.2 \
+    -t sarena.local/pause:3.4 -t k8s.gcr.io/pause:3.2 -t sarena.local/pause:3.2 \
     --file /pause "$BIN/pause" --chmod 0755 /pause --entrypoint /pause --user 65535:65535
   # busybox: the static binary, a link per applet, passwd/group, /tmp
   printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$w/passwd"
@@ -357,7 +364,7 @@ step_images() {
     [ "$applet" = bin/busybox ] || args+=(--symlink "/$applet" /bin/busybox)
   done
   run mkimage-busybox python3 "$REPO/scripts/mkimage.py" -o "$IMAGES/busybox.tar" \
-    -t sarena.local/busybox:1.35 \
+    -t sarena.local/busybox:1.35 -t sarena.local/library/busybox:1.29 \
     --file /bin/busybox "$bb" --file /etc/passwd "$w/passwd" --file /etc/group "$w/group" \
     --dir /tmp --dir /root "${args[@]}" --chmod 0755 /bin/busybox --chmod 0644 /etc/passwd \
     --chmod 0644 /etc/group --chmod 1777 /tmp --chmod 0700 /root \
@@ -373,7 +380,11 @@ write_versions() {
     echo "etcd $(cat "$STAMPS/etcd")"
     echo "containerd $(dpkg-query -W -f='${Version}' containerd), runc $(dpkg-query -W -f='${Version}' runc)"
     echo "containernetworking-plugins $(dpkg-query -W -f='${Version}' containernetworking-plugins) (/usr/lib/cni)"
-    echo "images: sarena.local/pause:3.4 (also k8s.gcr.io/pause:3.2), sarena.local/busybox:1.35"
+    echo "images: sarena.local/pause:3.4 (also k8s.gcr.io/pause:3.2, sarena.local/pause:3.2)," \
+      "sarena.local/busybox:1.35 (also sarena.local/library/busybox:1.29)," \
+      "sarena.local/e2e-test-images/agnhost:2.21 (agnhost of this tree: 2.25)," \
+      "sarena.local/kubernetes-e2e-test-images/jessie-dnsutils:1.0 (Debian $(dpkg-query -W -f='${Version}' bind9-dnsutils) dig)"
+    echo "upstream: e2e.test, ginkgo, agnhost in upstream/ (KUBE_TEST_REPO_LIST=upstream/repo-list.yaml)"
   } >"$CACHE/VERSIONS"
 }
 
@@ -385,25 +396,27 @@ built_from_source() {
   is_done fetch "$DEB_VERSION" && is_done build "$(build_key)" && have_bins "${SOURCE_BINS[@]}"
 }
 
-# --prune: keep bin/, images/ and the stamps; drop the source, Go cache and
+# --prune: keep bin/, images/, upstream/ and the stamps; drop the source, Go cache and
 # downloads (about 2 GB). A later run rebuilds only if an input changed.
 prune() {
   rm -rf --one-file-system "$SRC" "$GOPATH_DIR" "$CACHE/gocache" "$DEBS" "$APTDIR" \
-    "$CACHE/image-work" "$CACHE/openapi-gen" "$CACHE/openapi-packages.txt"
+    "$CACHE/image-work" "$CACHE/openapi-gen" "$CACHE/openapi-packages.txt" "$CACHE/go-bindata"
   rm -f "$STAMPS/unpack" "$STAMPS/patch" "$STAMPS/openapi"
   log "pruned the source, Go cache and downloads: $(du -sh "$CACHE" | cut -f1) left in $CACHE"
 }
 
-if built_from_source; then
-  log "kubernetes $K8S_VERSION (Debian $DEB_VERSION) binaries are current"
+if built_from_source && upstream_built; then
+  log "kubernetes $K8S_VERSION (Debian $DEB_VERSION) binaries and upstream tests are current"
 else
   step_fetch
   step_unpack
   step_patch
   step_openapi
   step_build
+  step_upstream_build
 fi
 step_images
+step_upstream_images
 step_etcd
 write_versions
 if [ "${1:-}" = --prune ]; then prune; fi

@@ -60,7 +60,9 @@
 # in DIR/state.env: SARENA_K8S_UNDERLAY (172.30.0), SARENA_K8S_DUAL_STACK (0;
 # 1: feature gate IPv6DualStack, pods also fd00:10:244::/56 with a /64 per
 # node, services also fd00:10:96::/112, underlay also fd00:172:30::/64 with
-# node N at fd00:172:30::(10+N), in DIR/nodes/NODE/ip6).
+# node N at fd00:172:30::(10+N), in DIR/nodes/NODE/ip6), SARENA_K8S_CLUSTER_DNS
+# (empty; an address in 10.96.0.0/12: the kubelets' clusterDNS, for a DNS
+# Service at that ClusterIP, see e2e/k8s/dns-lib.sh).
 #
 # The functions are safe under `set -e`: each returns non-zero on failure
 # (its work runs in a child bash with `set -euo pipefail`).

@@ -7,13 +7,17 @@
 K8S_SERVICE_IP=10.96.0.1
 
 # _k8s_net_vars: the cluster's addresses, as recorded in DIR/state.env by up
-# (from SARENA_K8S_UNDERLAY and SARENA_K8S_DUAL_STACK then). The underlay is
-# one /24 (and with dual stack one /64) on a bridge in the control-plane netns.
+# (from SARENA_K8S_UNDERLAY, SARENA_K8S_DUAL_STACK and SARENA_K8S_CLUSTER_DNS
+# then). The underlay is one /24 (and with dual stack one /64) on a bridge in
+# the control-plane netns. K8S_CLUSTER_DNS: the kubelets' clusterDNS (empty:
+# none; e2e/k8s/dns-lib.sh deploys a DNS Service at that address).
 _k8s_net_vars() {
   K8S_UNDERLAY=${SARENA_K8S_UNDERLAY:-172.30.0} K8S_DUAL_STACK=${SARENA_K8S_DUAL_STACK:-0}
+  K8S_CLUSTER_DNS=${SARENA_K8S_CLUSTER_DNS:-}
   if [ -s "$D/state.env" ]; then
     K8S_UNDERLAY=$(sed -n 's/^UNDERLAY=//p' "$D/state.env")
     K8S_DUAL_STACK=$(sed -n 's/^DUAL_STACK=//p' "$D/state.env")
+    K8S_CLUSTER_DNS=$(sed -n 's/^CLUSTER_DNS=//p' "$D/state.env")
   fi
   K8S_CP_IP=$K8S_UNDERLAY.1
   K8S_UNDERLAY6=fd00:172:30:: K8S_CP_IP6=fd00:172:30::1

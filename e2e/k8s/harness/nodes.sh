@@ -198,7 +198,7 @@ EOF
 }
 
 _k8s_write_kubelet_config() {
-  : >"$ND/resolv.conf" # no cluster DNS
+  : >"$ND/resolv.conf" # no upstream resolver (the cluster's DNS, if any, is clusterDNS)
   cat >"$ND/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -226,6 +226,7 @@ evictionHard: {memory.available: "1Mi", nodefs.available: "1%", nodefs.inodesFre
 staticPodPath: $ND/manifests
 volumePluginDir: $ND/kubelet/volume-plugins
 clusterDomain: cluster.local
+clusterDNS: [$K8S_CLUSTER_DNS]
 resolvConf: $ND/resolv.conf
 serializeImagePulls: false
 featureGates: {IPv6DualStack: $([ "$K8S_DUAL_STACK" = 1 ] && echo true || echo false)}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Kubernetes' own network tests judge Sarena: the upstream e2e suite of
+# v1.20.2 (e2e.test, built from the cluster's own source by
+# scripts/setup-k8s.sh), run on a two-node cluster of e2e/k8s once per pass:
+#   control  the reference bridge + host-local plugins, routes between the
+#            nodes (what the suite passes with no NetworkPolicy, no fast path)
+#   native   Sarena installed by its DaemonSet (deploy/kubernetes/), eBPF
+#            dataplane, routing = "native"
+#   vxlan    the same with routing = "vxlan"
+# Each cluster has a DNS per the Kubernetes DNS specification (the project's
+# test server, e2e/k8s-dns, as the Service kube-system/kube-dns at 10.96.0.10)
+# and the images the tests ask for, built offline (setup-k8s-upstream.sh).
+# Prints a table, one row per test: its result on each pass. Fails when a
+# test that passes on the control fails on Sarena, or when the control fails
+# a test that e2e/k8s/upstream-expected.tsv does not explain.
+#
+# Usage (root): e2e/k8s/test-upstream.sh [conformance|netpol]
+#   conformance  `[sig-network] ... [Conformance]` (32 tests), asserted
+#   netpol       `[Feature:NetworkPolicy]`, reported only (nothing enforces
+#                NetworkPolicy yet: the table is the starting line)
+# Environment:
+#   SARENA_UPSTREAM_PASSES="control native vxlan"  the passes, in order
+#   SARENA_UPSTREAM_FOCUS=REGEX  only the tests whose full name matches (one
+#                      test: a distinctive part of its name, e.g.
+#                      'session affinity work for NodePort')
+#   SARENA_UPSTREAM_NODES=2      ginkgo's parallel processes
+#   SARENA_UPSTREAM_CONTROL_CACHE=1  reuse the control's results of an
+#                      earlier run with the same inputs (e2e.test, images,
+#                      harness, focus): the control does not depend on Sarena
+#   SARENA_UPSTREAM_OUT=DIR      keep the results (TSV and JUnit per pass) in DIR
+#   SARENA_BIN_DIR=DIR  sarena-daemon, sarena-cni, sarena, sarena-test-dns
+#                      (default: cargo build --release)
+#   SARENA_K8S_KEEP=1   keep the cluster directories
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=e2e/k8s/lib.sh
+. "$HERE/lib.sh"
+# shellcheck source=e2e/k8s/dns-lib.sh
+. "$HERE/dns-lib.sh"
+# shellcheck source=e2e/k8s/upstream-lib.sh
+. "$HERE/upstream-lib.sh"
+
+[ "$(id -u)" = 0 ] || fail "needs root"
+SUITE=${1:-conformance}
+case $SUITE in
+  conformance) SUITE_FOCUS='\[sig-network\].*\[Conformance\]' ;;
+  netpol) SUITE_FOCUS='\[Feature:NetworkPolicy\]' ;;
+  -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//' && exit 0 ;;
+  *) fail "unknown suite '$SUITE' (conformance or netpol)" ;;
+esac
+read -r -a PASSES <<<"${SARENA_UPSTREAM_PASSES:-control native vxlan}"
+PHASE_WIDTH=60
+RID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+WORK=$(mktemp -d /tmp/sarena-upstream.XXXXXX)
+OUT=${SARENA_UPSTREAM_OUT:-$WORK/results}
+mkdir -p "$OUT"
+DIR=""
+
+finish() {
+  local rc=$?
+  set +e
+  trap - EXIT
+  if [ -n "$DIR" ] && [ -e "$DIR/state.env" ]; then
+    stop_suite
+    [ "$rc" = 0 ] || pass_state >&2 2>&1
+    k8s_down "$DIR" >/dev/null 2>&1
+    clear_pins
+  fi
+  if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $WORK"; else rm -rf --one-file-system "$WORK"; fi
+  phase_report
+  if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc)"; fi
+  exit "$rc"
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+phase "build: setup-k8s.sh (cached), images"
+bash "$REPO/scripts/setup-k8s.sh" >/dev/null
+build_images "$WORK"
+
+for pass in "${PASSES[@]}"; do
+  case $pass in control | native | vxlan) ;; *) fail "unknown pass '$pass'" ;; esac
+  if [ "$pass" = control ] && control_cached "$OUT/control.tsv"; then
+    log "control: results of an earlier run with the same inputs ($(control_key | cut -c1-12))"
+    continue
+  fi
+  DIR=$WORK/$pass
+  phase "$pass: cluster, two nodes, CNI, DNS"
+  cluster_up "$pass"
+  phase "$pass: $SUITE suite"
+  run_suite "$pass" "$OUT/$pass.tsv"
+  if [ "$pass" = control ] && python3 "$HERE/upstream-table.py" explained \
+    --expected "$HERE/upstream-expected.tsv" "$OUT/control.tsv"; then
+    control_store "$OUT/control.tsv"
+  fi
+  phase "$pass: down"
+  k8s_down "$DIR" >/dev/null
+  clear_pins
+  left=$(k8s_leftovers "$DIR") || fail "left after down: $left"
+  DIR=""
+done
+
+phase "table"
+verdict_args=()
+[ "$SUITE" = conformance ] || verdict_args+=(--report-only)
+tables=()
+for pass in "${PASSES[@]}"; do tables+=("$OUT/$pass.tsv"); done
+python3 "$HERE/upstream-table.py" table --expected "$HERE/upstream-expected.tsv" \
+  ${verdict_args[@]+"${verdict_args[@]}"} "${tables[@]}" | tee "$OUT/table.txt"

@@ -1,0 +1,167 @@
+# shellcheck shell=bash
+# Helpers of e2e/k8s/test-upstream.sh: one cluster per pass (the control's
+# bridge plugin, or Sarena by its DaemonSet in a routing mode), the upstream
+# suite run on it with ginkgo, its JUnit reports turned into a TSV. Sourced
+# after e2e/k8s/lib.sh and e2e/k8s/dns-lib.sh with REPO, WORK, OUT, RID, SUITE,
+# SUITE_FOCUS and DIR (the pass's cluster directory) set.
+
+log() { printf '[upstream] %s\n' "$*" >&2; }
+fail() {
+  log "FAIL: $*"
+  exit 1
+}
+ks() { k8s_kubectl "$DIR" -n kube-system "$@"; }
+
+UPSTREAM_DIR=$SARENA_K8S_CACHE/upstream
+UPSTREAM_NODES=${SARENA_UPSTREAM_NODES:-2}
+# the kubelets' clusterDNS and the kube-dns Service's ClusterIP
+CLUSTER_DNS=10.96.0.10
+# Never run here, each for a reason e2e/k8s/README.md gives: a cloud load
+# balancer; tests that stop or restart nodes ([Disruptive]) or need the
+# cluster to themselves ([Serial]); SCTP (not in this kernel's modules).
+UPSTREAM_SKIP='LoadBalancer|\[Disruptive\]|\[Serial\]|\[Feature:SCTPConnectivity\]|SCTP'
+
+# build_images WORK: Sarena's image (scripts/build-image.sh) and the DNS
+# server's; sets SARENA_IMAGE and DNS_IMAGE (the tars).
+build_images() {
+  local tag want
+  read -r tag SARENA_IMAGE < <(bash "$REPO/scripts/build-image.sh" -o "$1/sarena-image.tar")
+  want=$(awk '$1 == "image:" {print $2; exit}' "$REPO/deploy/kubernetes/20-daemonset.yaml")
+  [ "$tag" = "$want" ] || fail "build-image.sh tagged $tag, the DaemonSet runs $want"
+  DNS_IMAGE=$1/dns-image.tar
+  dns_image "$DNS_IMAGE"
+  local img
+  for img in agnhost.tar jessie-dnsutils.tar; do
+    [ -s "$SARENA_K8S_IMAGES/$img" ] || fail "$SARENA_K8S_IMAGES/$img missing: run scripts/setup-k8s.sh"
+  done
+}
+
+node_names() { echo "s$RID-n1 s$RID-n2"; }
+
+# cluster_up PASS: control plane with cluster DNS, two kubelet nodes with
+# the test images, the pass's CNI, every node Ready, the DNS serving.
+cluster_up() {
+  local pass=$1 n images
+  images=(--image "$SARENA_K8S_IMAGES/agnhost.tar" --image "$SARENA_K8S_IMAGES/jessie-dnsutils.tar"
+    --image "$DNS_IMAGE")
+  [ "$pass" = control ] || images+=(--image "$SARENA_IMAGE")
+  SARENA_K8S_CLUSTER_DNS=$CLUSTER_DNS k8s_up "$DIR"
+  for n in $(node_names); do k8s_kubelet_node "$DIR" "$n" "${images[@]}"; done
+  if [ "$pass" = control ]; then control_cni; else sarena_cni "$pass"; fi
+  for n in $(node_names); do
+    wait_until 90 node_is_ready "$n" || fail "$pass: $n not Ready"
+  done
+  dns_deploy "$DIR" || fail "$pass: the cluster DNS did not come up"
+}
+
+node_is_ready() {
+  [ "$(k get node "$1" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]
+}
+
+# control_cni: the reference bridge + host-local on each node (hairpin on,
+# no masquerade: pods are routed), each node routing the other's podCIDR.
+control_cni() {
+  local n m cidr
+  for n in $(node_names); do
+    cidr=$(cat "$DIR/nodes/$n/podcidrs")
+    cat >"$DIR/nodes/$n/net.d/10-bridge.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "control", "plugins": [
+  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$cidr"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}
+EOF
+    for m in $(node_names); do
+      [ "$m" = "$n" ] || k8s_exec "$DIR" "$n" ip route replace "$(cat "$DIR/nodes/$m/podcidrs")" \
+        via "$(k8s_node_ip "$DIR" "$m")"
+    done
+  done
+}
+
+# sarena_cni native|vxlan: deploy/kubernetes/ with the ConfigMap's routing
+# set to the pass's mode, rolled out.
+sarena_cni() {
+  local d=$WORK/deploy-$1
+  rm -rf "$d"
+  cp -r "$REPO/deploy/kubernetes" "$d"
+  sed -i "s/^\(    routing = \)\"native\"/\1\"$1\"/" "$d/10-config.yaml"
+  grep -q "routing = \"$1\"" "$d/10-config.yaml" || fail "could not set routing = \"$1\" in the ConfigMap"
+  k apply -f "$d/" >/dev/null
+  ks rollout status daemonset/sarena --timeout=180s >/dev/null || fail "$1: the DaemonSet did not roll out"
+}
+
+# clear_pins: the daemons' bpffs pins of this run's nodes.
+clear_pins() {
+  local n
+  for n in $(node_names); do rm -rf "/sys/fs/bpf/sarena-node/$n"; done
+  rmdir /sys/fs/bpf/sarena-node 2>/dev/null || true
+}
+
+# run_suite PASS TSV: the suite on $DIR's cluster (ginkgo in the
+# control-plane netns, where the apiserver and every node are reachable);
+# the results as "result<TAB>seconds<TAB>name" lines in TSV.
+run_suite() {
+  local pass=$1 tsv=$2 rep=$DIR/report rc=0 t=$SECONDS
+  mkdir -p "$rep" "$DIR/e2e-out"
+  local focus=$SUITE_FOCUS
+  [ -z "${SARENA_UPSTREAM_FOCUS:-}" ] ||
+    focus="$SUITE_FOCUS.*$SARENA_UPSTREAM_FOCUS|$SARENA_UPSTREAM_FOCUS.*$SUITE_FOCUS"
+  k8s_exec "$DIR" cp env KUBE_TEST_REPO_LIST="$UPSTREAM_DIR/repo-list.yaml" \
+    PATH="$SARENA_K8S_BIN:$PATH" HOME="$DIR" \
+    timeout 3000 "$UPSTREAM_DIR/ginkgo" -nodes="$UPSTREAM_NODES" -noColor \
+    -focus="$focus" -skip="$UPSTREAM_SKIP" "$UPSTREAM_DIR/e2e.test" -- \
+    --kubeconfig="$DIR/kubeconfig" --provider=skeleton --num-nodes=2 \
+    --kubectl-path="$SARENA_K8S_BIN/kubectl" --dns-domain=cluster.local \
+    --report-dir="$rep" --e2e-output-dir="$DIR/e2e-out" --disable-log-dump \
+    >"$DIR/ginkgo.log" 2>&1 &
+  # waited for in the background, so an INT or TERM trap runs at once (and
+  # stop_suite ends ginkgo and its processes)
+  wait "$!" || rc=$?
+  cp "$DIR/ginkgo.log" "$OUT/$pass.ginkgo.log"
+  mkdir -p "$OUT/$pass.junit"
+  cp "$rep"/*.xml "$OUT/$pass.junit/" 2>/dev/null || true
+  python3 "$HERE/upstream-table.py" junit --focus "$focus" --skip "$UPSTREAM_SKIP" "$rep" >"$tsv" || {
+    tail -n 40 "$DIR/ginkgo.log" >&2
+    fail "$pass: no JUnit results from the suite (ginkgo exit $rc; log above)"
+  }
+  log "$pass: $(cut -f1 "$tsv" | sort | uniq -c | awk '{printf "%s %s, ", $1, $2}')in $((SECONDS - t)) s (ginkgo exit $rc)"
+}
+
+# stop_suite: ends the suite's processes on $DIR's cluster, if any run.
+stop_suite() {
+  pkill -TERM -f -- "--kubeconfig=$DIR/kubeconfig" 2>/dev/null || true
+}
+
+# pass_state: what a failure report needs from the pass's cluster.
+pass_state() {
+  k get nodes -o wide
+  k get pods -A -o wide
+  local n p
+  for n in $(node_names); do
+    p=$(ks get pods -l app.kubernetes.io/name=sarena --field-selector "spec.nodeName=$n" -o name 2>/dev/null | head -n 1)
+    [ -z "$p" ] || { echo "---- logs $p" && ks logs "$p" -c sarena --tail=30; }
+  done
+  echo "---- cluster DNS" && ks logs deployment/sarena-test-dns --tail=20
+  [ ! -s "$DIR/ginkgo.log" ] || { echo "---- ginkgo (tail)" && tail -n 30 "$DIR/ginkgo.log"; }
+}
+
+# --- the control's results, cached by their inputs -------------------------------
+
+# control_key: a hash of everything the control pass's results depend on.
+control_key() {
+  {
+    sha256sum "$UPSTREAM_DIR/e2e.test" "$SARENA_K8S_IMAGES/agnhost.tar" \
+      "$SARENA_K8S_IMAGES/jessie-dnsutils.tar" "$DNS_IMAGE" "$SARENA_K8S_BIN/kubelet" \
+      "$K8S_HARNESS"/lib.sh "$K8S_HARNESS"/harness/*.sh "$HERE/upstream-lib.sh" "$HERE/dns-lib.sh" \
+      "$HERE/dns/"* | cut -d' ' -f1
+    dpkg-query -W -f='${Version}\n' containernetworking-plugins containerd
+    printf '%s\n' "$SUITE" "$SUITE_FOCUS" "${SARENA_UPSTREAM_FOCUS:-}" "$UPSTREAM_SKIP" "$UPSTREAM_NODES"
+  } | sha256sum | cut -c1-32
+}
+control_file() { echo "$UPSTREAM_DIR/control-$SUITE-$(control_key).tsv"; }
+
+# control_cached TSV: with SARENA_UPSTREAM_CONTROL_CACHE=1, copy the cached
+# results of the same inputs to TSV; fails when there are none.
+control_cached() {
+  [ "${SARENA_UPSTREAM_CONTROL_CACHE:-0}" = 1 ] && [ -s "$(control_file)" ] && cp "$(control_file)" "$1"
+}
+control_store() { cp "$1" "$(control_file).tmp" && mv "$(control_file).tmp" "$(control_file)"; }
