@@ -6,11 +6,12 @@
 //! REFUSED (the test cluster has no upstream resolver).
 //!
 //! [`view`] holds what is answered from, [`records`] the name-to-answer
-//! logic, [`watch`] the API watches, [`server`] UDP/TCP serving and
-//! [`health`] the probes' endpoint.
+//! logic, [`watch`] the API watches ([`client`] connects), [`server`]
+//! UDP/TCP serving and [`health`] the probes' endpoint.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod client;
 pub mod health;
 pub mod records;
 pub mod server;

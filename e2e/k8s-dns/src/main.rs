@@ -12,7 +12,7 @@ use hickory_proto::rr::Name;
 use sarena_test_dns::records::Zone;
 use sarena_test_dns::server::{Resolver, ServerError};
 use sarena_test_dns::view::View;
-use sarena_test_dns::{health, server, watch};
+use sarena_test_dns::{client, health, server, watch};
 use tokio::signal::unix::{SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
@@ -53,7 +53,7 @@ enum StartError {
     #[error(transparent)]
     Health(#[from] health::HealthError),
     #[error(transparent)]
-    Kube(#[from] sarena_k8s::K8sError),
+    Kube(#[from] client::ClientError),
     #[error("cannot install the signal handler")]
     Signal {
         #[source]
@@ -88,7 +88,7 @@ async fn run(cli: Cli) -> Result<(), StartError> {
         signal(SignalKind::interrupt()).map_err(|source| StartError::Signal { source })?;
     let (udp, tcp) = server::bind(cli.listen).await?;
     let health_listener = health::bind(cli.health_listen).await?;
-    let client = sarena_k8s::connect(cli.kubeconfig.as_deref()).await?;
+    let client = client::connect(cli.kubeconfig.as_deref()).await?;
 
     let view = Arc::new(RwLock::new(View::default()));
     let ready = Arc::new(AtomicBool::new(false));
