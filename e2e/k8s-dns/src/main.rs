@@ -1,6 +1,7 @@
 //! `sarena-test-dns`: the cluster DNS of the e2e test cluster (see the
 //! library's documentation). Runs until SIGTERM or SIGINT.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -112,6 +113,7 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
