@@ -83,7 +83,7 @@ upstream_images_key() {
   local p versions=""
   for p in "${UPSTREAM_PACKAGES[@]}"; do versions+=" $p=$(dpkg-query -W -f='${Version}' "$p")"; done
   echo "agnhost $(sha256sum "$UPSTREAM/agnhost" | cut -c1-16)$versions" \
-    "mkimage $(sha256sum "$REPO/scripts/mkimage.py" | cut -c1-16) recipe 1"
+    "mkimage $(sha256sum "$REPO/scripts/mkimage.py" | cut -c1-16) recipe 2"
 }
 
 # busybox_base: mkimage.py arguments for busybox's applets (as alpine, the
@@ -105,11 +105,14 @@ busybox_base() {
 }
 
 # debian_bins DEST=SRC...: --bin arguments (the later entries replace
-# busybox's applets of the same path).
+# busybox's applets of the same path), and /bin/sh as bash: Debian's busybox
+# shell runs its own applets before searching PATH (nc, ip, getent would be
+# busybox's whatever /usr/bin holds), alpine's does not.
 debian_bins() {
   local pair
   DEB_BINS=()
   for pair in "$@"; do DEB_BINS+=(--bin "${pair%%=*}" "$(readlink -f "${pair#*=}")"); done
+  DEB_BINS+=(--symlink /bin/sh bash)
 }
 
 step_upstream_images() {
