@@ -44,14 +44,14 @@ dns_image() (
 dns_deploy() (
   set -euo pipefail
   local dir=${1:?usage: dns_deploy DIR}
-  k8s_kubectl "$dir" apply -f "$DNS_MANIFEST" >&2
+  k8s_kubectl "$dir" apply -f "$DNS_MANIFEST" >/dev/null
   if ! k8s_kubectl "$dir" -n kube-system rollout status deployment/sarena-test-dns \
-    --timeout "${DNS_DEPLOY_TIMEOUT:-120s}" >&2; then
+    --timeout "${DNS_DEPLOY_TIMEOUT:-120s}" >/dev/null; then
     echo "dns_deploy: the DNS Deployment is not available" >&2
     k8s_kubectl "$dir" -n kube-system get pods -l k8s-app=kube-dns -o wide >&2 || true
     k8s_kubectl "$dir" -n kube-system logs -l k8s-app=kube-dns --tail 30 >&2 || true
     return 1
   fi
   k8s_kubectl "$dir" -n kube-system wait --for condition=Available \
-    deployment/sarena-test-dns --timeout 30s >&2
+    deployment/sarena-test-dns --timeout 30s >/dev/null
 )
