@@ -27,7 +27,7 @@ cd "$(dirname "$0")" || exit 1
 source ./lib.sh
 
 MODE=${1:-sarena}
-read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof upgrade k8s-mode k8s-deploy upstream latency}"
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof upgrade k8s-mode k8s-egress k8s-deploy upstream latency}"
 KERNEL_PASS=()
 EBPF_SKIP=()
 if [ "$MODE" = sarena ]; then
@@ -67,6 +67,7 @@ run() {
       cmd=(bash ./latency.sh -n "${E2E_LATENCY_PODS:-50}" "${modes[@]}")
       ;;
     k8s-mode) cmd=(bash ./k8s/test-k8s-mode-cluster.sh "$MODE") ;;
+    k8s-egress) cmd=(bash ./k8s/test-k8s-egress.sh "$MODE") ;;
     upgrade)
       if [ "$MODE" != sarena ]; then
         echo "skipped: test-upgrade.sh swaps Sarena's own releases"

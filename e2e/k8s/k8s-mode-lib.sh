@@ -1,10 +1,11 @@
 # shellcheck shell=bash
-# Helpers of the Kubernetes-mode tests (e2e/k8s/test-k8s-mode-*.sh): Sarena
-# daemons in netns nodes of an e2e/k8s cluster, pods networked on them by the
-# real plugin, traffic between them. Sourced after e2e/k8s/lib.sh, with DIR
-# (the cluster directory), RID (a unique run id), SARENA_BIN_DIR and
-# SARENA_KUBECONFIG set. Every object is named after RID and removed by
-# sm_cleanup, also after a failure.
+# Helpers of the Kubernetes-mode tests (e2e/k8s/test-k8s-mode-cluster.sh,
+# test-k8s-egress.sh): Sarena daemons in netns nodes of an e2e/k8s cluster,
+# pods networked on them by the real plugin, traffic between them, an outside
+# host on the underlay. Sourced after e2e/k8s/lib.sh with REPO set; sm_begin
+# sets DIR (the cluster directory), RID (a unique run id) and SARENA_BIN_DIR,
+# sm_service_account SARENA_KUBECONFIG. Every object is named after RID and
+# removed by sm_cleanup, also after a failure.
 
 log() { printf '[k8s-mode] %s\n' "$*" >&2; }
 fail() {
@@ -13,19 +14,124 @@ fail() {
 }
 
 
+# --- set-up shared by the tests ------------------------------------------------
+
+# sm_bins: SARENA_BIN_DIR with sarena-daemon, sarena-cni and sarena (default:
+# target/release, else target/debug, else cargo build --release); exported.
+sm_bins() {
+  local d b
+  if [ -z "${SARENA_BIN_DIR:-}" ]; then
+    for d in "$REPO/target/release" "$REPO/target/debug"; do
+      if [ -x "$d/sarena-daemon" ] && [ -x "$d/sarena-cni" ] && [ -x "$d/sarena" ]; then SARENA_BIN_DIR=$d && break; fi
+    done
+  fi
+  if [ -z "${SARENA_BIN_DIR:-}" ]; then
+    (cd "$REPO" && cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli) >&2
+    SARENA_BIN_DIR=$REPO/target/release
+  fi
+  export SARENA_BIN_DIR
+  for b in sarena-daemon sarena-cni sarena; do [ -x "$SARENA_BIN_DIR/$b" ] || fail "$SARENA_BIN_DIR/$b missing"; done
+}
+
+# sm_begin MODE NAME: the start of a Kubernetes-mode test: root; only MODE
+# sarena runs (Kubernetes mode is Sarena's own; others pass at once);
+# binaries (sm_bins) and setup-k8s.sh; RID and DIR (/tmp/sarena-NAME.XXXXXX);
+# the EXIT trap (sm_finish).
+sm_begin() {
+  [ "$(id -u)" = 0 ] || fail "needs root"
+  if [ "$1" != sarena ]; then
+    log "mode $1: Kubernetes mode is Sarena's own; nothing to compare"
+    exit 0
+  fi
+  phase "build, setup-k8s.sh (cached)"
+  sm_bins
+  bash "$REPO/scripts/setup-k8s.sh" >/dev/null
+  RID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+  DIR=$(mktemp -d "/tmp/sarena-$2.XXXXXX")
+  trap sm_finish EXIT
+  trap 'exit 130' INT TERM
+}
+
+# sm_finish: the EXIT trap: log tails on failure, sm_cleanup, the cluster
+# down, DIR removed (kept with SARENA_K8S_KEEP=1), phase times, the verdict.
+sm_finish() {
+  local rc=$? f
+  set +e
+  trap - EXIT
+  if [ "$rc" != 0 ]; then
+    log "failed; log tails:"
+    for f in "$DIR"/logs/*sarena*.log "$DIR"/logs/cp.kube-controller-manager.log "$DIR"/nodes/*/sarena-*/cni.log; do
+      [ -s "$f" ] && { echo "---- $f"; tail -n 25 "$f"; } >&2
+    done
+  fi
+  sm_cleanup
+  k8s_down "$DIR" >/dev/null 2>&1
+  if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $DIR"; else rm -rf --one-file-system "$DIR"; fi
+  phase_report
+  if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc)"; fi
+  exit "$rc"
+}
+
+# sm_service_account: the daemon's service account kube-system/sarena (nodes,
+# pods, namespaces, nodes/status, events) and its kubeconfig, in
+# SARENA_KUBECONFIG.
+sm_service_account() {
+  k apply -f - >/dev/null <<'EOF2'
+{"apiVersion": "v1", "kind": "List", "items": [
+ {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sarena", "namespace": "kube-system"}},
+ {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "sarena"},
+  "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]},
+ {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "sarena"},
+  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "sarena"},
+  "subjects": [{"kind": "ServiceAccount", "name": "sarena", "namespace": "kube-system"}]}]}
+EOF2
+  SARENA_KUBECONFIG=$DIR/sarena.kubeconfig
+  for _ in $(seq 40); do # the controller-manager writes the token secret
+    k8s_sa_kubeconfig "$DIR" kube-system sarena "$SARENA_KUBECONFIG" 2>/dev/null && break
+    sleep 0.25
+  done
+  [ -s "$SARENA_KUBECONFIG" ] || fail "no kubeconfig for kube-system/sarena"
+}
+
+# sm_kube_proxy NODE: kube-proxy (iptables mode) on NODE, healthy.
+sm_kube_proxy() {
+  local node=$1 ip
+  ip=$(k8s_node_ip "$DIR" "$node")
+  cat >"$DIR/nodes/$node/kube-proxy.yaml" <<EOF2
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $DIR/kubeconfig}
+hostnameOverride: $node
+bindAddress: $ip
+clusterCIDR: 10.244.0.0/16
+mode: iptables
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+oomScoreAdj: 0
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF2
+  k8s_start "$DIR" "$node" service-proxy "$SARENA_K8S_BIN/kube-proxy" --config="$DIR/nodes/$node/kube-proxy.yaml" >/dev/null
+  wait_until 30 k8s_exec "$DIR" "$node" curl -sf http://127.0.0.1:10256/healthz || fail "kube-proxy on $node not healthy"
+}
+
 # --- Sarena daemons -------------------------------------------------------------
 
 sm_site() { echo "$DIR/nodes/$1/sarena-$2"; }       # NODE ROUTING: the daemon's files
 sm_sock() { echo "$(sm_site "$1" "$2")/sarena.sock"; }
 sm_pins() { echo "/sys/fs/bpf/sarena-e2e-$RID-$1-$2"; }
 
-# sm_daemon NODE ROUTING: start sarena-daemon --kubernetes in NODE's netns, its
-# own state dir, socket and bpffs pin dir, with the RBAC-limited kubeconfig.
+# sm_daemon NODE ROUTING [TOML]: start sarena-daemon --kubernetes in NODE's
+# netns, its own state dir, socket and bpffs pin dir, with the RBAC-limited
+# kubeconfig; TOML (top-level keys, e.g. "masquerade = false") is added to
+# its configuration.
 sm_daemon() {
   local node=$1 routing=$2 site
   site=$(sm_site "$node" "$routing")
   mkdir -p "$site"
-  printf 'dataplane = "ebpf"\n[kubernetes]\nrouting = "%s"\n' "$routing" >"$site/config.toml"
+  printf 'dataplane = "ebpf"\n%s\n[kubernetes]\nrouting = "%s"\n' "${3:-}" "$routing" >"$site/config.toml"
   sm_pins "$node" "$routing" >>"$DIR/pin-dirs"
   k8s_start "$DIR" "$node" sarena "$SARENA_BIN_DIR/sarena-daemon" --kubernetes \
     --kubeconfig "$SARENA_KUBECONFIG" --node-name "$node" --config "$site/config.toml" \
@@ -132,4 +238,56 @@ sm_cleanup() {
   if [ -s "$DIR/pod-netns" ]; then while read -r f; do ip netns del "$f" 2>/dev/null; done <"$DIR/pod-netns"; fi
   if [ -s "$DIR/pin-dirs" ]; then while read -r f; do rm -rf "$f"; done <"$DIR/pin-dirs"; fi
   return 0
+}
+
+# --- the underlay: an outside host, its MTU -------------------------------------
+
+OUTSIDE_IP=172.30.0.200
+
+sm_outside_ns() { echo "sk8so-$RID"; }
+
+# sm_outside: a host on the underlay that is not part of the cluster: netns
+# sk8so-RID with OUTSIDE_IP/24 on the underlay bridge and no other route (none
+# to any pod CIDR), running a TCP service on 8081 that answers with the
+# address the connection came from.
+sm_outside() {
+  local ns
+  ns=$(sm_outside_ns)
+  ip netns add "$ns"
+  echo "$ns" >>"$DIR/pod-netns"
+  ip -n "$ns" link set lo up
+  k8s_exec "$DIR" cp ip link add "o$RID" type veth peer name eth0 netns "$ns"
+  k8s_exec "$DIR" cp ip link set "o$RID" master underlay up
+  ip -n "$ns" addr add "$OUTSIDE_IP/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  sm_whoami_in "$ns" 8081
+}
+
+# sm_whoami_in NETNS PORT: a TCP service on PORT in NETNS (a path under
+# /run/netns) answering with the peer's address, until the cluster goes.
+sm_whoami_in() {
+  # shellcheck disable=SC2016 # socat expands $SOCAT_PEERADDR per connection
+  ip netns exec "$1" socat "TCP-LISTEN:$2,fork,reuseaddr" SYSTEM:'echo $SOCAT_PEERADDR' &
+  echo $! >>"$DIR/servers"
+  wait_until 10 ip netns exec "$1" sh -c "socat -T2 - TCP:127.0.0.1:$2 </dev/null | grep -q 127.0.0.1" ||
+    fail "whoami service on $1:$2 did not start"
+}
+
+# sm_seen_as NETNS ADDR PORT: connect from NETNS to ADDR:PORT's whoami service;
+# prints the source address it saw (fails when it cannot connect in 3 s).
+sm_seen_as() {
+  ip netns exec "$1" socat -T3 - "TCP:$2:$3,connect-timeout=3" </dev/null
+}
+
+# sm_underlay_mtu MTU NODE...: the underlay's MTU: the bridge, every port of
+# it in the control-plane netns, and each NODE's eth0 (and the outside host's).
+sm_underlay_mtu() {
+  local mtu=$1 port node
+  shift
+  for port in $(k8s_exec "$DIR" cp ip -o link show master underlay | awk -F': ' '{print $2}' | cut -d@ -f1); do
+    k8s_exec "$DIR" cp ip link set "$port" mtu "$mtu"
+  done
+  k8s_exec "$DIR" cp ip link set underlay mtu "$mtu"
+  for node in "$@"; do k8s_exec "$DIR" "$node" ip link set eth0 mtu "$mtu"; done
+  if [ -e "/run/netns/$(sm_outside_ns)" ]; then ip -n "$(sm_outside_ns)" link set eth0 mtu "$mtu"; fi
 }

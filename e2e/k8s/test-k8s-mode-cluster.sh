@@ -34,70 +34,13 @@ REPO=$(cd "$HERE/../.." && pwd)
 # shellcheck source=e2e/k8s/k8s-mode-lib.sh
 . "$HERE/k8s-mode-lib.sh"
 
-[ "$(id -u)" = 0 ] || fail "needs root"
-if [ "${1:-sarena}" != sarena ]; then
-  log "mode ${1}: Kubernetes mode is Sarena's own; nothing to compare"
-  exit 0
-fi
-
-phase "build, setup-k8s.sh (cached)"
-if [ -z "${SARENA_BIN_DIR:-}" ]; then
-  for d in "$REPO/target/release" "$REPO/target/debug"; do
-    if [ -x "$d/sarena-daemon" ] && [ -x "$d/sarena-cni" ] && [ -x "$d/sarena" ]; then SARENA_BIN_DIR=$d && break; fi
-  done
-fi
-if [ -z "${SARENA_BIN_DIR:-}" ]; then
-  (cd "$REPO" && cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli) >&2
-  SARENA_BIN_DIR=$REPO/target/release
-fi
-export SARENA_BIN_DIR
-bash "$REPO/scripts/setup-k8s.sh" >/dev/null
-for b in sarena-daemon sarena-cni sarena; do [ -x "$SARENA_BIN_DIR/$b" ] || fail "$SARENA_BIN_DIR/$b missing"; done
-
-RID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
-DIR=$(mktemp -d /tmp/sarena-k8s-mode.XXXXXX)
-finish() {
-  local rc=$?
-  set +e
-  trap - EXIT
-  if [ "$rc" != 0 ]; then
-    log "failed; log tails:"
-    for f in "$DIR"/logs/*sarena*.log "$DIR"/logs/cp.kube-controller-manager.log "$DIR"/nodes/*/sarena-*/cni.log; do
-      [ -s "$f" ] && { echo "---- $f"; tail -n 25 "$f"; } >&2
-    done
-  fi
-  sm_cleanup
-  k8s_down "$DIR" >/dev/null 2>&1
-  if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $DIR"; else rm -rf --one-file-system "$DIR"; fi
-  phase_report
-  if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc)"; fi
-  exit "$rc"
-}
-trap finish EXIT
-trap 'exit 130' INT TERM
+sm_begin "${1:-sarena}" k8s-mode
 
 phase "control plane up"
 k8s_up "$DIR"
 
 phase "RBAC: the daemon's service account (nodes, pods, namespaces, nodes/status, events)"
-k apply -f - >/dev/null <<'EOF'
-{"apiVersion": "v1", "kind": "List", "items": [
- {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sarena", "namespace": "kube-system"}},
- {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "sarena"},
-  "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]},
- {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "sarena"},
-  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "sarena"},
-  "subjects": [{"kind": "ServiceAccount", "name": "sarena", "namespace": "kube-system"}]}]}
-EOF
-SARENA_KUBECONFIG=$DIR/sarena.kubeconfig
-for _ in $(seq 40); do # the controller-manager writes the token secret
-  k8s_sa_kubeconfig "$DIR" kube-system sarena "$SARENA_KUBECONFIG" 2>/dev/null && break
-  sleep 0.25
-done
-[ -s "$SARENA_KUBECONFIG" ] || fail "no kubeconfig for kube-system/sarena"
+sm_service_account
 
 phase "two netns nodes registered, podCIDRs from the controller-manager"
 declare -A CIDR IP
@@ -139,21 +82,7 @@ cni_error() { jq -r '"\(.code) \(.msg)"' <<<"$1"; }
 
 # kube-proxy (iptables mode) on node1 for the cross-node Service.
 start_kube_proxy() {
-  cat >"$DIR/nodes/node1/kube-proxy.yaml" <<EOF
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection: {kubeconfig: $DIR/kubeconfig}
-hostnameOverride: node1
-bindAddress: ${IP[node1]}
-clusterCIDR: 10.244.0.0/16
-mode: iptables
-healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
-oomScoreAdj: 0
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-EOF
-  k8s_start "$DIR" node1 service-proxy "$SARENA_K8S_BIN/kube-proxy" --config="$DIR/nodes/node1/kube-proxy.yaml" >/dev/null
-  wait_until 30 k8s_exec "$DIR" node1 curl -sf http://127.0.0.1:10256/healthz || fail "kube-proxy on node1 not healthy"
+  sm_kube_proxy node1
   k apply -f - >/dev/null <<'EOF'
 {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
  "spec": {"ports": [{"port": 80, "targetPort": 8080, "protocol": "TCP"}]}}

@@ -65,6 +65,18 @@ pub fn render(s: &DaemonStatus) -> String {
             format!("node {}, podCIDRs {}", k.node_name, cidrs.join(", "))
         }
     };
+    let network = s.network.clone().unwrap_or_default();
+    let mtu = network
+        .mtu
+        .map_or_else(|| "unknown".to_owned(), |m| m.to_string());
+    let masquerade = match network.masquerade {
+        None => "unknown".to_owned(),
+        Some(m) if !m.enabled => "off".to_owned(),
+        Some(m) => {
+            let exempt: Vec<String> = m.exempt.iter().map(ToString::to_string).collect();
+            format!("on, except to {}", exempt.join(", "))
+        }
+    };
     let mut out = fields(&[
         ("Daemon", health),
         ("Version", s.version.clone()),
@@ -79,6 +91,8 @@ pub fn render(s: &DaemonStatus) -> String {
         ),
         ("Delete queue", queue),
         ("Kubernetes", kubernetes),
+        ("MTU", mtu),
+        ("Masquerade", masquerade),
     ]);
     out.push_str("\nPools:\n");
     let rows = s.pools.iter().map(|p| {
@@ -101,7 +115,8 @@ pub fn render(s: &DaemonStatus) -> String {
 #[cfg(test)]
 mod tests {
     use sarena_core::api::{
-        Health, IpamState, KubernetesStatus, MockDaemon, PoolState, ProgramsStatus,
+        Health, IpamState, KubernetesStatus, MasqueradeStatus, MockDaemon, MtuSource, MtuStatus,
+        NetworkStatus, PoolState, ProgramsStatus,
     };
 
     use super::*;
@@ -177,6 +192,29 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("Delete queue: unknown"), "{text}");
+        assert!(text.contains("MTU:          unknown"), "{text}");
+        s.network = Some(NetworkStatus {
+            mtu: Some(MtuStatus {
+                mtu: 8950,
+                source: MtuSource::Uplink,
+                base: 9000,
+                uplink: Some("eth0".into()),
+                overhead: 50,
+            }),
+            masquerade: Some(MasqueradeStatus {
+                enabled: true,
+                exempt: vec!["10.244.0.0/16".parse().unwrap()],
+            }),
+        });
+        let text = render(&s);
+        assert!(
+            text.contains("MTU:          8950 (uplink eth0 9000 - 50 encapsulation)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Masquerade:   on, except to 10.244.0.0/16"),
+            "{text}"
+        );
         let pool = text.lines().find(|l| l.starts_with("default")).unwrap();
         let cols: Vec<&str> = pool.split_whitespace().collect();
         assert_eq!(

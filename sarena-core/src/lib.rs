@@ -108,6 +108,8 @@
 //! - [`install`]: [`install::Installer`], the plugin binary and the conflist
 //!   put onto a node without a moment where the runtime sees half of either.
 //! - [`mac`]: [`mac::MacAddr`], the type of every MAC address.
+//! - [`uplink`]: the device that carries the node's traffic out, and the
+//!   pods' MTU derived from it.
 //!
 //! Links and both dataplanes talk to the kernel through the same netlink
 //! and sysctl plumbing (`sarena_plugin::netlink`, `sarena_plugin::sysctl`);
@@ -123,6 +125,7 @@ pub mod install;
 pub mod ipam;
 pub mod node;
 pub mod store;
+pub mod uplink;
 
 pub use sarena_plugin::netlink::KernelAnswer;
 pub use sarena_plugin::{NetlinkError, SysctlError, error_chain};

@@ -61,7 +61,7 @@ fn sync_all(
             };
             let make = || {
                 let kernel = Arc::new(RtnetlinkPeers::new().unwrap());
-                PeerSync::new(config.clone(), 1500, kernel.clone(), kernel)
+                PeerSync::new(config.clone(), Some(1500), kernel.clone(), kernel)
             };
             let mut peers = make();
             let mut reports = Vec::new();

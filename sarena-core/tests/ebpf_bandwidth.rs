@@ -70,6 +70,7 @@ impl Node {
             gateways: vec![GATEWAY.parse().unwrap()],
             pools: vec!["10.249.0.0/24".parse().unwrap()],
             masquerade: false,
+            exempt: Vec::new(),
         })
         .await
         .unwrap();

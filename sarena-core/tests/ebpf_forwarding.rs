@@ -24,6 +24,7 @@ fn node() -> NodeNetwork {
         gateways: vec![GATEWAY.parse().unwrap()],
         pools: vec!["10.251.0.0/24".parse().unwrap()],
         masquerade: false,
+        exempt: Vec::new(),
     }
 }
 
@@ -211,6 +212,7 @@ async fn with_the_kernel_dataplane_as_host_stack_pods_also_reach_the_host() {
         gateways: vec![gateway.parse().unwrap()],
         pools: vec!["10.254.0.0/24".parse().unwrap()],
         masquerade: false,
+        exempt: Vec::new(),
     })
     .await
     .unwrap();

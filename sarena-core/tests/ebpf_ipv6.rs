@@ -193,6 +193,7 @@ async fn an_ipv6_flow_the_host_stack_translated_stays_on_the_host_stack() {
             "fd00:249::/64".parse().unwrap(),
         ],
         masquerade: false,
+        exempt: Vec::new(),
     })
     .await
     .unwrap();

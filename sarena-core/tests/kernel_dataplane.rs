@@ -4,7 +4,9 @@
 
 use std::process::Command;
 
-use sarena_core::dataplane::{Dataplane, NodeNetwork};
+use sarena_core::dataplane::{
+    ClusterNetworks, Dataplane, NodeNetwork, NodeUpdate, NodeUpdates, UpdateOutcome,
+};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_test_support::{HostLinkGuard, HostStack, Pod, TestNetns, require_root, run, unique};
 
@@ -41,6 +43,7 @@ async fn pods_reach_each_other_and_the_host_through_host_routes() {
         gateways: vec!["10.252.0.1".parse().unwrap()],
         pools: vec!["10.252.0.0/16".parse().unwrap()],
         masquerade: false,
+        exempt: Vec::new(),
     };
     dp.setup(&network).await.unwrap();
     dp.setup(&network).await.unwrap(); // idempotent
@@ -131,6 +134,7 @@ async fn masquerading_lets_pods_reach_the_outside() {
         gateways: vec!["10.253.0.1".parse().unwrap()],
         pools: vec!["10.253.0.0/16".parse().unwrap()],
         masquerade: false,
+        exempt: Vec::new(),
     };
     dp.setup(&network).await.unwrap();
     let p = Pod::new(&links, "10.253.0.5/16", "10.253.0.1").await;
@@ -142,6 +146,62 @@ async fn masquerading_lets_pods_reach_the_outside() {
     network.masquerade = true;
     dp.setup(&network).await.unwrap();
     assert!(ping(&p.netns, "198.18.7.2"), "masqueraded pod -> outside");
+
+    // The cluster's networks are never masqueraded: with the world among
+    // them, the pod's own source goes out (and finds no way back). NAT is
+    // decided per conntrack flow, so each change is checked on new flows:
+    // the pod's earlier ones are forgotten first.
+    let forget = || {
+        let _ = Command::new("conntrack")
+            .args(["-D", "-d", "198.18.7.2"])
+            .output();
+    };
+    let world_net = ClusterNetworks {
+        pod_cidrs: vec!["198.18.7.0/24".parse().unwrap()],
+        node_addresses: vec![],
+    };
+    let outcome = dp.apply(&NodeUpdate::ClusterNetworks(world_net)).await;
+    assert_eq!(outcome.unwrap(), UpdateOutcome::Applied);
+    forget();
+    assert!(
+        !ping_once(&p.netns, "198.18.7.2"),
+        "a cluster network was masqueraded"
+    );
+    dp.setup(&network).await.unwrap();
+    forget();
+    assert!(
+        !ping_once(&p.netns, "198.18.7.2"),
+        "set-up forgot the cluster's networks"
+    );
+    let node_only = ClusterNetworks {
+        pod_cidrs: vec![],
+        node_addresses: vec!["198.18.7.2".parse().unwrap()],
+    };
+    dp.apply(&NodeUpdate::ClusterNetworks(node_only))
+        .await
+        .unwrap();
+    forget();
+    assert!(
+        !ping_once(&p.netns, "198.18.7.2"),
+        "a node's address was masqueraded"
+    );
+    dp.apply(&NodeUpdate::ClusterNetworks(ClusterNetworks::default()))
+        .await
+        .unwrap();
+    forget();
+    assert!(
+        ping(&p.netns, "198.18.7.2"),
+        "the cluster shrank: masqueraded again"
+    );
+    // A configured exemption (`no_masquerade`) works the same.
+    network.exempt = vec!["198.18.0.0/16".parse().unwrap()];
+    dp.setup(&network).await.unwrap();
+    forget();
+    assert!(
+        !ping_once(&p.netns, "198.18.7.2"),
+        "a configured exemption was masqueraded"
+    );
+    network.exempt.clear();
     network.masquerade = false;
     dp.setup(&network).await.unwrap();
     assert!(

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sarena_core::node::{ConfigError, NodeConfig, NodeError, Registry};
+use sarena_core::api::NetworkStatus;
+use sarena_core::node::{ConfigError, NetworkCell, NodeConfig, NodeError, Registry};
 use sarena_core::plugin::{DeleteQueue, QueueError};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinHandle;
@@ -130,6 +131,8 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     if cli.kubernetes || config.kubernetes.enabled {
         return Ok(kubernetes::run(cli, config, observed, cni_conf, shutdown).await?);
     }
+    let mut config = config;
+    let network = standalone_network(&mut config).await?;
     let lease_seconds = config.lease_seconds;
     let state_dir = cli.state_dir.clone();
     let node_config = config.clone();
@@ -157,7 +160,9 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
 
     let parts = dataplane::DataplaneParts::new(config.dataplane, &cli.bpf_pin_dir)?;
     let (daemon, reconciled) = dataplane::start_on(&parts, &config, node.clone()).await?;
-    let mut operated = Operated::new(daemon).with_delete_queue(queue.clone());
+    let mut operated = Operated::new(daemon)
+        .with_delete_queue(queue.clone())
+        .with_network(network);
     if let Some(m) = &observed {
         if let Some(report) = &reconciled {
             m.reconcile(report);
@@ -189,6 +194,29 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     parts.hand_over();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Outside Kubernetes mode: resolves the pods' MTU into `config` (the
+/// configured one, else the default route's device's) and reports it and
+/// masquerading (this node's pools and the configured exemptions).
+async fn standalone_network(config: &mut NodeConfig) -> Result<NetworkCell, StartError> {
+    let mtu = sarena_core::uplink::standalone_mtu(config.mtu).await;
+    tracing::info!(mtu = mtu.mtu, "the pods' MTU: {mtu}");
+    config.mtu = Some(mtu.mtu);
+    let pools = config
+        .node_network()
+        .map_err(|e| StartError::Dataplane(e.into()))?
+        .pools;
+    let masquerade = sarena_core::cluster::masquerade_status(
+        config.masquerade_enabled(),
+        &pools,
+        &config.masquerade_exempt(),
+        &Default::default(),
+    );
+    Ok(Arc::new(std::sync::Mutex::new(NetworkStatus {
+        mtu: Some(mtu),
+        masquerade: Some(masquerade),
+    })))
 }
 
 /// The metrics the daemon keeps when `--metrics-listen` asks for them (the

@@ -1,6 +1,7 @@
 //! [`Operated`]: the daemon as the API serves it. A [`Daemon`] decorator
 //! that adds what only the daemon process knows to `GET /daemon/status`
-//! (its version, the deletion queue's length, Kubernetes mode) and counts
+//! (its version, the deletion queue's length, Kubernetes mode, the pods'
+//! MTU and masquerading) and counts
 //! the outcome of every operation the plugin asks for into the metrics.
 
 use std::sync::{Arc, Mutex};
@@ -12,6 +13,7 @@ use sarena_core::api::{
     Health, Inspect, IpamState, KubernetesStatus, NodeApi,
 };
 use sarena_core::delqueue::DeleteQueue;
+use sarena_core::node::NetworkCell;
 
 use crate::metrics::Metrics;
 
@@ -20,6 +22,7 @@ pub struct Operated {
     inner: Arc<dyn NodeApi>,
     queue: Option<DeleteQueue>,
     kubernetes: KubernetesCell,
+    network: Option<NetworkCell>,
     metrics: Option<Arc<Metrics>>,
     registered: Option<RegisteredHook>,
 }
@@ -47,6 +50,7 @@ impl Operated {
             inner,
             queue: None,
             kubernetes: KubernetesCell::default(),
+            network: None,
             metrics: None,
             registered: None,
         }
@@ -75,6 +79,13 @@ impl Operated {
     /// Kubernetes mode, which fills it).
     pub fn with_kubernetes(mut self, cell: KubernetesCell) -> Self {
         self.kubernetes = cell;
+        self
+    }
+
+    /// Reads the network part of the status (the pods' MTU, masquerading)
+    /// from `cell` (shared with whoever learns it).
+    pub fn with_network(mut self, cell: NetworkCell) -> Self {
+        self.network = Some(cell);
         self
     }
 
@@ -210,6 +221,11 @@ impl Inspect for Operated {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone();
+        status.network = self.network.as_ref().map(|cell| {
+            cell.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clone()
+        });
         Ok(status)
     }
 

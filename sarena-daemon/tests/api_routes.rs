@@ -38,8 +38,12 @@ async fn every_route_through_the_client() {
     let _daemon = site.start(&[]).await;
     let d = site.client();
 
+    // No `mtu` configured: the default route's device's, as the status says.
     let config = d.config().await.unwrap();
-    assert_eq!((config.mtu, config.dataplane.as_str()), (1500, "none"));
+    let status = d.status().await.unwrap();
+    let mtu = status.network.and_then(|n| n.mtu).unwrap();
+    assert_eq!((config.mtu, config.dataplane.as_str()), (mtu.mtu, "none"));
+    assert_ne!(mtu.source, sarena_core::api::MtuSource::Configured, "{mtu}");
     assert!(d.health().await.unwrap().ready);
 
     // Allocate is idempotent per owner.

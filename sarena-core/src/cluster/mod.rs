@@ -9,6 +9,8 @@
 //! - `pools.rs`: a session's parameters and node configuration
 //!   ([`SessionParams`], [`session_config`]);
 //! - `podcidr.rs`: the podCIDR decision ([`decide`]);
+//! - `egress.rs`: the cluster's networks (never masqueraded) and the pods'
+//!   MTU from the uplink ([`cluster_networks`], [`session_mtu`]);
 //! - `routes.rs`, `vxlan.rs`: the routes, FDB and neighbour entries a view
 //!   asks for, in native and `vxlan` routing (pure);
 //! - `sync.rs`: [`PeerSync`], which applies them through the kernel-table
@@ -23,6 +25,7 @@
 //! its own routes.
 
 mod config;
+mod egress;
 mod error;
 mod podcidr;
 mod pools;
@@ -37,16 +40,17 @@ mod types;
 mod vxlan;
 
 pub use config::{DEFAULT_VXLAN_PORT, DEFAULT_VXLAN_VNI, KubernetesConfig, VXLAN_DEVICE};
+pub use egress::{cluster_networks, masquerade_status, session_mtu};
 pub use error::ClusterError;
 pub use podcidr::{PodCidrDecision, Refusal, decide};
 pub use pools::{
-    SessionParams, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, pod_mtu, session_config, sorted,
+    SessionParams, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, overhead, pod_mtu, session_config, sorted,
 };
 pub use routes::{PeerRoute, SARENA_PEER_ROUTE_PROTOCOL, native_routes};
 pub use serving_gate::{NotServing, ServingGate};
 pub use session_file::SessionFile;
 pub use supervisor::{
-    REFUSED_EVENT_REASON, RESYNC_EVERY, RETRY_AFTER, Supervisor, SupervisorParts,
+    EgressParts, REFUSED_EVENT_REASON, RESYNC_EVERY, RETRY_AFTER, Supervisor, SupervisorParts,
 };
 pub use sync::{PeerSync, SyncReport};
 pub use traits::{ClusterApi, NodeSessions, Overlay, PeerRouting, RouteTable, Underlay};

@@ -47,14 +47,21 @@ pub fn sorted(cidrs: &[IpNet]) -> Vec<IpNet> {
     out
 }
 
-/// The pods' MTU: the configured one in native routing; less the VXLAN
-/// overhead of the underlay's family in `vxlan` routing.
+/// The pods' MTU: `mtu` (the configured or the uplink's) in native
+/// routing; less the VXLAN overhead of the underlay's family in `vxlan`
+/// routing ([`overhead`]).
 pub fn pod_mtu(mtu: u32, routing: RoutingMode, underlay: Option<IpAddr>) -> u32 {
+    mtu.saturating_sub(overhead(routing, underlay))
+}
+
+/// What `routing`'s encapsulation takes of the MTU: nothing in native
+/// routing; VXLAN's headers over the underlay's family in `vxlan` routing.
+pub fn overhead(routing: RoutingMode, underlay: Option<IpAddr>) -> u32 {
     match routing {
-        RoutingMode::Native => mtu,
+        RoutingMode::Native => 0,
         RoutingMode::Vxlan => match underlay {
-            Some(IpAddr::V6(_)) => mtu.saturating_sub(VXLAN_OVERHEAD_V6),
-            _ => mtu.saturating_sub(VXLAN_OVERHEAD_V4),
+            Some(IpAddr::V6(_)) => VXLAN_OVERHEAD_V6,
+            _ => VXLAN_OVERHEAD_V4,
         },
     }
 }
@@ -69,7 +76,7 @@ pub fn session_config(
     session: &SessionParams,
 ) -> Result<NodeConfig, ConfigError> {
     let mut config = base.clone();
-    config.mtu = session.mtu;
+    config.mtu = Some(session.mtu);
     let pools = &mut config.ipam.pools;
     let Some(default) = pools.iter_mut().find(|p| p.namespaces.is_empty()) else {
         return Err(ConfigError::invalid(
@@ -106,7 +113,7 @@ mod tests {
         let base = NodeConfig::default();
         let cfg =
             session_config(&base, &session(&["10.244.1.0/24", "fd00:10:244:1::/64"])).unwrap();
-        assert_eq!(cfg.mtu, 1450);
+        assert_eq!(cfg.mtu, Some(1450));
         let pool = &cfg.ipam.pools[0];
         assert_eq!(
             pool.cidrs,

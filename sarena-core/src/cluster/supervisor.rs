@@ -6,8 +6,14 @@
 //!    podCIDRs, or refuses a change under live endpoints (error log, a
 //!    Warning Event on the Node, ADD closed);
 //! 2. syncs the routes to the peers ([`PeerRouting`]);
-//! 3. once ADD is served and the routes are in place, marks the Node
+//! 3. hands the cluster's networks (every Node's podCIDRs and addresses)
+//!    to the dataplane when they changed, for masquerading;
+//! 4. once ADD is served and the routes are in place, marks the Node
 //!    `NetworkUnavailable=False` (again for a re-created Node).
+//!
+//! The pods' MTU is looked up every round (the uplink's, less the routing
+//! mode's overhead, unless configured): a changed uplink MTU reopens the
+//! session, so new pods get the new MTU (old ones keep theirs).
 //!
 //! At start-up ([`Supervisor::resume`]) it reopens the session of the last
 //! run, ADD closed until the API server confirms the podCIDRs: pods can be
@@ -17,15 +23,19 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use ipnet::IpNet;
 use tokio::sync::watch;
 
+use super::egress::{cluster_networks, masquerade_status, session_mtu};
 use super::error::ClusterError;
 use super::podcidr::{PodCidrDecision, Refusal, decide};
 use super::pools::SessionParams;
 use super::serving_gate::ServingGate;
-use super::traits::{ClusterApi, NodeSessions, PeerRouting};
+use super::traits::{ClusterApi, NodeSessions, Overlay, PeerRouting, Underlay};
 use super::types::{ClusterView, RoutingMode};
-use crate::api::NodeApi;
+use crate::api::{MtuStatus, NodeApi};
+use crate::dataplane::{ClusterNetworks, NodeUpdate, NodeUpdates};
+use crate::node::NetworkCell;
 
 /// How often the supervisor re-syncs when all is well (repairs routes
 /// removed by hand; the API server is watched, not polled).
@@ -43,8 +53,18 @@ pub struct SupervisorParts {
     pub node_name: String,
     /// The routing mode.
     pub routing: RoutingMode,
-    /// The configured MTU.
-    pub mtu: u32,
+    /// The configured MTU; `None`: the uplink's.
+    pub mtu: Option<u32>,
+    /// Where the uplink is looked up (the device holding the node's
+    /// `InternalIP`, or `underlay`).
+    pub uplink: Arc<dyn Overlay>,
+    /// The configured underlay device (`[kubernetes] underlay`).
+    pub underlay: Option<String>,
+    /// Masquerading: the switch, the configuration, where the cluster's
+    /// networks go.
+    pub egress: EgressParts,
+    /// Where the MTU in use and masquerading are reported.
+    pub network: NetworkCell,
     /// The node state.
     pub state: Arc<dyn NodeSessions>,
     /// Peer routing.
@@ -63,6 +83,29 @@ impl std::fmt::Debug for SupervisorParts {
     }
 }
 
+/// What the supervisor needs for masquerading.
+#[derive(Default)]
+pub struct EgressParts {
+    /// Whether masquerading is on (for the status).
+    pub masquerade: bool,
+    /// The configured `cluster_cidrs` (empty: every Node's podCIDRs).
+    pub cluster_cidrs: Vec<IpNet>,
+    /// The configured exemptions (`cluster_cidrs`, `no_masquerade`; for the status).
+    pub exempt: Vec<IpNet>,
+    /// The dataplane's update path; `None`: no dataplane.
+    pub updates: Option<Arc<dyn NodeUpdates>>,
+}
+
+impl std::fmt::Debug for EgressParts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EgressParts")
+            .field("masquerade", &self.masquerade)
+            .field("cluster_cidrs", &self.cluster_cidrs)
+            .field("exempt", &self.exempt)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The control loop: on every change of the cluster view, the podCIDR
 /// decision, the peer routes, then the Node condition (see the `cluster`
 /// module's docs).
@@ -74,6 +117,12 @@ pub struct Supervisor {
     marked: Option<String>,
     /// The offer already refused (logged and recorded once).
     refused: Option<SessionParams>,
+    /// The pods' MTU of this round.
+    mtu: Option<MtuStatus>,
+    /// The uplink last found (used while a look-up fails).
+    uplink: Option<Underlay>,
+    /// The cluster's networks the dataplane has.
+    sent: Option<ClusterNetworks>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -100,6 +149,9 @@ impl Supervisor {
             session: None,
             marked: None,
             refused: None,
+            mtu: None,
+            uplink: None,
+            sent: None,
         }
     }
 
@@ -130,6 +182,8 @@ impl Supervisor {
     /// One round for `view`; whether everything converged (else the caller
     /// retries soon).
     pub async fn on_view(&mut self, view: &ClusterView) -> bool {
+        let mtu = self.pod_mtu(view).await;
+        self.mtu = Some(mtu);
         let mut converged = self.pod_cidrs(view).await;
         let routes_in_place = match self.parts.peers.sync(view).await {
             Ok(report) => {
@@ -154,6 +208,8 @@ impl Supervisor {
                 false
             }
         };
+        converged &= self.cluster_networks(view).await;
+        self.report();
         if routes_in_place
             && self.gate.is_open()
             && let Some(local) = &view.local
@@ -173,6 +229,90 @@ impl Supervisor {
         converged
     }
 
+    /// The pods' MTU for this round: configured, else the uplink's (the
+    /// last one found while a look-up fails), less the routing overhead.
+    async fn pod_mtu(&mut self, view: &ClusterView) -> MtuStatus {
+        let local = view.local.as_ref();
+        if self.parts.mtu.is_none()
+            && let Some(ip) = local.and_then(|l| l.underlay_ip())
+        {
+            match self
+                .parts
+                .uplink
+                .underlay(ip, self.parts.underlay.clone())
+                .await
+            {
+                Ok(uplink) => self.uplink = Some(uplink),
+                Err(e) => tracing::warn!(
+                    "cannot look up the uplink for the pods' MTU: {}",
+                    crate::error_chain(&e)
+                ),
+            }
+        }
+        session_mtu(
+            local,
+            self.parts.routing,
+            self.parts.mtu,
+            self.uplink.as_ref(),
+        )
+    }
+
+    /// Step 3 of [`Supervisor::on_view`]: the cluster's networks to the
+    /// dataplane, when they changed.
+    async fn cluster_networks(&mut self, view: &ClusterView) -> bool {
+        let Some(updates) = &self.parts.egress.updates else {
+            return true;
+        };
+        let networks = cluster_networks(view, &self.parts.egress.cluster_cidrs);
+        if self.sent.as_ref() == Some(&networks) {
+            return true;
+        }
+        match updates
+            .apply(&NodeUpdate::ClusterNetworks(networks.clone()))
+            .await
+        {
+            Ok(outcome) => {
+                tracing::info!(
+                    pod_cidrs = ?networks.pod_cidrs,
+                    nodes = ?networks.node_addresses,
+                    ?outcome,
+                    "the cluster's networks (never masqueraded)"
+                );
+                self.sent = Some(networks);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "cannot hand the cluster's networks to the dataplane: {}",
+                    crate::error_chain(&e)
+                );
+                false
+            }
+        }
+    }
+
+    /// Reports the MTU of the session in place and masquerading.
+    fn report(&self) {
+        let mut network = self
+            .parts
+            .network
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let own = self.session.as_ref().map(|(p, _)| p.pod_cidrs.as_slice());
+        if let (Some((params, _)), Some(mtu)) = (&self.session, &self.mtu)
+            && params.mtu == mtu.mtu
+        {
+            network.mtu = Some(mtu.clone());
+        }
+        let egress = &self.parts.egress;
+        network.masquerade = Some(masquerade_status(
+            egress.masquerade,
+            own.unwrap_or_default(),
+            &egress.exempt,
+            self.sent.as_ref().unwrap_or(&ClusterNetworks::default()),
+        ));
+    }
+
     /// Step 1 of [`Supervisor::on_view`].
     async fn pod_cidrs(&mut self, view: &ClusterView) -> bool {
         let endpoints = match &self.session {
@@ -189,13 +329,11 @@ impl Supervisor {
             None => Vec::new(),
         };
         let current = self.session.as_ref().map(|(p, _)| p);
-        match decide(
-            view,
-            current,
-            &endpoints,
-            self.parts.routing,
-            self.parts.mtu,
-        ) {
+        let base = self
+            .mtu
+            .as_ref()
+            .map_or(crate::node::DEFAULT_MTU, |m| m.base);
+        match decide(view, current, &endpoints, self.parts.routing, base) {
             PodCidrDecision::Wait(reason) => {
                 match &self.session {
                     Some((_, daemon)) => self.gate.close(Arc::clone(daemon), reason),
@@ -224,6 +362,15 @@ impl Supervisor {
 
     async fn adopt(&mut self, params: SessionParams) -> bool {
         if let Some((old, _)) = self.session.take() {
+            if old.mtu != params.mtu
+                && let Some(mtu) = &self.mtu
+            {
+                tracing::info!(
+                    from = old.mtu,
+                    to = params.mtu,
+                    "the pods' MTU changed: now {mtu}; new pods get it, running ones keep theirs"
+                );
+            }
             tracing::info!(from = ?old, to = ?params, "switching the node state to new podCIDRs");
             self.gate.wait(format!(
                 "switching node {} to podCIDRs {:?}",
@@ -305,3 +452,7 @@ impl Supervisor {
 #[cfg(test)]
 #[path = "supervisor_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "supervisor_egress_tests.rs"]
+mod egress_tests;

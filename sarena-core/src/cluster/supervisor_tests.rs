@@ -9,10 +9,10 @@ use mockall::predicate::eq;
 
 use super::*;
 use crate::api::{Attachment, Endpoint, EndpointSpec, MockNodeApi};
-use crate::cluster::traits::{MockClusterApi, MockNodeSessions, MockPeerRouting};
+use crate::cluster::traits::{MockClusterApi, MockNodeSessions, MockOverlay, MockPeerRouting};
 use crate::cluster::{ClusterNode, SyncReport};
 
-fn local(cidrs: &[&str], uid: &str) -> ClusterNode {
+pub(super) fn local(cidrs: &[&str], uid: &str) -> ClusterNode {
     ClusterNode {
         name: "node1".into(),
         uid: uid.into(),
@@ -21,7 +21,7 @@ fn local(cidrs: &[&str], uid: &str) -> ClusterNode {
     }
 }
 
-fn view(local: Option<ClusterNode>) -> ClusterView {
+pub(super) fn view(local: Option<ClusterNode>) -> ClusterView {
     ClusterView {
         local_name: "node1".into(),
         local,
@@ -58,7 +58,7 @@ fn endpoint(addr: &str) -> Endpoint {
 }
 
 /// A node-state daemon whose endpoints are whatever `endpoints` holds.
-fn node_daemon(endpoints: Arc<Mutex<Vec<Endpoint>>>) -> Arc<dyn NodeApi> {
+pub(super) fn node_daemon(endpoints: Arc<Mutex<Vec<Endpoint>>>) -> Arc<dyn NodeApi> {
     let mut d = MockNodeApi::new();
     d.expect_endpoints()
         .returning(move || Ok(endpoints.lock().unwrap().clone()));
@@ -75,14 +75,18 @@ fn supervisor(state: MockNodeSessions, peers: MockPeerRouting, api: MockClusterA
     Supervisor::new(SupervisorParts {
         node_name: "node1".into(),
         routing: RoutingMode::Native,
-        mtu: 1500,
+        mtu: Some(1500),
+        uplink: Arc::new(MockOverlay::new()),
+        underlay: None,
+        egress: EgressParts::default(),
+        network: NetworkCell::default(),
         state: Arc::new(state),
         peers: Arc::new(peers),
         api: Arc::new(api),
     })
 }
 
-fn routes_ok() -> MockPeerRouting {
+pub(super) fn routes_ok() -> MockPeerRouting {
     let mut peers = MockPeerRouting::new();
     peers.expect_sync().returning(|_| Ok(SyncReport::default()));
     peers

@@ -40,8 +40,8 @@ pub struct SyncReport {
 /// Peer routing in the mode of a [`KubernetesConfig`].
 pub struct PeerSync {
     config: KubernetesConfig,
-    /// The configured (underlay) MTU.
-    mtu: u32,
+    /// The configured MTU; `None`: the underlay's.
+    mtu: Option<u32>,
     routes: Arc<dyn RouteTable>,
     overlay: Arc<dyn Overlay>,
     /// Whether native mode already removed a VXLAN device of an earlier run.
@@ -59,10 +59,10 @@ impl std::fmt::Debug for PeerSync {
 
 impl PeerSync {
     /// Peer routing per `config`, with `mtu` the configured MTU (the
-    /// VXLAN device gets it less the overhead).
+    /// VXLAN device gets it, else the underlay's, less the overhead).
     pub fn new(
         config: KubernetesConfig,
-        mtu: u32,
+        mtu: Option<u32>,
         routes: Arc<dyn RouteTable>,
         overlay: Arc<dyn Overlay>,
     ) -> Self {
@@ -106,7 +106,8 @@ impl PeerSync {
                     .overlay
                     .underlay(local_ip, self.config.underlay.clone())
                     .await?;
-                let mtu = pod_mtu(self.mtu, RoutingMode::Vxlan, Some(local_ip));
+                let base = self.mtu.unwrap_or(underlay.mtu);
+                let mtu = pod_mtu(base, RoutingMode::Vxlan, Some(local_ip));
                 let Some(device) = VxlanDevice::for_node(
                     local,
                     self.config.vxlan_vni,

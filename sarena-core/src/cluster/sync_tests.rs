@@ -52,7 +52,12 @@ fn config(routing: RoutingMode) -> KubernetesConfig {
 }
 
 fn sync(routing: RoutingMode, routes: MockRouteTable, overlay: MockOverlay) -> PeerSync {
-    PeerSync::new(config(routing), 1500, Arc::new(routes), Arc::new(overlay))
+    PeerSync::new(
+        config(routing),
+        Some(1500),
+        Arc::new(routes),
+        Arc::new(overlay),
+    )
 }
 
 fn overlay_without_device() -> MockOverlay {
@@ -233,6 +238,7 @@ async fn vxlan_sets_up_the_device_then_fdb_and_neighbours_then_routes_then_remov
         .in_sequence(&mut seq)
         .returning(|_, _| {
             Ok(Underlay {
+                name: "eth0".into(),
                 index: 2,
                 mtu: 1500,
             })

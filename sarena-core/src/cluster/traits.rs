@@ -28,9 +28,11 @@ pub trait RouteTable: Send + Sync {
     async fn delete_route(&self, route: &PeerRoute) -> Result<(), ClusterError>;
 }
 
-/// The underlay device: its index and MTU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The underlay (uplink) device: its name, index and MTU.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Underlay {
+    /// Its name.
+    pub name: String,
     /// ifindex.
     pub index: u32,
     /// MTU.

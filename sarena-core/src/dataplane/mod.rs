@@ -24,7 +24,7 @@ pub use error::DataplaneError;
 pub use kernel::KernelDataplane;
 #[cfg(any(test, feature = "mocks"))]
 pub use updates::MockNodeUpdates;
-pub use updates::{NodeUpdate, NodeUpdates, UpdateOutcome};
+pub use updates::{ClusterNetworks, NodeUpdate, NodeUpdates, UpdateOutcome};
 
 pub mod ebpf;
 
@@ -42,8 +42,12 @@ pub struct NodeNetwork {
     pub gateways: Vec<IpAddr>,
     /// Every pool CIDR (for masquerading).
     pub pools: Vec<IpNet>,
-    /// Masquerade traffic from the pools leaving the node.
+    /// Masquerade traffic from the pools to destinations outside the
+    /// cluster's pod CIDRs.
     pub masquerade: bool,
+    /// Configured destinations never masqueraded (besides the pools and
+    /// what [`NodeUpdate::ClusterNetworks`] says).
+    pub exempt: Vec<IpNet>,
 }
 
 /// What [`Dataplane::reconcile`] changed.

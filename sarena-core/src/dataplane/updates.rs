@@ -1,10 +1,13 @@
 //! [`NodeUpdates`]: the node-wide update path into a dataplane, apart from
 //! the per-endpoint [`super::Dataplane`] calls. The node pushes what it
-//! learns about the pods (today: an endpoint's identity; later: policy,
-//! the identities of remote pods) as [`NodeUpdate`]s, and every dataplane
+//! learns about the pods and the cluster (an endpoint's identity, the
+//! cluster's networks; later: policy, the identities of remote pods) as
+//! [`NodeUpdate`]s, and every dataplane
 //! answers each one with an [`UpdateOutcome`]: a backend that does not use
 //! an update yet says [`UpdateOutcome::Ignored`] explicitly, there is no
 //! default that drops data silently.
+
+use std::net::IpAddr;
 
 use async_trait::async_trait;
 use ipnet::IpNet;
@@ -27,6 +30,33 @@ pub enum NodeUpdate {
         /// Its labels and its namespace's.
         identity: PodIdentity,
     },
+    /// The cluster's networks changed (Kubernetes mode: a Node came, went
+    /// or got a podCIDR): traffic to them is never masqueraded.
+    ClusterNetworks(ClusterNetworks),
+}
+
+/// The cluster's networks: the destinations pod traffic reaches with its
+/// own source address.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterNetworks {
+    /// The cluster's pod CIDRs (configured, or every Node's podCIDRs).
+    pub pod_cidrs: Vec<IpNet>,
+    /// Every Node's `InternalIP`s.
+    pub node_addresses: Vec<IpAddr>,
+}
+
+impl ClusterNetworks {
+    /// Both lists as networks (addresses as host prefixes), sorted and
+    /// merged where they overlap or touch.
+    pub fn destinations(&self) -> Vec<IpNet> {
+        let all: Vec<IpNet> = self
+            .pod_cidrs
+            .iter()
+            .map(IpNet::trunc)
+            .chain(self.node_addresses.iter().map(|a| IpNet::from(*a)))
+            .collect();
+        IpNet::aggregate(&all)
+    }
 }
 
 /// What a dataplane did with a [`NodeUpdate`].
@@ -47,22 +77,31 @@ pub trait NodeUpdates: Send + Sync {
     async fn apply(&self, update: &NodeUpdate) -> Result<UpdateOutcome, DataplaneError>;
 }
 
-/// Routes only: nothing of a pod's identity is enforced in kernel mode yet.
+/// Nothing of a pod's identity is enforced in kernel mode yet; the
+/// cluster's networks go into the masquerading exemptions.
 #[async_trait]
 impl NodeUpdates for KernelDataplane {
     async fn apply(&self, update: &NodeUpdate) -> Result<UpdateOutcome, DataplaneError> {
         match update {
             NodeUpdate::Identity { .. } => Ok(UpdateOutcome::Ignored),
+            NodeUpdate::ClusterNetworks(networks) => self.set_cluster_networks(networks).await,
         }
     }
 }
 
-/// The programs carry no identity yet (NetworkPolicy will).
+/// The programs carry no identity yet (NetworkPolicy will). Egress to the
+/// cluster's networks and beyond goes through the host stack (the
+/// programs short-cut only pod -> pod on this node), whose masquerading
+/// takes the cluster's networks.
 #[async_trait]
 impl NodeUpdates for AyaDataplane {
     async fn apply(&self, update: &NodeUpdate) -> Result<UpdateOutcome, DataplaneError> {
         match update {
             NodeUpdate::Identity { .. } => Ok(UpdateOutcome::Ignored),
+            NodeUpdate::ClusterNetworks(_) => match self.host_stack_updates() {
+                Some(host) => host.apply(update).await,
+                None => Ok(UpdateOutcome::Ignored),
+            },
         }
     }
 }

@@ -17,15 +17,30 @@ use crate::ipam::{Allocator, IpamConfig, PoolConfig, PoolConfigError};
 /// Every key is optional; this is also the reference of the file format.
 pub const DEFAULT_CONFIG_TOML: &str = r#"# Sarena daemon configuration (TOML).
 
-# MTU of both veth ends and of the pod's routes.
-mtu = 1500
+# MTU of both veth ends and of the pod's routes. Default: the uplink's (the
+# device holding the node's address in Kubernetes mode, else the default
+# route's), less the encapsulation's overhead in `vxlan` routing (50 bytes;
+# 70 over an IPv6 underlay). Set, it replaces the uplink's MTU (`vxlan` still
+# subtracts its overhead). `sarena status` shows the MTU in use and its source.
+# mtu = 1500
 
 # Dataplane: "ebpf" (default), "kernel" (plain kernel routing), or "none"
 # (IPAM and endpoint registry only; nothing forwards pod traffic).
 dataplane = "ebpf"
 
-# Masquerade (SNAT) pod traffic leaving the node.
-masquerade = false
+# Egress masquerading: traffic from the pods to a destination outside the
+# cluster's pod CIDRs leaves with the node's address (nftables `masquerade`).
+# Default: on in Kubernetes mode, off otherwise. Never masqueraded: this node's
+# pools, `cluster_cidrs`, `no_masquerade` and, in Kubernetes mode, every Node's
+# podCIDRs and InternalIPs (kept current as nodes come and go).
+# masquerade = true
+
+# The cluster's pod CIDRs. Default: in Kubernetes mode, the union of all
+# Nodes' podCIDRs; otherwise none beyond this node's pools.
+cluster_cidrs = []
+
+# Further destinations never masqueraded (e.g. a peered VPC).
+no_masquerade = []
 
 # Seconds an allocation may live without an endpoint before the daemon releases it
 # (an ADD that died between allocate and endpoint/create). 0 disables expiry.
@@ -136,22 +151,32 @@ impl From<PoolConfigError> for ConfigError {
 /// ```
 /// use sarena_core::node::NodeConfig;
 /// let cfg = NodeConfig::from_toml_str("mtu = 9000\n[[ipam.pools]]\nname = \"p\"\ncidrs = [\"10.9.0.0/24\"]\n")?;
-/// assert_eq!(cfg.mtu, 9000);
+/// assert_eq!(cfg.mtu, Some(9000));
 /// assert_eq!(cfg.lease_seconds, 180);
 /// # Ok::<(), sarena_core::node::ConfigError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeConfig {
-    /// MTU of the veth pair and the pod's routes (default 1500).
-    #[serde(default = "default_mtu")]
-    pub mtu: u32,
+    /// MTU of the veth pair and the pod's routes; default (`None`): the
+    /// uplink's, less the encapsulation's overhead (see [`crate::uplink`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
     /// Dataplane mode (default `ebpf`).
     #[serde(default)]
     pub dataplane: DataplaneMode,
-    /// Masquerade pod traffic leaving the node (default false).
+    /// Masquerade pod traffic to destinations outside the cluster's pod
+    /// CIDRs; default (`None`): on in Kubernetes mode, off otherwise
+    /// ([`NodeConfig::masquerade_enabled`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masquerade: Option<bool>,
+    /// The cluster's pod CIDRs (never masqueraded); empty: in Kubernetes
+    /// mode, the union of all Nodes' podCIDRs.
     #[serde(default)]
-    pub masquerade: bool,
+    pub cluster_cidrs: Vec<IpNet>,
+    /// Further destinations never masqueraded.
+    #[serde(default)]
+    pub no_masquerade: Vec<IpNet>,
     /// Seconds an allocation without endpoint lives (default 180; 0: forever).
     #[serde(default = "default_lease_seconds")]
     pub lease_seconds: u64,
@@ -163,9 +188,8 @@ pub struct NodeConfig {
     pub kubernetes: KubernetesConfig,
 }
 
-fn default_mtu() -> u32 {
-    1500
-}
+/// The MTU when none is configured and no uplink is found.
+pub const DEFAULT_MTU: u32 = 1500;
 
 fn default_lease_seconds() -> u64 {
     180
@@ -189,9 +213,11 @@ impl Default for NodeConfig {
     /// The configuration of [`DEFAULT_CONFIG_TOML`].
     fn default() -> Self {
         NodeConfig {
-            mtu: default_mtu(),
+            mtu: None,
             dataplane: DataplaneMode::default(),
-            masquerade: false,
+            masquerade: None,
+            cluster_cidrs: Vec::new(),
+            no_masquerade: Vec::new(),
             lease_seconds: default_lease_seconds(),
             ipam: IpamConfig::default(),
             kubernetes: KubernetesConfig::default(),
@@ -226,10 +252,12 @@ impl NodeConfig {
             .flat_map(|p| &p.cidrs)
             .any(|c| matches!(c, IpNet::V6(_)));
         let min_mtu = if has_v6 { 1280 } else { 576 };
-        if !(min_mtu..=65535).contains(&self.mtu) {
+        if let Some(mtu) = self.mtu
+            && !(min_mtu..=65535).contains(&mtu)
+        {
             return Err(ConfigError::invalid(
                 "mtu",
-                self.mtu,
+                mtu,
                 format!("must be between {min_mtu} and 65535"),
             ));
         }
@@ -237,20 +265,38 @@ impl NodeConfig {
         self.kubernetes.validate()
     }
 
-    /// What `GET /daemon/config` serves.
+    /// What `GET /daemon/config` serves. The daemon resolves the MTU
+    /// before it opens the node state (`mtu` is then set); unset, 1500.
     pub fn daemon_config(&self) -> DaemonConfig {
         DaemonConfig {
-            mtu: self.mtu,
+            mtu: self.mtu.unwrap_or(DEFAULT_MTU),
             dataplane: self.dataplane.as_str().to_owned(),
         }
     }
 
-    /// What the dataplane needs: every pool's gateways and CIDRs, and the
-    /// masquerading switch.
+    /// Whether pod traffic leaving the cluster's pod CIDRs is masqueraded:
+    /// `masquerade` when set, else whether Kubernetes mode is on.
+    pub fn masquerade_enabled(&self) -> bool {
+        self.masquerade.unwrap_or(self.kubernetes.enabled)
+    }
+
+    /// The configured destinations never masqueraded: `cluster_cidrs` and
+    /// `no_masquerade`.
+    pub fn masquerade_exempt(&self) -> Vec<IpNet> {
+        self.cluster_cidrs
+            .iter()
+            .chain(&self.no_masquerade)
+            .copied()
+            .collect()
+    }
+
+    /// What the dataplane needs: every pool's gateways and CIDRs, and
+    /// masquerading (the switch and the configured exemptions).
     pub fn node_network(&self) -> Result<NodeNetwork, ConfigError> {
         let allocator = Allocator::new(&self.ipam)?;
         let mut network = NodeNetwork {
-            masquerade: self.masquerade,
+            masquerade: self.masquerade_enabled(),
+            exempt: self.masquerade_exempt(),
             ..NodeNetwork::default()
         };
         for pool in allocator.pools() {

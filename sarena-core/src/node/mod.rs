@@ -52,7 +52,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use config::{ConfigError, DEFAULT_CONFIG_TOML, NodeConfig};
+pub use config::{ConfigError, DEFAULT_CONFIG_TOML, DEFAULT_MTU, NodeConfig};
+
+/// The network part of the status (the pods' MTU, masquerading), shared
+/// between whoever learns it (start-up, Kubernetes mode's supervisor) and
+/// the API that reports it.
+pub type NetworkCell = std::sync::Arc<std::sync::Mutex<crate::api::NetworkStatus>>;
 pub use error::NodeError;
 pub use recovery::OpenReport;
 pub use routes::{pod_gateway, pod_routes};

@@ -84,8 +84,9 @@ fn default_config_toml_is_the_default() {
     let d = NodeConfig::default();
     assert_eq!(
         (d.mtu, d.dataplane, d.masquerade, d.lease_seconds),
-        (1500, crate::dataplane::DataplaneMode::Ebpf, false, 180)
+        (None, crate::dataplane::DataplaneMode::Ebpf, None, 180)
     );
+    assert_eq!(d.daemon_config().mtu, 1500, "unresolved: 1500");
     let alloc = Allocator::new(&d.ipam).unwrap();
     assert_eq!(alloc.pools()[0].cidrs[0].gateway, ip("10.200.0.1"));
 }
@@ -110,7 +111,42 @@ fn config_errors_name_the_field() {
     assert!(invalid("[[ipam.pools]]\nname='a'\ncidrs=['10.0.0.0/33']").contains("cidrs"));
     let k = NodeConfig::from_toml_str("dataplane = 'kernel'\nmasquerade = true").unwrap();
     assert_eq!(k.daemon_config().dataplane, "kernel");
-    assert!(k.masquerade);
+    assert!(k.masquerade_enabled());
+}
+
+#[test]
+fn masquerading_is_on_by_default_in_kubernetes_mode_only() {
+    let plain = NodeConfig::default();
+    assert!(!plain.masquerade_enabled());
+    assert!(!plain.node_network().unwrap().masquerade);
+    let k8s = NodeConfig::from_toml_str(
+        "[kubernetes]
+enabled = true
+",
+    )
+    .unwrap();
+    assert!(k8s.masquerade_enabled());
+    let off = NodeConfig::from_toml_str(
+        "masquerade = false
+[kubernetes]
+enabled = true
+",
+    )
+    .unwrap();
+    assert!(!off.masquerade_enabled(), "an explicit setting wins");
+    let cfg = NodeConfig::from_toml_str(
+        "masquerade = true
+cluster_cidrs = ['10.244.0.0/16']
+no_masquerade = ['192.168.0.0/16']
+",
+    )
+    .unwrap();
+    let network = cfg.node_network().unwrap();
+    assert!(network.masquerade);
+    let exempt: Vec<String> = network.exempt.iter().map(|n| n.to_string()).collect();
+    assert_eq!(exempt, ["10.244.0.0/16", "192.168.0.0/16"]);
+    let err = NodeConfig::from_toml_str("no_masquerade = ['10.0.0.0/40']").unwrap_err();
+    assert!(crate::error_chain(&err).contains("no_masquerade"), "{err}");
 }
 
 #[tokio::test]
@@ -445,7 +481,7 @@ fn config_file_is_loaded_and_missing_file_is_named() {
     let path = dir.path().join("sarena.toml");
     std::fs::write(&path, "mtu = 9000\nlease_seconds = 30\n").unwrap();
     let cfg = NodeConfig::load(&path).unwrap();
-    assert_eq!((cfg.mtu, cfg.lease_seconds), (9000, 30));
+    assert_eq!((cfg.mtu, cfg.lease_seconds), (Some(9000), 30));
     let missing = dir.path().join("nope.toml");
     let err = NodeConfig::load(&missing).unwrap_err();
     assert!(

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use sarena_core::api::{Attachment, KubernetesStatus, NodeApi};
 use sarena_core::cluster::rtnl::RtnetlinkPeers;
-use sarena_core::cluster::{ClusterError, PeerSync, Supervisor, SupervisorParts};
-use sarena_core::node::NodeConfig;
+use sarena_core::cluster::{ClusterError, EgressParts, PeerSync, Supervisor, SupervisorParts};
+use sarena_core::node::{NetworkCell, NodeConfig};
 use sarena_core::plugin::DeleteQueue;
 use sarena_k8s::{K8sError, KubeClusterApi};
 use tokio::sync::watch;
@@ -98,6 +98,11 @@ pub async fn run(
         node_name: name.clone(),
         pod_cidrs: Vec::new(),
     })));
+    // `--kubernetes` is Kubernetes mode as much as `[kubernetes] enabled`
+    // (masquerading's default follows it).
+    let mut config = config;
+    config.kubernetes.enabled = true;
+    let network = NetworkCell::default();
     let client = sarena_k8s::connect(kubeconfig(cli, &config).as_deref()).await?;
     let kernel = Arc::new(RtnetlinkPeers::new()?);
     let dataplane = DataplaneParts::new(config.dataplane, &cli.bpf_pin_dir)?;
@@ -115,6 +120,15 @@ pub async fn run(
         node_name: name.clone(),
         routing: config.kubernetes.routing,
         mtu: config.mtu,
+        uplink: kernel.clone(),
+        underlay: config.kubernetes.underlay.clone(),
+        egress: EgressParts {
+            masquerade: config.masquerade_enabled(),
+            cluster_cidrs: config.cluster_cidrs.clone(),
+            exempt: config.masquerade_exempt(),
+            updates: dataplane.updates(),
+        },
+        network: network.clone(),
         state: Arc::new(state),
         peers: Arc::new(PeerSync::new(
             config.kubernetes.clone(),
@@ -135,6 +149,7 @@ pub async fn run(
     let mut operated = Operated::new(supervisor.gate())
         .with_delete_queue(queue)
         .with_kubernetes(status)
+        .with_network(network)
         .on_registered({
             let identity = identity.clone();
             Arc::new(move |owner: &Attachment| identity.registered(owner.clone()))
@@ -159,6 +174,7 @@ pub async fn run(
         node = %name,
         socket = %cli.socket.display(),
         routing = config.kubernetes.routing.as_str(),
+        masquerade = config.masquerade_enabled(),
         state_dir = %cli.state_dir.display(),
         "Kubernetes mode: serving the API (not ready until the Node has podCIDRs)"
     );

@@ -13,6 +13,7 @@ mod error;
 mod identity;
 mod inspect;
 mod mode;
+mod network;
 mod path;
 mod status;
 mod types;
@@ -33,6 +34,7 @@ pub use inspect::{Inspect, NodeApi, registry_status};
 #[cfg(any(test, feature = "mocks"))]
 pub use inspect::{MockInspect, MockNodeApi};
 pub use mode::DataplaneMode;
+pub use network::{MasqueradeStatus, MtuSource, MtuStatus, NetworkStatus};
 pub use path::{
     MAX_BODY_BYTES, SegmentError, allocation_path, decode_segment, encode_segment, endpoint_path,
     endpoint_stats_path, validate_attachment, validate_container_id, validate_ifname,

@@ -12,6 +12,7 @@ use strum::IntoEnumIterator;
 
 use super::bandwidth::BandwidthStatus;
 use super::endpoint::Endpoint;
+use super::network::NetworkStatus;
 use super::types::{Health, IpamState};
 use sarena_common::{DropReason, EndpointCounters};
 
@@ -38,6 +39,9 @@ pub struct DaemonStatus {
     /// Kubernetes mode: absent when the daemon does not run in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<KubernetesStatus>,
+    /// The pods' MTU and egress masquerading, when the daemon reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkStatus>,
 }
 
 /// The dataplane part of [`DaemonStatus`].
@@ -133,6 +137,7 @@ impl DaemonStatus {
             leases: leases as u64,
             delete_queue: None,
             kubernetes: None,
+            network: None,
         }
     }
 }

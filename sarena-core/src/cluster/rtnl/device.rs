@@ -16,15 +16,7 @@ use crate::cluster::vxlan::VxlanDevice;
 use crate::links::LINK_GROUP;
 use crate::netlink::{self, MarkedDeletion, NetlinkError, errno, link_by_name};
 
-fn mtu_of(link: &LinkMessage) -> u32 {
-    link.attributes
-        .iter()
-        .find_map(|a| match a {
-            LinkAttribute::Mtu(mtu) => Some(*mtu),
-            _ => None,
-        })
-        .unwrap_or(1500)
-}
+use crate::uplink::{mtu_of, underlay_of};
 
 /// The device `name`, else the one holding `local`.
 pub(super) async fn underlay(
@@ -39,10 +31,7 @@ pub(super) async fn underlay(
                 name,
                 reason: "it is the configured VXLAN underlay",
             })?;
-        return Ok(Underlay {
-            index: link.header.index,
-            mtu: mtu_of(&link),
-        });
+        return Ok(underlay_of(&link));
     }
     let addresses: Vec<_> = handle
         .address()
@@ -66,10 +55,7 @@ pub(super) async fn underlay(
         .await
         .map_err(|e| NetlinkError::new("link get", index, e))?
         .ok_or(ClusterError::NoUnderlay { address: local })?;
-    Ok(Underlay {
-        index,
-        mtu: mtu_of(&link),
-    })
+    Ok(underlay_of(&link))
 }
 
 /// What identifies a VXLAN device's tunnel: VNI, port, local address, underlay.

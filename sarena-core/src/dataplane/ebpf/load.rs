@@ -81,6 +81,7 @@ impl AyaDataplane {
                 upgrade,
             }),
             host_stack: None,
+            host_updates: None,
             netlink: OnceCell::new(),
             netlink_turn: tokio::sync::Mutex::new(()),
             kill_at,

@@ -67,7 +67,8 @@ pub use tc::TcAttachment;
 use tokio::sync::OnceCell;
 
 use super::{
-    Dataplane, DataplaneError, DataplaneMode, EndpointReports, NodeNetwork, ReconcileReport,
+    Dataplane, DataplaneError, DataplaneMode, EndpointReports, NodeNetwork, NodeUpdates,
+    ReconcileReport,
 };
 use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
 use crate::netlink;
@@ -101,6 +102,8 @@ pub struct AyaDataplane {
     object: Vec<u8>,
     state: Mutex<State>,
     host_stack: Option<Arc<dyn Dataplane>>,
+    /// The host stack's update path (the cluster's networks for masquerading).
+    host_updates: Option<Arc<dyn NodeUpdates>>,
     /// The dataplane's netlink connection in the host netns (filter dumps,
     /// root qdiscs): opened by the first call that needs it, then reused for
     /// the dataplane's lifetime (see [`AyaDataplane::host_netlink`]).
@@ -155,9 +158,18 @@ impl AyaDataplane {
     /// Also drives `host_stack` (the kernel dataplane: forwarding, host routes
     /// to the pods, masquerading) for the traffic that goes through the host
     /// stack; each trait call runs it first.
-    pub fn with_host_stack(mut self, host_stack: Arc<dyn Dataplane>) -> Self {
+    pub fn with_host_stack<H: Dataplane + NodeUpdates + 'static>(
+        mut self,
+        host_stack: Arc<H>,
+    ) -> Self {
+        self.host_updates = Some(host_stack.clone());
         self.host_stack = Some(host_stack);
         self
+    }
+
+    /// The host stack's update path, if it has one.
+    pub(crate) fn host_stack_updates(&self) -> Option<&Arc<dyn NodeUpdates>> {
+        self.host_updates.as_ref()
     }
 
     /// The pin directory.

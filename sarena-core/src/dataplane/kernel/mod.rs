@@ -2,7 +2,9 @@
 //!
 //! - `setup`: forwarding on; the gateway addresses live on a host-only veth
 //!   pair (`sarena_host` ↔ `sarena_net` by default), so the host answers ARP for them on
-//!   every pod's veth; optional masquerading of the pools (nftables).
+//!   every pod's veth; egress masquerading of the pools (nftables, see
+//!   `masquerade`; the cluster's networks arrive as a
+//!   [`super::NodeUpdate::ClusterNetworks`]).
 //! - `attach`: `proxy_arp` on the pod's host veth (pods with an on-link prefix
 //!   reach each other through the host), the link-local IPv6 gateway on it
 //!   for pods with IPv6 (`gateway6`), and a host route per pod address
@@ -19,6 +21,7 @@ mod nft;
 pub mod routes;
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use ipnet::IpNet;
@@ -27,11 +30,13 @@ use rtnetlink::{Handle, LinkUnspec, LinkVeth};
 
 use super::ebpf::EndpointCounters;
 use super::{
-    Dataplane, DataplaneError, DataplaneMode, EndpointReports, NodeNetwork, ReconcileReport,
+    ClusterNetworks, Dataplane, DataplaneError, DataplaneMode, EndpointReports, NodeNetwork,
+    ReconcileReport, UpdateOutcome,
 };
 use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
 use crate::netlink::{self, NetlinkError};
 use crate::sysctl;
+use masquerade::Masquerade;
 use routes::PodRoute;
 
 /// Names of the node-global objects the kernel dataplane owns.
@@ -63,6 +68,9 @@ pub struct KernelDataplane {
     /// Guard each pod's source addresses with nftables (off when the eBPF
     /// programs do it).
     antispoof: bool,
+    /// What the masquerading tables are made of; held while `nft` runs, so
+    /// the kernel's tables follow the order of the changes.
+    masquerade: Arc<tokio::sync::Mutex<Masquerade>>,
 }
 
 impl KernelDataplane {
@@ -78,6 +86,7 @@ impl KernelDataplane {
             handle,
             names,
             antispoof: true,
+            masquerade: Arc::default(),
         })
     }
 
@@ -156,8 +165,24 @@ impl KernelDataplane {
         {
             tracing::warn!(%device, group, "the gateway device is not Sarena's; left alone");
         }
-        masquerade::apply(&self.names.nft_table, &[], false)?;
+        masquerade::apply(&self.names.nft_table, &Masquerade::default()).await?;
         antispoof::remove(&self.names.nft_table).await
+    }
+
+    /// Takes `networks` as the cluster's (never masqueraded); in effect at
+    /// once when masquerading is on, else remembered for when it is.
+    pub(crate) async fn set_cluster_networks(
+        &self,
+        networks: &ClusterNetworks,
+    ) -> Result<UpdateOutcome, DataplaneError> {
+        let mut m = self.masquerade.lock().await;
+        m.cluster = Some(networks.destinations());
+        masquerade::apply_cluster(&self.names.nft_table, &m).await?;
+        Ok(if m.enabled {
+            UpdateOutcome::Applied
+        } else {
+            UpdateOutcome::Ignored
+        })
     }
 
     async fn link_index(&self, name: &str) -> Result<Option<u32>, DataplaneError> {
@@ -225,7 +250,12 @@ impl Dataplane for KernelDataplane {
             sysctl::write("net/ipv6/conf/all/forwarding", "1")?;
         }
         self.ensure_gateway_device(&node.gateways).await?;
-        masquerade::apply(&self.names.nft_table, &node.pools, node.masquerade)?;
+        {
+            let mut m = self.masquerade.lock().await;
+            (m.enabled, m.pools, m.exempt) =
+                (node.masquerade, node.pools.clone(), node.exempt.clone());
+            masquerade::apply(&self.names.nft_table, &m).await?;
+        }
         if self.antispoof {
             antispoof::setup(&self.names.nft_table).await
         } else {

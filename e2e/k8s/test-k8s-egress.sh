@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Egress on a real Kubernetes control plane (e2e/k8s, as in
+# test-k8s-mode-cluster.sh: netns nodes running `sarena-daemon --kubernetes`
+# with the eBPF dataplane, pods ADDed by the real plugin): masquerading and
+# the pods' MTU, in native and in vxlan routing. An "outside" host is a netns
+# on the underlay with no route to any pod CIDR.
+#   default configuration (Kubernetes mode): masquerading on; pod -> outside
+#   answers, and the outside sees the node's address; pod -> pod across nodes
+#   and pod -> another node keep the pod's own source; pod -> ClusterIP and
+#   pod -> NodePort (kube-proxy on node1) reach a backend on node2;
+#   `sarena status` shows the MTU and masquerading;
+#   underlay MTU 9000: pods get 9000 (8950 in vxlan), a full-size DF ping and
+#   1 MiB over TCP pass between nodes;
+#   the underlay lowered to 1400 under the running daemons: the daemon logs
+#   and reports the change, new pods get 1400 (1350), full-size DF ping and
+#   1 MiB over TCP pass;
+#   `masquerade = false`: pod -> outside fails.
+# Usage (root): e2e/k8s/test-k8s-egress.sh [sarena]
+#   SARENA_BIN_DIR=DIR  as for test-k8s-mode-cluster.sh
+#   SARENA_K8S_KEEP=1   keep the cluster directory
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source=e2e/k8s/lib.sh
+. "$HERE/lib.sh"
+# shellcheck source=e2e/k8s/k8s-mode-lib.sh
+. "$HERE/k8s-mode-lib.sh"
+
+sm_begin "${1:-sarena}" k8s-egress
+
+phase "control plane, service account, two nodes, the outside host"
+k8s_up "$DIR"
+sm_service_account
+declare -A IP
+for n in node1 node2; do
+  k8s_netns_node "$DIR" "$n"
+  k8s_register_node "$DIR" "$n" >/dev/null
+  IP[$n]=$(k8s_node_ip "$DIR" "$n")
+done
+sm_outside
+sm_whoami_in "$(cat "$DIR/nodes/node2/netns")" 8082
+sm_kube_proxy node1
+k apply -f - >/dev/null <<'EOF'
+{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+ "spec": {"type": "NodePort", "ports": [{"port": 80, "targetPort": 8080, "nodePort": 30080, "protocol": "TCP"}]}}
+EOF
+SVC=$(k get service web -o 'jsonpath={.spec.clusterIP}')
+
+# Predicates for wait_until (which expands its arguments once).
+answers() { [ "$(in_pod "$1" curl -s --max-time 2 "$2")" = "$3" ]; } # POD URL BODY
+status_json() { "$SARENA_BIN_DIR/sarena" --socket "$(sm_sock "$1" "$2")" -o json status; }
+mtu_is() { [ "$(status_json "$1" "$2" | jq -r .network.mtu.mtu)" = "$3" ]; } # NODE ROUTING MTU
+pod_mtu_is() { in_pod "$1" ip link show eth0 | grep "mtu $2 " >/dev/null; }
+# df_ping FROM TO MTU: pings of exactly MTU bytes, DF set, FROM -> TO's address.
+df_ping() { in_pod "$1" ping -c 2 -w 6 -M "do" -s $(($3 - 28)) "${POD_IP[$2]}" >/dev/null; }
+# seen_from_pod POD ADDR PORT: the source ADDR:PORT's whoami service saw from POD.
+seen_from_pod() { sm_seen_as "$(sm_podns "$1")" "$2" "$3"; }
+
+for ROUTING in native vxlan; do
+  overhead=0
+  [ "$ROUTING" = native ] || overhead=50
+  phase "$ROUTING: underlay MTU 9000, daemons (default configuration) ready"
+  sm_underlay_mtu 9000 node1 node2
+  for n in node1 node2; do sm_daemon "$n" "$ROUTING"; done
+  for n in node1 node2; do
+    wait_until 60 sm_ready "$n" "$ROUTING" || fail "$n's daemon not ready: $(sm_api "$n" "$ROUTING" daemon/health)"
+  done
+  want=$((9000 - overhead))
+  wait_until 10 mtu_is node1 "$ROUTING" "$want" || fail "node1's status: $(status_json node1 "$ROUTING" | jq -c .network)"
+  st=$(status_json node1 "$ROUTING")
+  [ "$(jq -r '.network.mtu | "\(.source) \(.uplink) \(.base)"' <<<"$st")" = "uplink eth0 9000" ] ||
+    fail "the MTU's source: $(jq -c .network.mtu <<<"$st")"
+  [ "$(jq -r .network.masquerade.enabled <<<"$st")" = true ] ||
+    fail "masquerading is not on by default: $(jq -c .network <<<"$st")"
+  "$SARENA_BIN_DIR/sarena" --socket "$(sm_sock node1 "$ROUTING")" status | grep -E "^(MTU|Masquerade):" >&2
+
+  phase "$ROUTING: pods get $want; full-size DF ping and 1 MiB across nodes"
+  a=a-$ROUTING b=b-$ROUTING
+  sm_pod node1 "$ROUTING" "$a"
+  sm_pod node2 "$ROUTING" "$b"
+  for p in "$a" "$b"; do pod_mtu_is "$p" "$want" || fail "$p's eth0: $(in_pod "$p" ip link show eth0)"; done
+  wait_until 10 df_ping "$a" "$b" "$want" || fail "$a -> $b: a DF ping of $want bytes failed"
+  df_ping "$b" "$a" "$want" || fail "$b -> $a: a DF ping of $want bytes failed"
+  sm_serve "$a"
+  sm_serve "$b"
+  sm_tcp "$a" "$b"
+  sm_tcp "$b" "$a"
+
+  phase "$ROUTING: masquerading: the outside sees the node; pods and nodes see the pod"
+  got=$(seen_from_pod "$a" "$OUTSIDE_IP" 8081) || fail "$a -> outside $OUTSIDE_IP failed with masquerading on"
+  [ "$got" = "${IP[node1]}" ] || fail "the outside saw $a as '$got', not node1's ${IP[node1]}"
+  got=$(seen_from_pod "$b" "$OUTSIDE_IP" 8081) || fail "$b -> outside failed"
+  [ "$got" = "${IP[node2]}" ] || fail "the outside saw $b as '$got', not node2's ${IP[node2]}"
+  sm_whoami_in "$(sm_podns "$b")" 8083
+  got=$(seen_from_pod "$a" "${POD_IP[$b]}" 8083) || fail "$a -> $b:8083 failed"
+  [ "$got" = "${POD_IP[$a]}" ] || fail "$b saw $a as '$got', not its own ${POD_IP[$a]} (NATed?)"
+  got=$(seen_from_pod "$a" "${IP[node2]}" 8082) || fail "$a -> node2:8082 failed"
+  [ "$got" = "${POD_IP[$a]}" ] || fail "node2 saw $a as '$got', not its own ${POD_IP[$a]} (NATed?)"
+
+  phase "$ROUTING: ClusterIP and NodePort (kube-proxy on node1) -> a backend on node2"
+  k apply -f - >/dev/null <<EOF
+{"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "web", "namespace": "default"},
+ "subsets": [{"addresses": [{"ip": "${POD_IP[$b]}"}], "ports": [{"port": 8080, "protocol": "TCP"}]}]}
+EOF
+  wait_until 30 answers "$a" "http://$SVC/index.html" "$b" || fail "$a -> ClusterIP $SVC:80 did not reach $b"
+  wait_until 30 answers "$a" "http://${IP[node1]}:30080/index.html" "$b" ||
+    fail "$a -> NodePort ${IP[node1]}:30080 did not reach $b"
+
+  phase "$ROUTING: underlay lowered to 1400 under the daemons: new pods follow"
+  sm_underlay_mtu 1400 node1 node2
+  low=$((1400 - overhead))
+  for n in node1 node2; do
+    wait_until 45 mtu_is "$n" "$ROUTING" "$low" || fail "$n's status: $(status_json "$n" "$ROUTING" | jq -c .network.mtu)"
+  done
+  grep -q "the pods' MTU changed" "$DIR/logs/node1.sarena.log" || fail "node1 did not log the MTU change"
+  for n in node1 node2; do wait_until 30 sm_ready "$n" "$ROUTING" || fail "$n not ready after the MTU change"; done
+  c=c-$ROUTING d=d-$ROUTING
+  sm_pod node1 "$ROUTING" "$c"
+  sm_pod node2 "$ROUTING" "$d"
+  for p in "$c" "$d"; do pod_mtu_is "$p" "$low" || fail "$p's eth0: $(in_pod "$p" ip link show eth0)"; done
+  wait_until 10 df_ping "$c" "$d" "$low" || fail "$c -> $d: a DF ping of $low bytes failed"
+  if df_ping "$c" "$d" $((low + 1)) 2>/dev/null; then fail "$c -> $d: a DF ping of $((low + 1)) bytes passed an MTU of $low"; fi
+  sm_serve "$d"
+  sm_tcp "$c" "$d"
+
+  phase "$ROUTING: masquerade = false: pod -> outside fails, pod -> pod still passes"
+  k8s_stop "$DIR" node1 sarena
+  sm_daemon node1 "$ROUTING" "masquerade = false"
+  wait_until 60 sm_ready node1 "$ROUTING" || fail "node1 not ready with masquerade = false"
+  [ "$(status_json node1 "$ROUTING" | jq -r .network.masquerade.enabled)" = false ] || fail "node1 still masquerades"
+  if got=$(seen_from_pod "$a" "$OUTSIDE_IP" 8081); then fail "$a reached the outside without masquerading (seen as '$got')"; fi
+  got=$(seen_from_pod "$a" "${POD_IP[$b]}" 8083) || fail "$a -> $b:8083 failed without masquerading"
+  [ "$got" = "${POD_IP[$a]}" ] || fail "$b saw $a as '$got'"
+
+  phase "$ROUTING: DEL, daemons stopped, underlay back to 1500"
+  for p in "$a" "$b" "$c" "$d"; do sm_pod_del "$p"; done
+  for n in node1 node2; do k8s_stop "$DIR" "$n" sarena; done
+  sm_underlay_mtu 1500 node1 node2
+done
+phase "down"
