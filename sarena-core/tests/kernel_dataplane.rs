@@ -10,6 +10,14 @@ use sarena_core::dataplane::{
 use sarena_core::links::RtnetlinkLinks;
 use sarena_test_support::{HostLinkGuard, HostStack, Pod, TestNetns, require_root, run, unique};
 
+/// Held by each test for its whole run: both own pod routes (proto 90) in
+/// the host's main table, and a dataplane's `reconcile` sweeps every such
+/// route its registry does not hold, the other test's pod included (as two
+/// daemons in one netns would). Run side by side, the first test's
+/// reconcile took the masquerade test's pod route, so the outside's NATed
+/// replies found no way back to the pod.
+static HOST_ROUTES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// True when `to` answers within 4 s. ping retries every second until then:
 /// a neighbour entry left incomplete by an earlier failed attempt is probed
 /// only once a second, so a single 1 s try can race it under load.
@@ -36,6 +44,7 @@ fn ping_with(netns: &TestNetns, to: &str, options: &[&str]) -> bool {
 #[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
 async fn pods_reach_each_other_and_the_host_through_host_routes() {
     require_root("pods_reach_each_other_and_the_host_through_host_routes");
+    let _routes = HOST_ROUTES.lock().await;
     let links = RtnetlinkLinks::new().unwrap();
     let node = HostStack::new();
     let dp = &node.dataplane;
@@ -105,6 +114,7 @@ async fn pods_reach_each_other_and_the_host_through_host_routes() {
 #[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
 async fn masquerading_lets_pods_reach_the_outside() {
     require_root("masquerading_lets_pods_reach_the_outside");
+    let _routes = HOST_ROUTES.lock().await;
     let links = RtnetlinkLinks::new().unwrap();
     let node = HostStack::new();
     let dp = &node.dataplane;
