@@ -132,7 +132,7 @@ def table(args):
         elif base[0] == "failed":
             reason = explanation(expected, name)
             if reason:
-                notes.append(f"{name}: fails on the {control_name}: {reason}")
+                notes.append(reason)
             else:
                 problems.append(f"{name}: fails on the {control_name}, unexplained")
 
@@ -146,8 +146,8 @@ def table(args):
         for r, _ in rows.values():
             counts[r] = counts.get(r, 0) + 1
         print(f"  {p:<10} " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
-    for note in notes:
-        print(f"  note: {note}")
+    for reason in sorted(set(notes)):
+        print(f"  note: {notes.count(reason)} fail on the {control_name}, as expected: {reason}")
     for problem in problems:
         print(f"  {'REPORTED' if args.report_only else 'FAIL'}: {problem}")
     if problems and not args.report_only:
