@@ -178,8 +178,9 @@ sm_podns() { echo "sk8sp-$RID-$1"; }
 # POD_UID[POD]: the uid ADD passes for POD (a Pod object's real one); default uid-POD-RID.
 declare -gA POD_UID
 
-# sm_pod NODE ROUTING POD: a pod netns, ADDed; sets POD_IP[POD].
-declare -gA POD_IP POD_NODE POD_ROUTING
+# sm_pod NODE ROUTING POD: a pod netns, ADDed; sets POD_IP[POD] (and
+# POD_IP6[POD] when it got an IPv6 address too).
+declare -gA POD_IP POD_IP6 POD_NODE POD_ROUTING
 sm_pod() {
   local node=$1 routing=$2 pod=$3 ns result
   ns=$(sm_podns "$pod")
@@ -188,6 +189,8 @@ sm_pod() {
   ip -n "$ns" link set lo up
   result=$(sm_cni "$node" "$routing" ADD "$pod") || fail "ADD $pod on $node: $result"
   POD_IP[$pod]=$(jq -r '.ips[0].address | split("/")[0]' <<<"$result")
+  # shellcheck disable=SC2034 # read by the tests
+  POD_IP6[$pod]=$(jq -r '[.ips[].address | select(contains(":")) | split("/")[0]][0] // empty' <<<"$result")
   POD_NODE[$pod]=$node POD_ROUTING[$pod]=$routing
 }
 
@@ -242,14 +245,15 @@ sm_cleanup() {
 
 # --- the underlay: an outside host, its MTU -------------------------------------
 
-OUTSIDE_IP=172.30.0.200
+OUTSIDE_IP=172.30.0.200 OUTSIDE_IP6=fd00:172:30::200
 
 sm_outside_ns() { echo "sk8so-$RID"; }
 
 # sm_outside: a host on the underlay that is not part of the cluster: netns
-# sk8so-RID with OUTSIDE_IP/24 on the underlay bridge and no other route (none
-# to any pod CIDR), running a TCP service on 8081 that answers with the
-# address the connection came from.
+# sk8so-RID with OUTSIDE_IP/24 (and OUTSIDE_IP6/64 on a dual-stack cluster)
+# on the underlay bridge and no other route (none to any pod CIDR), running a
+# TCP service on 8081 that answers with the address the connection came from
+# (over IPv6 too, on a dual-stack cluster).
 sm_outside() {
   local ns
   ns=$(sm_outside_ns)
@@ -259,9 +263,14 @@ sm_outside() {
   k8s_exec "$DIR" cp ip link add "o$RID" type veth peer name eth0 netns "$ns"
   k8s_exec "$DIR" cp ip link set "o$RID" master underlay up
   ip -n "$ns" addr add "$OUTSIDE_IP/24" dev eth0
+  if sm_dual_stack; then ip -n "$ns" addr add "$OUTSIDE_IP6/64" dev eth0 nodad; fi
   ip -n "$ns" link set eth0 up
   sm_whoami_in "$ns" 8081
+  if sm_dual_stack; then sm_whoami6_in "$ns" 8081; fi
 }
+
+# sm_dual_stack: the cluster in $DIR is dual-stack (SARENA_K8S_DUAL_STACK=1 at up).
+sm_dual_stack() { grep -qx 'DUAL_STACK=1' "$DIR/state.env"; }
 
 # sm_whoami_in NETNS PORT: a TCP service on PORT in NETNS (a path under
 # /run/netns) answering with the peer's address, until the cluster goes.
@@ -273,10 +282,24 @@ sm_whoami_in() {
     fail "whoami service on $1:$2 did not start"
 }
 
-# sm_seen_as NETNS ADDR PORT: connect from NETNS to ADDR:PORT's whoami service;
-# prints the source address it saw (fails when it cannot connect in 3 s).
+# sm_whoami6_in NETNS PORT: the same over IPv6 only (socat prints the peer
+# fully expanded, in brackets: sm_seen_as compresses it).
+sm_whoami6_in() {
+  # shellcheck disable=SC2016 # socat expands $SOCAT_PEERADDR per connection
+  ip netns exec "$1" socat "TCP6-LISTEN:$2,fork,reuseaddr,ipv6only=1" SYSTEM:'echo $SOCAT_PEERADDR' &
+  echo $! >>"$DIR/servers"
+  wait_until 10 ip netns exec "$1" sh -c "socat -T2 - 'TCP6:[::1]:$2' </dev/null | grep -q 0001" ||
+    fail "IPv6 whoami service on $1:$2 did not start"
+}
+
+# sm_seen_as NETNS ADDR PORT: connect from NETNS to ADDR:PORT's whoami service
+# (ADDR of either family); prints the source address it saw, compressed
+# (fails when it cannot connect in 3 s).
 sm_seen_as() {
-  ip netns exec "$1" socat -T3 - "TCP:$2:$3,connect-timeout=3" </dev/null
+  local target="TCP:$2:$3" seen
+  case $2 in *:*) target="TCP6:[$2]:$3" ;; esac
+  seen=$(ip netns exec "$1" socat -T3 - "$target,connect-timeout=3" </dev/null) && [ -n "$seen" ] || return 1
+  python3 -c 'import ipaddress, sys; print(ipaddress.ip_address(sys.argv[1].strip("[]")))' "$seen"
 }
 
 # sm_underlay_mtu MTU NODE...: the underlay's MTU: the bridge, every port of

@@ -15,6 +15,9 @@
 #   and reports the change, new pods get 1400 (1350), full-size DF ping and
 #   1 MiB over TCP pass;
 #   `masquerade = false`: pod -> outside fails.
+# The cluster is dual-stack (SARENA_K8S_DUAL_STACK=1): the masquerading
+# checks run over IPv6 too (the outside host, the other pod and node2 see
+# the node's or the pod's IPv6 address).
 # Usage (root): e2e/k8s/test-k8s-egress.sh [sarena]
 #   SARENA_BIN_DIR=DIR  as for test-k8s-mode-cluster.sh
 #   SARENA_K8S_KEEP=1   keep the cluster directory
@@ -29,16 +32,18 @@ REPO=$(cd "$HERE/../.." && pwd)
 sm_begin "${1:-sarena}" k8s-egress
 
 phase "control plane, service account, two nodes, the outside host"
-k8s_up "$DIR"
+SARENA_K8S_DUAL_STACK=1 k8s_up "$DIR"
 sm_service_account
-declare -A IP
+declare -A IP IP6
 for n in node1 node2; do
   k8s_netns_node "$DIR" "$n"
   k8s_register_node "$DIR" "$n" >/dev/null
   IP[$n]=$(k8s_node_ip "$DIR" "$n")
+  IP6[$n]=$(cat "$DIR/nodes/$n/ip6")
 done
 sm_outside
 sm_whoami_in "$(cat "$DIR/nodes/node2/netns")" 8082
+sm_whoami6_in "$(cat "$DIR/nodes/node2/netns")" 8082
 sm_kube_proxy node1
 k apply -f - >/dev/null <<'EOF'
 {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
@@ -96,6 +101,15 @@ for ROUTING in native vxlan; do
   [ "$got" = "${POD_IP[$a]}" ] || fail "$b saw $a as '$got', not its own ${POD_IP[$a]} (NATed?)"
   got=$(seen_from_pod "$a" "${IP[node2]}" 8082) || fail "$a -> node2:8082 failed"
   [ "$got" = "${POD_IP[$a]}" ] || fail "node2 saw $a as '$got', not its own ${POD_IP[$a]} (NATed?)"
+  # the same over IPv6
+  for p in "$a" "$b"; do [ -n "${POD_IP6[$p]}" ] || fail "$p has no IPv6 address on a dual-stack cluster"; done
+  got=$(seen_from_pod "$a" "$OUTSIDE_IP6" 8081) || fail "$a -> outside $OUTSIDE_IP6 failed with masquerading on"
+  [ "$got" = "${IP6[node1]}" ] || fail "the outside saw $a as '$got', not node1's ${IP6[node1]}"
+  sm_whoami6_in "$(sm_podns "$b")" 8083
+  got=$(seen_from_pod "$a" "${POD_IP6[$b]}" 8083) || fail "$a -> $b:8083 over IPv6 failed"
+  [ "$got" = "${POD_IP6[$a]}" ] || fail "$b saw $a as '$got', not its own ${POD_IP6[$a]} (NATed?)"
+  got=$(seen_from_pod "$a" "${IP6[node2]}" 8082) || fail "$a -> node2:8082 over IPv6 failed"
+  [ "$got" = "${POD_IP6[$a]}" ] || fail "node2 saw $a as '$got', not its own ${POD_IP6[$a]} (NATed?)"
 
   phase "$ROUTING: ClusterIP and NodePort (kube-proxy on node1) -> a backend on node2"
   k apply -f - >/dev/null <<EOF
@@ -129,8 +143,11 @@ EOF
   wait_until 60 sm_ready node1 "$ROUTING" || fail "node1 not ready with masquerade = false"
   [ "$(status_json node1 "$ROUTING" | jq -r .network.masquerade.enabled)" = false ] || fail "node1 still masquerades"
   if got=$(seen_from_pod "$a" "$OUTSIDE_IP" 8081); then fail "$a reached the outside without masquerading (seen as '$got')"; fi
+  if got=$(seen_from_pod "$a" "$OUTSIDE_IP6" 8081); then fail "$a reached the outside over IPv6 without masquerading (seen as '$got')"; fi
   got=$(seen_from_pod "$a" "${POD_IP[$b]}" 8083) || fail "$a -> $b:8083 failed without masquerading"
   [ "$got" = "${POD_IP[$a]}" ] || fail "$b saw $a as '$got'"
+  got=$(seen_from_pod "$a" "${POD_IP6[$b]}" 8083) || fail "$a -> $b:8083 over IPv6 failed without masquerading"
+  [ "$got" = "${POD_IP6[$a]}" ] || fail "$b saw $a as '$got' over IPv6"
 
   phase "$ROUTING: DEL, daemons stopped, underlay back to 1500"
   for p in "$a" "$b" "$c" "$d"; do sm_pod_del "$p"; done
