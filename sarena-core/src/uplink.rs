@@ -4,7 +4,7 @@
 //! replaces the uplink's. In Kubernetes mode the uplink is the device
 //! holding the node's `InternalIP` (the supervisor looks again every round,
 //! so new pods follow a changed uplink); otherwise the default route's
-//! device, looked up at start-up.
+//! device, looked up at start-up and then by [`follow_standalone_mtu`].
 
 use rtnetlink::Handle;
 use rtnetlink::packet_route::AddressFamily;
@@ -77,6 +77,42 @@ pub async fn standalone_mtu(configured: Option<u32>) -> MtuStatus {
                 "cannot look up the default route's device ({e}): the pods' MTU is 1500"
             );
             mtu_status(None, None, 0)
+        }
+    }
+}
+
+/// How often a daemon outside Kubernetes mode looks at its uplink's MTU.
+pub const STANDALONE_MTU_POLL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Outside Kubernetes mode with no configured `mtu`: every `every`, the
+/// default route's device's MTU; when it differs from what `node` serves,
+/// new pods get it (`node`'s MTU), the change is logged and `network`
+/// reports it. Running pods keep theirs. A failed or empty look-up changes
+/// nothing (a default route that comes and goes is no new MTU). Runs until
+/// dropped (the daemon aborts it at shutdown).
+pub async fn follow_standalone_mtu(
+    node: crate::node::Registry,
+    network: crate::node::NetworkCell,
+    every: std::time::Duration,
+) {
+    let mut ticker = tokio::time::interval(every);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await; // the first tick is now: start() just read it
+    loop {
+        ticker.tick().await;
+        let found = standalone_mtu(None).await;
+        if found.source != MtuSource::Uplink || found.mtu == node.mtu() {
+            continue;
+        }
+        let from = node.set_mtu(found.mtu);
+        tracing::info!(
+            from,
+            to = found.mtu,
+            "the pods' MTU changed: now {found}; new pods get it, running ones keep theirs"
+        );
+        match network.lock() {
+            Ok(mut status) => status.mtu = Some(found),
+            Err(poisoned) => poisoned.into_inner().mtu = Some(found),
         }
     }
 }

@@ -132,6 +132,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         return Ok(kubernetes::run(cli, config, observed, cni_conf, shutdown).await?);
     }
     let mut config = config;
+    let configured_mtu = config.mtu;
     let network = standalone_network(&mut config).await?;
     let lease_seconds = config.lease_seconds;
     let state_dir = cli.state_dir.clone();
@@ -162,7 +163,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     let (daemon, reconciled) = dataplane::start_on(&parts, &config, node.clone()).await?;
     let mut operated = Operated::new(daemon)
         .with_delete_queue(queue.clone())
-        .with_network(network);
+        .with_network(network.clone());
     if let Some(m) = &observed {
         if let Some(report) = &reconciled {
             m.reconcile(report);
@@ -180,6 +181,14 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     let expiry =
         lease_check_interval(lease_seconds).map(|every| spawn_lease_expiry(node.clone(), every));
     let cni_conf_task = cni_conf.map(|w| w.spawn(daemon.clone()));
+    // no `mtu` configured: new pods follow the uplink's
+    let mtu_task = configured_mtu.is_none().then(|| {
+        tokio::spawn(sarena_core::uplink::follow_standalone_mtu(
+            node.clone(),
+            network.clone(),
+            sarena_core::uplink::STANDALONE_MTU_POLL,
+        ))
+    });
     tracing::info!(
         socket = %cli.socket.display(),
         tcp = ?tcp.as_ref().and_then(|l| l.local_addr().ok()),
@@ -188,7 +197,10 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         "serving the API"
     );
     server::serve(daemon, unix, tcp, shutdown, DEFAULT_SHUTDOWN_GRACE).await;
-    for task in [expiry, metrics_task, cni_conf_task].into_iter().flatten() {
+    for task in [expiry, metrics_task, cni_conf_task, mtu_task]
+        .into_iter()
+        .flatten()
+    {
         task.abort();
     }
     parts.hand_over();

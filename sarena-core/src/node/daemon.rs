@@ -40,7 +40,10 @@ impl Registry {
 #[async_trait]
 impl Daemon for Registry {
     async fn config(&self) -> Result<DaemonConfig, DaemonError> {
-        Ok(self.inner.config.daemon_config())
+        Ok(DaemonConfig {
+            mtu: self.mtu(),
+            ..self.inner.config.daemon_config()
+        })
     }
 
     async fn health(&self) -> Result<Health, DaemonError> {

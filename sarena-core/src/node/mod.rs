@@ -96,6 +96,9 @@ struct State {
 
 struct Inner {
     config: NodeConfig,
+    /// The pods' MTU `GET /daemon/config` serves: the config's at open,
+    /// then whatever [`Registry::set_mtu`] sets (the uplink's, followed).
+    mtu: std::sync::atomic::AtomicU32,
     store: RedbStore,
     state: Mutex<State>,
     clock: Clock,
@@ -130,6 +133,19 @@ impl fmt::Debug for Registry {
 }
 
 impl Registry {
+    /// The pods' MTU new pods get (`GET /daemon/config`).
+    pub fn mtu(&self) -> u32 {
+        self.inner.mtu.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets the pods' MTU new pods get from now on (running pods keep
+    /// theirs); returns the one before.
+    pub fn set_mtu(&self, mtu: u32) -> u32 {
+        self.inner
+            .mtu
+            .swap(mtu, std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Opens the store under `state_dir` (creating it), loads every allocation and
     /// endpoint and rebuilds the free-address sets. Uses the system clock.
     pub fn open(state_dir: &Path, config: NodeConfig) -> Result<Registry, NodeError> {
@@ -147,6 +163,7 @@ impl Registry {
         let store = RedbStore::open(state_dir)?;
         let (state, report) = recovery::recover(alloc, &store)?;
         let inner = Inner {
+            mtu: std::sync::atomic::AtomicU32::new(config.daemon_config().mtu),
             config,
             store,
             state: Mutex::new(state),

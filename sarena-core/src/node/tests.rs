@@ -489,3 +489,17 @@ fn config_file_is_loaded_and_missing_file_is_named() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn new_pods_get_the_mtu_set_at_run_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = Registry::open(dir.path(), small_config("10.0.0.0/30", 180)).unwrap();
+    assert_eq!(node.config().await.unwrap().mtu, 1500, "unset: the default");
+    assert_eq!(node.set_mtu(9000), 1500, "returns the one before");
+    assert_eq!(node.mtu(), 9000);
+    assert_eq!(
+        node.config().await.unwrap().mtu,
+        9000,
+        "what the plugin reads"
+    );
+}
