@@ -147,11 +147,15 @@ pass_state() {
 
 # --- the control's results, cached by their inputs -------------------------------
 
-# control_key: a hash of everything the control pass's results depend on.
+# control_key: a hash of everything the control pass's results depend on
+# (paths of this checkout excluded, so another clone of the same tree hits).
 control_key() {
   {
+    # the DNS server by its sources (its binary holds the checkout's path)
+    find "$REPO/e2e/k8s-dns" -type f \( -name '*.rs' -o -name Cargo.toml \) | LC_ALL=C sort |
+      xargs cat "$REPO/Cargo.lock" | sha256sum | cut -d' ' -f1
     sha256sum "$UPSTREAM_DIR/e2e.test" "$SARENA_K8S_IMAGES/agnhost.tar" \
-      "$SARENA_K8S_IMAGES/jessie-dnsutils.tar" "$DNS_IMAGE" "$SARENA_K8S_BIN/kubelet" \
+      "$SARENA_K8S_IMAGES/jessie-dnsutils.tar" "$SARENA_K8S_BIN/kubelet" \
       "$K8S_HARNESS"/lib.sh "$K8S_HARNESS"/harness/*.sh "$HERE/upstream-lib.sh" "$HERE/dns-lib.sh" \
       "$HERE/dns/"* | cut -d' ' -f1
     dpkg-query -W -f='${Version}\n' containernetworking-plugins containerd
