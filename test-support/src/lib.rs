@@ -9,7 +9,8 @@
 //!   run, and commands whose failure says what ran and what it printed.
 //! - [`TestNetns`], [`HostLinkGuard`], [`in_netns`], [`Pod`], [`PinDir`],
 //!   [`HostStack`]: kernel objects under unique names, removed on drop even
-//!   when the test fails; [`SysctlGuard`] puts a kernel parameter back.
+//!   when the test fails; [`SysctlGuard`] puts a kernel parameter back;
+//!   [`Tmpfs`] is a small filesystem to fill on purpose.
 //! - [`tc_program_ids`], [`tc_programs`]: what `tc` reports attached, an
 //!   oracle independent of the dataplane's own queries; [`tcp_exchange`] and
 //!   [`ping_summary`] for traffic.
@@ -32,6 +33,7 @@ mod pod;
 mod require;
 mod sysctl;
 mod tc;
+mod tmpfs;
 mod traffic;
 
 pub use binaries::{package_binary, workspace_binary};
@@ -45,4 +47,5 @@ pub use pod::Pod;
 pub use require::{require, require_ebpf_object, require_root};
 pub use sysctl::SysctlGuard;
 pub use tc::{tc_program_ids, tc_programs};
+pub use tmpfs::Tmpfs;
 pub use traffic::{background_ping, ping_summary, tcp_exchange, tcp_exchange_at, tcp_exchange_to};

@@ -47,6 +47,20 @@ impl Daemon for Registry {
     }
 
     async fn health(&self) -> Result<Health, DaemonError> {
+        if self.inner.store.write_failure().is_some() {
+            // Writes failed: one small write says whether they work again.
+            let probe = self.blocking(|n| Ok(n.store.probe_write()?)).await;
+            if let Err(e) = probe {
+                return Ok(Health {
+                    ready: false,
+                    message: format!(
+                        "state store {} refuses writes, so ADD fails: {}",
+                        self.inner.store.path().display(),
+                        crate::error_chain(&e)
+                    ),
+                });
+            }
+        }
         Ok(match self.inner.lock() {
             Ok(st) => Health {
                 ready: true,

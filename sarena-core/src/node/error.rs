@@ -118,6 +118,8 @@ impl NodeError {
                 | IpamError::Unusable { .. }
                 | IpamError::DuplicateFamily { .. } => ApiErrorKind::BadRequest,
             },
+            // The file failed (a full disk): refused for now, not for good.
+            NodeError::Store(e) if e.is_io() => ApiErrorKind::Unavailable,
             NodeError::InvalidRequest { .. } => ApiErrorKind::BadRequest,
             NodeError::AddressOwned { .. }
             | NodeError::AllocationMismatch { .. }

@@ -14,15 +14,22 @@
 //! - `veth_removals`: host ifindex → host ifname: veth pairs whose removal the
 //!   daemon owes (see [`OwedRemoval`]);
 //! - `meta`: schema version.
+//!
+//! A failure of the file (a full disk) does not wedge the store: the database
+//! is closed and reopened, and [`RedbStore::write_failure`] says why writes
+//! fail until one succeeds again (see `handle.rs`).
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
+
+use handle::Guarded;
 use serde::{Deserialize, Serialize};
 
 use crate::api::{AllocatedAddress, Attachment, Endpoint, PodRef};
 
+mod handle;
 mod identity;
 mod removals;
 
@@ -137,7 +144,7 @@ pub struct Snapshot {
 /// The redb-backed store. See the [module docs](self).
 #[derive(Debug)]
 pub struct RedbStore {
-    db: Database,
+    guarded: Guarded,
     path: PathBuf,
 }
 
@@ -166,7 +173,10 @@ impl RedbStore {
         })?;
         let path = state_dir.join(STATE_FILE);
         let db = Database::create(&path).map_err(redb_err("open"))?;
-        let store = RedbStore { db, path };
+        let store = RedbStore {
+            guarded: Guarded::new(db),
+            path,
+        };
         store.write("init", |txn| {
             txn.open_table(ALLOCATIONS)
                 .map_err(redb_err("open table"))?;
@@ -202,56 +212,9 @@ impl RedbStore {
         &self.path
     }
 
-    /// Runs `f` in one write transaction and commits it durably; on error nothing is written.
-    fn write<T>(
-        &self,
-        op: &'static str,
-        f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let txn = self.db.begin_write().map_err(redb_err(op))?;
-        let out = f(&txn)?;
-        txn.commit().map_err(redb_err("commit"))?;
-        Ok(out)
-    }
-
     /// Loads every table.
     pub fn load(&self) -> Result<Snapshot, StoreError> {
-        let txn = self.db.begin_read().map_err(redb_err("read"))?;
-        let mut snap = Snapshot::default();
-        let allocations = txn
-            .open_table(ALLOCATIONS)
-            .map_err(redb_err("open table"))?;
-        for row in allocations.iter().map_err(redb_err("read"))? {
-            let (k, v) = row.map_err(redb_err("read"))?;
-            let entry = serde_json::from_slice(v.value()).map_err(|source| StoreError::Decode {
-                table: "allocations",
-                key: format!("{:?}", k.value()),
-                source,
-            })?;
-            snap.allocations.push(entry);
-        }
-        let addresses = txn.open_table(ADDRESSES).map_err(redb_err("open table"))?;
-        for row in addresses.iter().map_err(redb_err("read"))? {
-            let (k, v) = row.map_err(redb_err("read"))?;
-            let text = k.value();
-            let addr = text.parse::<IpAddr>().map_err(|e| StoreError::Decode {
-                table: "addresses",
-                key: text.to_owned(),
-                source: serde::de::Error::custom(e),
-            })?;
-            snap.addresses.push((addr, owner_of(v.value())));
-        }
-        let endpoints = txn.open_table(ENDPOINTS).map_err(redb_err("open table"))?;
-        for row in endpoints.iter().map_err(redb_err("read"))? {
-            let (k, v) = row.map_err(redb_err("read"))?;
-            let ep = serde_json::from_slice(v.value()).map_err(|source| StoreError::Decode {
-                table: "endpoints",
-                key: format!("{:?}", k.value()),
-                source,
-            })?;
-            snap.endpoints.push(ep);
-        }
-        Ok(snap)
+        self.with_db(load_from)
     }
 
     /// Records (or rewrites) an allocation and claims its addresses, in one durable
@@ -358,6 +321,46 @@ impl RedbStore {
             Ok(())
         })
     }
+}
+
+/// [`RedbStore::load`] from `db`.
+fn load_from(db: &Database) -> Result<Snapshot, StoreError> {
+    let txn = db.begin_read().map_err(redb_err("read"))?;
+    let mut snap = Snapshot::default();
+    let allocations = txn
+        .open_table(ALLOCATIONS)
+        .map_err(redb_err("open table"))?;
+    for row in allocations.iter().map_err(redb_err("read"))? {
+        let (k, v) = row.map_err(redb_err("read"))?;
+        let entry = serde_json::from_slice(v.value()).map_err(|source| StoreError::Decode {
+            table: "allocations",
+            key: format!("{:?}", k.value()),
+            source,
+        })?;
+        snap.allocations.push(entry);
+    }
+    let addresses = txn.open_table(ADDRESSES).map_err(redb_err("open table"))?;
+    for row in addresses.iter().map_err(redb_err("read"))? {
+        let (k, v) = row.map_err(redb_err("read"))?;
+        let text = k.value();
+        let addr = text.parse::<IpAddr>().map_err(|e| StoreError::Decode {
+            table: "addresses",
+            key: text.to_owned(),
+            source: serde::de::Error::custom(e),
+        })?;
+        snap.addresses.push((addr, owner_of(v.value())));
+    }
+    let endpoints = txn.open_table(ENDPOINTS).map_err(redb_err("open table"))?;
+    for row in endpoints.iter().map_err(redb_err("read"))? {
+        let (k, v) = row.map_err(redb_err("read"))?;
+        let ep = serde_json::from_slice(v.value()).map_err(|source| StoreError::Decode {
+            table: "endpoints",
+            key: format!("{:?}", k.value()),
+            source,
+        })?;
+        snap.endpoints.push(ep);
+    }
+    Ok(snap)
 }
 
 /// [`RedbStore::remove_owners`] inside `txn`.

@@ -45,19 +45,21 @@ impl RedbStore {
 
     /// Every removal still owed, by ifindex.
     pub fn owed_removals(&self) -> Result<Vec<OwedRemoval>, StoreError> {
-        let txn = self.db.begin_read().map_err(redb_err("read"))?;
-        let table = txn
-            .open_table(VETH_REMOVALS)
-            .map_err(redb_err("open table"))?;
-        let mut owed = Vec::new();
-        for row in table.iter().map_err(redb_err("read"))? {
-            let (index, name) = row.map_err(redb_err("read"))?;
-            owed.push(OwedRemoval {
-                host_ifname: name.value().to_owned(),
-                host_ifindex: index.value(),
-            });
-        }
-        Ok(owed)
+        self.with_db(|db| {
+            let txn = db.begin_read().map_err(redb_err("read"))?;
+            let table = txn
+                .open_table(VETH_REMOVALS)
+                .map_err(redb_err("open table"))?;
+            let mut owed = Vec::new();
+            for row in table.iter().map_err(redb_err("read"))? {
+                let (index, name) = row.map_err(redb_err("read"))?;
+                owed.push(OwedRemoval {
+                    host_ifname: name.value().to_owned(),
+                    host_ifindex: index.value(),
+                });
+            }
+            Ok(owed)
+        })
     }
 
     /// Forgets the removals in `done` (their links are gone), in one
