@@ -62,6 +62,7 @@ async fn a_full_state_disk_makes_the_daemon_not_ready_and_freeing_it_recovers_wi
 
     // Not ready while writes fail, saying why.
     let health = client.health().await.unwrap();
+    eprintln!("health on the full disk: {health:?}");
     assert!(!health.ready, "ready on a full disk: {health:?}");
     assert!(
         health.message.contains("state store"),

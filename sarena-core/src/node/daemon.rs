@@ -49,14 +49,16 @@ impl Daemon for Registry {
     async fn health(&self) -> Result<Health, DaemonError> {
         if self.inner.store.write_failure().is_some() {
             // Writes failed: one small write says whether they work again.
-            let probe = self.blocking(|n| Ok(n.store.probe_write()?)).await;
-            if let Err(e) = probe {
+            let probe = self
+                .blocking(|n| Ok(n.store.probe_write().map_err(|e| crate::error_chain(&e))))
+                .await
+                .unwrap_or_else(|e| Err(crate::error_chain(&e)));
+            if let Err(reason) = probe {
                 return Ok(Health {
                     ready: false,
                     message: format!(
-                        "state store {} refuses writes, so ADD fails: {}",
+                        "state store {} refuses writes, so ADD fails: {reason}",
                         self.inner.store.path().display(),
-                        crate::error_chain(&e)
                     ),
                 });
             }
