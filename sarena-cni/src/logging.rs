@@ -1,16 +1,18 @@
-//! Logging through `tracing` to the config's `log-file`, never to stdout.
+//! Logging through `tracing` to the config's `log-file` (opened as
+//! [`crate::log_file`] says), never to stdout.
 
-use std::fs::OpenOptions;
 use std::path::Path;
 use std::sync::Mutex;
 
 use tracing::Dispatch;
 use tracing::level_filters::LevelFilter;
 
-/// A subscriber writing to `log_file` (appending; debug level when `debug`, else info).
-/// Without a log file, or when it cannot be opened, it writes to stderr instead
-/// (warnings only, unless `debug`).
-pub(crate) fn dispatch(log_file: Option<&Path>, debug: bool) -> Dispatch {
+/// A subscriber writing to `log_file` (appending; rotated past the given
+/// size; debug level when `debug`, else info). Without a log file, or when
+/// it cannot be used, it writes to stderr instead (warnings only, unless
+/// `debug`, when there is none; everything, with the reason first, when it
+/// is refused): a log that cannot be written never fails the command.
+pub(crate) fn dispatch(log_file: Option<(&Path, u64)>, debug: bool) -> Dispatch {
     let level = if debug {
         LevelFilter::DEBUG
     } else {
@@ -19,15 +21,15 @@ pub(crate) fn dispatch(log_file: Option<&Path>, debug: bool) -> Dispatch {
     let builder = tracing_subscriber::fmt()
         .with_ansi(false)
         .with_target(false);
-    let opened = log_file.map(|p| (p, OpenOptions::new().create(true).append(true).open(p)));
+    let opened = log_file.map(|(path, max_bytes)| crate::log_file::open(path, max_bytes));
     match opened {
-        Some((_, Ok(file))) => Dispatch::new(
+        Some(Ok(file)) => Dispatch::new(
             builder
                 .with_max_level(level)
                 .with_writer(Mutex::new(file))
                 .finish(),
         ),
-        Some((path, Err(e))) => {
+        Some(Err(e)) => {
             let d = Dispatch::new(
                 builder
                     .with_max_level(level)
@@ -35,7 +37,7 @@ pub(crate) fn dispatch(log_file: Option<&Path>, debug: bool) -> Dispatch {
                     .finish(),
             );
             tracing::dispatcher::with_default(&d, || {
-                tracing::warn!(path = %path.display(), error = %sarena_plugin::error_chain(&e), "cannot open log-file; logging to stderr");
+                tracing::warn!(error = %sarena_plugin::error_chain(&e), "cannot use log-file; logging to stderr");
             });
             d
         }

@@ -45,7 +45,8 @@ where
         .cni_version
         .as_deref()
         .and_then(|v| Version::parse(v).ok());
-    let log = logging::dispatch(conf.log_file.as_deref(), conf.enable_debug);
+    let log_file = conf.log_file.as_deref().map(|p| (p, conf.log_max_bytes()));
+    let log = logging::dispatch(log_file, conf.enable_debug);
     tracing::dispatcher::with_default(&log, || {
         tracing::debug!(command = env.command.as_str(), container_id = ?env.container_id,
             ifname = ?env.ifname, netns = ?env.netns, "invoked");

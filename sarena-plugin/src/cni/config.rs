@@ -36,6 +36,14 @@ pub struct NetConf {
     /// Sarena: where the plugin logs.
     #[serde(default, rename = "log-file", skip_serializing_if = "Option::is_none")]
     pub log_file: Option<PathBuf>,
+    /// Sarena: the size past which `log-file` is rotated to `<log-file>.1`
+    /// (at least [`MIN_LOG_MAX_BYTES`]; [`DEFAULT_LOG_MAX_BYTES`] when absent).
+    #[serde(
+        default,
+        rename = "log-max-bytes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub log_max_bytes: Option<u64>,
     /// Sarena: daemon endpoint — a Unix socket path, `unix://PATH`, or `http://HOST:PORT`.
     #[serde(
         default,
@@ -97,6 +105,11 @@ pub struct NetConf {
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
+
+/// `log-max-bytes` when the config has none: 10 MiB.
+pub const DEFAULT_LOG_MAX_BYTES: u64 = 10 << 20;
+/// The smallest `log-max-bytes` accepted.
+pub const MIN_LOG_MAX_BYTES: u64 = 4096;
 
 /// One entry of a GC request's attachment list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -164,6 +177,7 @@ impl NetConf {
             plugin_type: take(&mut map, "type")?.unwrap_or_default(),
             enable_debug: take(&mut map, "enable-debug")?.unwrap_or_default(),
             log_file: take(&mut map, "log-file")?,
+            log_max_bytes: take(&mut map, "log-max-bytes")?,
             daemon_endpoint: take(&mut map, "daemon-endpoint")?,
             delete_queue_dir: take(&mut map, "delete-queue-dir")?,
             cni_conf_dir: take(&mut map, "cni-conf-dir")?,
@@ -205,6 +219,13 @@ impl NetConf {
         if let Some(endpoint) = &self.daemon_endpoint {
             check_endpoint(endpoint)?;
         }
+        if let Some(max) = self.log_max_bytes
+            && max < MIN_LOG_MAX_BYTES
+        {
+            return Err(invalid(format!(
+                "invalid network config field `log-max-bytes` {max}: must be at least {MIN_LOG_MAX_BYTES}"
+            )));
+        }
         for path in [&self.log_file, &self.delete_queue_dir, &self.cni_conf_dir]
             .into_iter()
             .flatten()
@@ -214,6 +235,12 @@ impl NetConf {
             }
         }
         Ok(())
+    }
+
+    /// The size past which `log-file` is rotated: `log-max-bytes`, else
+    /// [`DEFAULT_LOG_MAX_BYTES`].
+    pub fn log_max_bytes(&self) -> u64 {
+        self.log_max_bytes.unwrap_or(DEFAULT_LOG_MAX_BYTES)
     }
 
     /// The config's version: `cniVersion`, or 0.1.0 when it is absent or empty.

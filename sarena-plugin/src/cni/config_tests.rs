@@ -147,6 +147,7 @@ fn wrong_field_type_is_error_6_naming_the_field() {
         ("type", json!(5)),
         ("enable-debug", json!("yes")),
         ("log-file", json!(1)),
+        ("log-max-bytes", json!(-1)),
         ("daemon-endpoint", json!(false)),
         ("delete-queue-dir", json!({})),
         ("runtimeConfig", json!([])),
@@ -359,4 +360,17 @@ fn check_command_version_gates_check_status_gc() {
     assert!(check_command_version(Command::Check, Version::V0_4_0).is_ok());
     assert!(check_command_version(Command::Gc, Version::V1_0_0).is_err());
     assert!(check_command_version(Command::Status, Version::V1_1_0).is_ok());
+}
+
+#[test]
+fn log_max_bytes_defaults_and_has_a_floor() {
+    let conf = parse_json(base()).unwrap();
+    assert_eq!(conf.log_max_bytes(), DEFAULT_LOG_MAX_BYTES);
+    let conf = parse_json(with("log-max-bytes", json!(8192))).unwrap();
+    assert_eq!(conf.log_max_bytes(), 8192);
+    err_of(
+        with("log-max-bytes", json!(MIN_LOG_MAX_BYTES - 1)),
+        ErrorCode::InvalidConfig,
+        "log-max-bytes",
+    );
 }

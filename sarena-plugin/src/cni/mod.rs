@@ -15,7 +15,7 @@ pub mod validate;
 pub mod version;
 
 pub use args::CniArgs;
-pub use config::NetConf;
+pub use config::{DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES, NetConf};
 pub use env::{CniEnv, Command};
 pub use error::{CniError, ErrorCode};
 pub use result::CniResult;
