@@ -236,3 +236,17 @@ fn a_log_file_of_another_user_is_refused() {
         run.stderr
     );
 }
+
+#[test]
+fn a_symlink_at_the_backup_path_is_replaced_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = file_with(&dir.path().join("victim"), "precious\n", 0o644);
+    let log = dir.path().join("cni.log");
+    symlink(&victim, backup(&log)).unwrap();
+    file_with(&log, &"x".repeat(5000), 0o600);
+    assert_answered(&status(dir.path(), &log, &json!({"log-max-bytes": 4096})));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    let rotated = std::fs::symlink_metadata(backup(&log)).unwrap();
+    assert!(rotated.is_file() && rotated.len() == 5000, "{rotated:?}");
+    assert!(size(&log) < 4096);
+}
