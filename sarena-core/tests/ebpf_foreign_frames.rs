@@ -21,13 +21,13 @@ mod ebpf;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
-use ebpf::TestDataplane;
 use ebpf::frames::{
     BROADCAST, ETH_P_IP, ETH_P_IPV6, HTYPE_ETHERNET, HTYPE_IEEE802, arp_request, ethernet,
 };
-use ebpf::frames6::{ICMPV6, advertisement, frame, icmpv6, source_link_layer};
+use ebpf::frames6::{ALL_ROUTERS, ICMPV6, advertisement, frame, icmpv6, router_solicitation};
 use ebpf::ipv6::dual_stack_pod;
 use ebpf::raw::{HostListener, send_raw_frames};
+use ebpf::{TestDataplane, host_neighbours};
 use sarena_core::dataplane::ebpf::DropReason;
 use sarena_core::links::{RtnetlinkLinks, link_local};
 use sarena_test_support::{Pod, run};
@@ -38,15 +38,6 @@ const FLOOD: u16 = 400;
 /// solicitations' sources, still below the IPv6 table's `gc_thresh2` (512),
 /// past which the kernel collects entries and the count would say less.
 const ADVERTISED: u16 = 100;
-
-/// The addresses of the host's neighbour entries on `pod`'s host veth, of
-/// one family (`-4` or `-6`), whatever their state.
-fn host_neighbours(pod: &Pod, family: &str) -> Vec<IpAddr> {
-    run(&["ip", family, "neigh", "show", "dev", pod.ifname()])
-        .lines()
-        .filter_map(|line| line.split_whitespace().next()?.parse().ok())
-        .collect()
-}
 
 /// Writes the IPv6 parameter `key` of `pod`'s host veth (gone with the veth).
 fn host_ipv6_conf(pod: &Pod, key: &str, value: &str) {
@@ -74,7 +65,7 @@ async fn arp_other_than_ipv4_over_ethernet_is_dropped_and_teaches_the_node_nothi
         a.ping_addr(&node.to_string(), 1),
         "the pod reaches the node"
     );
-    let learned = host_neighbours(&a, "-4");
+    let learned = host_neighbours(a.ifname(), "-4");
     assert!(learned.contains(&IpAddr::V4(a.ip())), "{learned:?}");
 
     // Requests for the node's address from forged senders in the pod's
@@ -91,7 +82,7 @@ async fn arp_other_than_ipv4_over_ethernet_is_dropped_and_teaches_the_node_nothi
     send_raw_frames(&a, frames);
     std::thread::sleep(Duration::from_millis(200));
 
-    let learned = host_neighbours(&a, "-4");
+    let learned = host_neighbours(a.ifname(), "-4");
     let taught = learned
         .iter()
         .filter(|n| matches!(n, IpAddr::V4(v4) if forged.contains(v4)))
@@ -138,19 +129,10 @@ async fn neighbour_discovery_from_foreign_link_local_addresses_leaves_the_node_n
 
     let pod_mac = a.endpoint.spec.pod_mac.octets();
     let own_ll = link_local(a.endpoint.spec.pod_mac);
-    let all_routers: Ipv6Addr = "ff02::2".parse().unwrap();
     let all_nodes: Ipv6Addr = "ff02::1".parse().unwrap();
     let solicit_router = |src: Ipv6Addr| {
-        let mut rs = vec![133, 0, 0, 0, 0, 0, 0, 0];
-        rs.extend(source_link_layer(pod_mac));
-        frame(
-            &a,
-            src,
-            all_routers,
-            ICMPV6,
-            255,
-            &icmpv6(src, all_routers, rs),
-        )
+        let rs = router_solicitation(src, pod_mac);
+        frame(&a, src, ALL_ROUTERS, ICMPV6, 255, &rs)
     };
     let advertise = |target: Ipv6Addr| {
         let mut na = advertisement(target);
@@ -170,7 +152,7 @@ async fn neighbour_discovery_from_foreign_link_local_addresses_leaves_the_node_n
     // its link-local address.
     send_raw_frames(&a, vec![solicit_router(own_ll)]);
     std::thread::sleep(Duration::from_millis(100));
-    let learned = host_neighbours(&a, "-6");
+    let learned = host_neighbours(a.ifname(), "-6");
     assert!(learned.contains(&IpAddr::V6(own_ll)), "{learned:?}");
 
     // Router solicitations from forged link-local sources, and
@@ -181,7 +163,7 @@ async fn neighbour_discovery_from_foreign_link_local_addresses_leaves_the_node_n
     send_raw_frames(&a, frames);
     std::thread::sleep(Duration::from_millis(200));
 
-    let learned = host_neighbours(&a, "-6");
+    let learned = host_neighbours(a.ifname(), "-6");
     let taught: Vec<&IpAddr> = learned
         .iter()
         .filter(|n| matches!(n, IpAddr::V6(v6) if v6.segments()[4] == 0xbad))

@@ -7,7 +7,7 @@
 use sarena_core::dataplane::Dataplane;
 use sarena_core::dataplane::ebpf::{AyaDataplane, EndpointCounters};
 use sarena_core::links::RtnetlinkLinks;
-use sarena_test_support::{PinDir, Pod, require_ebpf_object, require_root};
+use sarena_test_support::{PinDir, Pod, require_ebpf_object, require_root, run};
 
 /// The gateway of the pods' subnet, `10.251.0.0/24`.
 pub const GATEWAY: &str = "10.251.0.1";
@@ -55,4 +55,13 @@ impl TestDataplane {
             .unwrap()
             .unwrap()
     }
+}
+
+/// The addresses of the host's neighbour entries on the host veth `ifname`,
+/// of one family (`-4` or `-6`), whatever their state.
+pub fn host_neighbours(ifname: &str, family: &str) -> Vec<std::net::IpAddr> {
+    run(&["ip", family, "neigh", "show", "dev", ifname])
+        .lines()
+        .filter_map(|line| line.split_whitespace().next()?.parse().ok())
+        .collect()
 }
