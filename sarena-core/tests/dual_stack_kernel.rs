@@ -9,15 +9,19 @@
 
 mod ebpf;
 
+use std::net::{IpAddr, Ipv6Addr};
 use std::process::Command;
 use std::sync::Arc;
 
-use ebpf::frames6::{ICMPV6, advertisement, frame_between, icmpv6};
+use ebpf::frames6::{
+    ALL_ROUTERS, ICMPV6, advertisement, frame_between, icmpv6, router_solicitation,
+};
+use ebpf::host_neighbours;
 use ebpf::raw::send_raw_frames_in;
 use sarena_core::api::{Attachment, Inspect as _, PodRef};
 use sarena_core::cni::{CniResult, Version};
 use sarena_core::dataplane::Dataplane;
-use sarena_core::links::{RtnetlinkLinks, host_ifname};
+use sarena_core::links::{RtnetlinkLinks, host_ifname, link_local};
 use sarena_core::node::{NodeConfig, Registry, WithDataplane};
 use sarena_core::plugin::{AddRequest, CheckRequest, DelRequest, Plugin, PluginError};
 use sarena_test_support::{HostStack, SysctlGuard, TestNetns, require_root, run, unique};
@@ -27,6 +31,11 @@ const CONFIG: &str = r#"
 name = "dual"
 cidrs = ["10.248.0.0/24", "fd00:248::/64"]
 "#;
+
+/// How many router solicitations from forged link-local sources the pod
+/// sends: without the check each is an entry in the node's neighbour table
+/// (whose `gc_thresh3`, 1024 by default, every namespace shares).
+const FORGED_SOLICITATIONS: u16 = 200;
 
 /// True when `to` answers within 4 s (retrying every second).
 fn ping(netns: &TestNetns, to: &str) -> bool {
@@ -218,6 +227,42 @@ async fn dual_stack_pods_add_talk_check_and_del_on_the_kernel_dataplane() {
     );
     let now = dropped_by(table, "nd-neighbor-advert");
     assert_eq!(now, claims + 1, "the claim alone dropped");
+
+    // Router solicitations from forged link-local sources (the node is a
+    // router: IPv6 forwarding on) teach the node nothing, where each would
+    // be one more entry in its neighbour table; its own teaches it its
+    // link-local address.
+    let own_ll = link_local(macs.0);
+    let forged: Vec<Ipv6Addr> = (0..FORGED_SOLICITATIONS)
+        .map(|i| Ipv6Addr::new(0xfe80, 0, 0, 0, 0xbad, 0, 0, i))
+        .collect();
+    let before = dropped_by(table, "counter");
+    let solicit = |src: Ipv6Addr| {
+        let rs = router_solicitation(src, macs.0.octets());
+        frame_between(macs, src, ALL_ROUTERS, ICMPV6, 255, &rs)
+    };
+    send_raw_frames_in(
+        &na.path(),
+        forged
+            .iter()
+            .chain([&own_ll])
+            .map(|src| solicit(*src))
+            .collect(),
+    );
+    let learned = host_neighbours(&host_ifname(&aa.container_id, &aa.ifname), "-6");
+    let taught = learned
+        .iter()
+        .filter(|n| matches!(n, IpAddr::V6(v6) if forged.contains(v6)))
+        .count();
+    assert_eq!(
+        taught, 0,
+        "{taught} of {FORGED_SOLICITATIONS} forged link-local sources learned"
+    );
+    assert!(learned.contains(&IpAddr::V6(own_ll)), "{learned:?}");
+    assert_eq!(
+        dropped_by(table, "counter"),
+        before + u64::from(FORGED_SOLICITATIONS)
+    );
 
     check(&s.plugin, &aa, &na, &ra).await.unwrap();
     check(&s.plugin, &ab, &nb, &rb).await.unwrap();

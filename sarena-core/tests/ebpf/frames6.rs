@@ -95,6 +95,18 @@ pub fn advertisement(target: Ipv6Addr) -> Vec<u8> {
     b
 }
 
+/// A router solicitation (type 133) from `src` to all routers, with a
+/// source link-layer address option carrying `mac`: the whole ICMPv6
+/// message, checksum filled in.
+pub fn router_solicitation(src: Ipv6Addr, mac: [u8; 6]) -> Vec<u8> {
+    let mut body = vec![133, 0, 0, 0, 0, 0, 0, 0];
+    body.extend(source_link_layer(mac));
+    icmpv6(src, ALL_ROUTERS, body)
+}
+
+/// The all-routers link-local multicast address.
+pub const ALL_ROUTERS: Ipv6Addr = Ipv6Addr::new(0xff02, 0, 0, 0, 0, 0, 0, 2);
+
 /// A source link-layer address option carrying `mac`.
 pub fn source_link_layer(mac: [u8; 6]) -> Vec<u8> {
     let mut o = vec![1, 1];

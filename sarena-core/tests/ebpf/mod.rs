@@ -4,8 +4,10 @@
 //! newest one under the target directory).
 #![allow(dead_code)]
 
+use sarena_core::dataplane::Dataplane;
+use sarena_core::dataplane::ebpf::{AyaDataplane, EndpointCounters};
 use sarena_core::links::RtnetlinkLinks;
-use sarena_test_support::Pod;
+use sarena_test_support::{PinDir, Pod, require_ebpf_object, require_root, run};
 
 /// The gateway of the pods' subnet, `10.251.0.0/24`.
 pub const GATEWAY: &str = "10.251.0.1";
@@ -15,7 +17,51 @@ pub async fn pod(links: &RtnetlinkLinks, host: u8) -> Pod {
     Pod::in_subnet(links, GATEWAY, host).await
 }
 
+pub mod frames;
+pub mod frames6;
 pub mod ipv6;
 pub mod raw;
 
-pub mod frames6;
+/// A dataplane over maps pinned under a directory unique to the test, both
+/// gone when it is dropped.
+pub struct TestDataplane {
+    /// The dataplane.
+    pub dp: AyaDataplane,
+    _pins: PinDir,
+}
+
+impl TestDataplane {
+    /// Opens the eBPF object for `test` (the test's name), which fails
+    /// without root or the object.
+    pub fn open(test: &str) -> TestDataplane {
+        require_root(test);
+        let object = require_ebpf_object(test);
+        let pins = PinDir::new();
+        let dp = AyaDataplane::open(&object, &pins.0).unwrap();
+        TestDataplane { dp, _pins: pins }
+    }
+
+    /// Attaches each of `pods`.
+    pub async fn attach(&self, pods: &[&Pod]) {
+        for pod in pods {
+            self.dp.attach(&pod.endpoint).await.unwrap();
+        }
+    }
+
+    /// `pod`'s counters.
+    pub fn counters(&self, pod: &Pod) -> EndpointCounters {
+        self.dp
+            .counters(pod.endpoint.spec.host_ifindex)
+            .unwrap()
+            .unwrap()
+    }
+}
+
+/// The addresses of the host's neighbour entries on the host veth `ifname`,
+/// of one family (`-4` or `-6`), whatever their state.
+pub fn host_neighbours(ifname: &str, family: &str) -> Vec<std::net::IpAddr> {
+    run(&["ip", family, "neigh", "show", "dev", ifname])
+        .lines()
+        .filter_map(|line| line.split_whitespace().next()?.parse().ok())
+        .collect()
+}

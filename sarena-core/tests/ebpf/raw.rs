@@ -1,26 +1,32 @@
 //! Raw Ethernet frames out of a pod's `eth0` (AF_PACKET, from a thread
-//! inside the pod's netns), and what comes back.
+//! inside the pod's netns), what comes back, and what the host stack
+//! receives on a host veth.
 
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sarena_test_support::{Pod, in_netns};
 
-/// An AF_PACKET socket on the calling thread's `eth0`; the fd and its address.
+/// An AF_PACKET socket for the EtherType `proto` (`ETH_P_ALL`: every frame)
+/// bound to the interface `ifname` of the calling thread's netns; the fd
+/// and its address.
 ///
 /// # Safety
 /// Plain socket calls; the caller closes the fd.
-unsafe fn packet_socket() -> (i32, libc::sockaddr_ll) {
+unsafe fn packet_socket_on(ifname: &str, proto: u16) -> (i32, libc::sockaddr_ll) {
+    let name = CString::new(ifname).unwrap();
     // SAFETY: see the function's contract.
     unsafe {
-        let proto = (libc::ETH_P_ALL as u16).to_be() as i32;
-        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, proto);
+        let proto = proto.to_be();
+        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto));
         assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
-        let ifindex = libc::if_nametoindex(c"eth0".as_ptr());
-        assert!(ifindex > 0);
+        let ifindex = libc::if_nametoindex(name.as_ptr());
+        assert!(ifindex > 0, "no interface {ifname}");
         let mut addr: libc::sockaddr_ll = std::mem::zeroed();
         addr.sll_family = libc::AF_PACKET as u16;
-        addr.sll_protocol = proto as u16;
+        addr.sll_protocol = proto;
         addr.sll_ifindex = ifindex as i32;
         addr.sll_halen = 6;
         let bound = libc::bind(
@@ -31,6 +37,15 @@ unsafe fn packet_socket() -> (i32, libc::sockaddr_ll) {
         assert_eq!(bound, 0, "bind: {}", std::io::Error::last_os_error());
         (fd, addr)
     }
+}
+
+/// An AF_PACKET socket for every frame on the calling thread's `eth0`.
+///
+/// # Safety
+/// Plain socket calls; the caller closes the fd.
+unsafe fn packet_socket() -> (i32, libc::sockaddr_ll) {
+    // SAFETY: see the function's contract.
+    unsafe { packet_socket_on("eth0", libc::ETH_P_ALL as u16) }
 }
 
 /// Sends `frames` from `fd` to `addr`.
@@ -124,4 +139,52 @@ pub fn exchange_raw(pod: &Pod, frame: Vec<u8>, wanted: fn(&[u8]) -> bool) -> Opt
     })
     .join()
     .unwrap()
+}
+
+/// What the host stack is handed on a host veth, by EtherType: one packet
+/// socket per EtherType, bound to that veth in the test's own netns. A
+/// socket for one EtherType receives a frame after the veth's tc ingress
+/// hook has passed it (one for every EtherType, `ETH_P_ALL`, would see it
+/// before), so a frame a program drops never arrives here.
+pub struct HostListener {
+    sockets: Vec<(u16, OwnedFd)>,
+}
+
+impl HostListener {
+    /// Listens on `ifname` for frames of each of `ether_types` (the
+    /// protocol the host stack sees: a VLAN-tagged frame's inner one,
+    /// `ETH_P_802_2` for an 802.3 frame with an LLC header).
+    pub fn new(ifname: &str, ether_types: &[u16]) -> HostListener {
+        let sockets = ether_types
+            .iter()
+            .map(|&ether_type| {
+                // SAFETY: plain socket calls; the fd is owned from here on.
+                let fd = unsafe { OwnedFd::from_raw_fd(packet_socket_on(ifname, ether_type).0) };
+                (ether_type, fd)
+            })
+            .collect();
+        HostListener { sockets }
+    }
+
+    /// The EtherType of every frame received since the last call, one entry
+    /// per frame.
+    pub fn received(&self) -> Vec<u16> {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 2048];
+        for (ether_type, fd) in &self.sockets {
+            // SAFETY: a valid buffer of its length on an open socket.
+            while unsafe {
+                libc::recv(
+                    fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            } >= 0
+            {
+                got.push(*ether_type);
+            }
+        }
+        got
+    }
 }

@@ -11,9 +11,11 @@
 
 mod bandwidth;
 pub mod layouts;
+mod link_local;
 pub mod v1;
 
 pub use bandwidth::*;
+pub use link_local::link_local;
 
 /// Name of the endpoint map: [`EndpointKey`] (IPv4) → [`EndpointInfo`] (hash, pinned).
 pub const ENDPOINTS_MAP: &str = "SARENA_ENDPOINTS";
@@ -122,11 +124,14 @@ pub enum DropReason {
     /// programs walk ([`MAX_IPV6_EXT_HEADERS`]).
     MalformedIpv6Ext = 7,
     /// An IPv6 packet whose source is neither one of the sending pod's
-    /// addresses nor link-local (nor `::` for neighbour discovery and MLD).
+    /// addresses nor its own link-local address (the EUI-64 one of its MAC,
+    /// the only one the plugin gives it), nor `::` for neighbour discovery
+    /// and MLD.
     SpoofedSourceIpv6 = 8,
     /// Neighbour discovery claiming an address that is not the pod's (an
-    /// advertisement or a duplicate-address probe for another address), or
-    /// a router advertisement or redirect from a pod.
+    /// advertisement or a duplicate-address probe for another address, its
+    /// own link-local one excepted), or a router advertisement or redirect
+    /// from a pod.
     SpoofedNdp = 9,
     /// A neighbour solicitation or advertisement that is truncated, or whose
     /// hop limit is not 255 or code not 0 (RFC 4861 7.1).
@@ -134,10 +139,18 @@ pub enum DropReason {
     /// A frame of a bandwidth-limited pod that would have waited longer than
     /// its pacer's horizon (see [`Pacer`]).
     RateLimited = 11,
+    /// An ARP packet for anything but IPv4 over Ethernet: a hardware type
+    /// other than Ethernet (IEEE 802, type 6, which Linux accepts on
+    /// Ethernet devices too, included) or a protocol type other than IPv4.
+    UnsupportedArp = 12,
+    /// A frame from a pod whose EtherType is none of IPv4, IPv6 and ARP
+    /// (LLDP, EAPOL, PPPoE, MPLS, an 802.3 length), or that carries a VLAN
+    /// tag.
+    UnsupportedEtherType = 13,
 }
 
 /// Number of [`DropReason`]s in use.
-pub const DROP_REASONS: usize = 12;
+pub const DROP_REASONS: usize = 14;
 /// Slots in [`EndpointCounters::drops`]: room for later reasons without a
 /// new counters layout.
 pub const DROP_SLOTS: usize = 16;
@@ -388,10 +401,12 @@ mod tests {
 
     #[test]
     fn the_last_drop_reason_is_counted_by_drop_reasons() {
-        assert_eq!(DropReason::RateLimited as usize, DROP_REASONS - 1);
+        assert_eq!(DropReason::UnsupportedEtherType as usize, DROP_REASONS - 1);
         // Reasons keep their slots across versions (pinned counters).
         assert_eq!(DropReason::SpoofedArp as usize, 5);
         assert_eq!(DropReason::MalformedNdp as usize, 10);
+        assert_eq!(DropReason::RateLimited as usize, 11);
+        assert_eq!(DropReason::UnsupportedArp as usize, 12);
     }
 
     #[test]

@@ -14,9 +14,13 @@ const ARP_PTYPE_IPV4: [u8; 2] = [0x08, 0x00];
 const ARP_OP_REQUEST: [u8; 2] = [0, 1];
 const ARP_OP_REPLY: [u8; 2] = [0, 2];
 
-/// An ARP frame from the pod behind `ifindex`. A sender address that is not
-/// one of the pod's own (a probe from 0.0.0.0, another pod's address, a
-/// gratuitous ARP for someone else) is dropped. A request for any address but
+/// An ARP frame from the pod behind `ifindex`. ARP for anything but IPv4
+/// over Ethernet is dropped: Linux also takes hardware type 6 (IEEE 802) on
+/// an Ethernet device, and learns the sender of such a request as it does
+/// any other's, so passing it would let a pod fill the node's neighbour
+/// table with forged senders. A sender address that is not one of the
+/// pod's own (a probe from 0.0.0.0, another pod's address, a gratuitous ARP
+/// for someone else) is dropped. A request for any address but
 /// the pod's own is turned into the reply in place and sent back out of the
 /// same veth; replies and the pod's own announcements go on to the host stack.
 #[inline(always)]
@@ -26,7 +30,7 @@ pub fn try_arp(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
     // SAFETY: both pointers were bounds-checked against data_end above.
     let (eth, arp) = unsafe { (&mut *eth, &mut *arp) };
     if arp.htype != ARP_HTYPE_ETHERNET || arp.ptype != ARP_PTYPE_IPV4 {
-        return Ok(verdict::OK);
+        return Err(DropReason::UnsupportedArp);
     }
     if arp.hlen != 6 || arp.plen != 4 {
         return Err(DropReason::MalformedArp);

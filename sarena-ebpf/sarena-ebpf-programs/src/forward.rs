@@ -14,16 +14,32 @@ const ETH_P_IP: u16 = 0x0800;
 const ETH_P_ARP: u16 = 0x0806;
 const ETH_P_IPV6: u16 = 0x86dd;
 
-/// What to do with a frame the pod behind `ifindex` sent.
+/// What to do with a frame the pod behind `ifindex` sent. A pod speaks
+/// IPv4, IPv6 and ARP, untagged: any other EtherType (LLDP, EAPOL, PPPoE,
+/// MPLS, an 802.3 length) and any VLAN-tagged frame is dropped, so what
+/// the host stack or a tool on the node would make of it never matters.
 #[inline(always)]
 pub fn try_from_container(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
+    if vlan_tagged(ctx) {
+        return Err(DropReason::UnsupportedEtherType);
+    }
     pull_headers(ctx);
     match ether_type(ctx)? {
         ETH_P_ARP => arp::try_arp(ctx, ifindex),
         ETH_P_IP => ipv4::try_ipv4(ctx, ifindex),
         ETH_P_IPV6 => ipv6::try_ipv6(ctx, ifindex),
-        _ => Ok(verdict::OK),
+        _ => Err(DropReason::UnsupportedEtherType),
     }
+}
+
+/// Whether the frame carries a VLAN tag (802.1Q or 802.1ad). The kernel
+/// takes the outer tag out of the frame into the packet's metadata before
+/// the tc hook runs, so the EtherType the program reads is the inner one.
+#[inline(always)]
+fn vlan_tagged(ctx: &TcContext) -> bool {
+    // SAFETY: `skb` is the context pointer the kernel passed in; reading a
+    // field of `__sk_buff` is what every TC program does.
+    unsafe { (*ctx.skb.skb).vlan_present != 0 }
 }
 
 /// Frames the host stack sends to the pod: counted, the flow recorded when it

@@ -1,8 +1,10 @@
 //! Sarena's TC programs, attached (cls_bpf on clsact) to each pod's host-side veth.
 //!
 //! - [`from_container`] (ingress): frames the pod sends. IPv4, IPv6, ARP and
-//!   neighbour discovery whose source is not one of the pod's addresses are
-//!   dropped (see [`antispoof`]). ARP requests and neighbour solicitations for
+//!   neighbour discovery whose source is not one of the pod's addresses (or
+//!   its own link-local one) are dropped (see [`antispoof`]), and so are
+//!   frames of any other EtherType, VLAN-tagged frames, and ARP for
+//!   anything but IPv4 over Ethernet. ARP requests and neighbour solicitations for
 //!   any address but the pod's own are answered with the host end's MAC
 //!   ([`arp`], [`ndp`]); IPv4 and IPv6 to another local endpoint are forwarded
 //!   straight into that pod unless the host stack handled their flow (see
@@ -56,7 +58,8 @@ const NO_PREALLOC: u32 = 1;
 /// Host veth ifindex → its endpoint's MACs (filled by user space at attach,
 /// pinned): what the neighbour-discovery responder answers with when the
 /// solicitation comes from a link-local address, which no address entry
-/// names. Not preallocated, like the counters.
+/// names, and the pod's MAC, whose EUI-64 link-local address is the only
+/// one the pod may use. Not preallocated, like the counters.
 #[map(name = "SARENA_VETHS")]
 static SARENA_VETHS: HashMap<u32, EndpointInfo> = HashMap::pinned(MAX_ENDPOINTS, NO_PREALLOC);
 

@@ -7,8 +7,10 @@
 //! address too keeps an on-link route the pod adds itself working, exactly
 //! as ARP does for IPv4, and costs nothing on the forwarding path.
 //! Advertisements and duplicate-address probes must name one of the pod's
-//! addresses or a link-local one (the link has only the pod and the host);
-//! a pod never advertises itself as a router nor redirects the host.
+//! addresses or its own link-local one (a node that learns from
+//! advertisements nobody asked for, `accept_untracked_na`, would otherwise
+//! take an entry for every link-local address a pod advertises); a pod
+//! never advertises itself as a router nor redirects the host.
 
 use aya_ebpf::{
     helpers::generated::{bpf_redirect, bpf_skb_change_tail},
@@ -92,7 +94,7 @@ pub fn try_ndp(
         return Err(DropReason::MalformedNdp);
     }
     let own = antispoof::pod_address6(message.target, ifindex).is_some();
-    let claimable = own || antispoof::is_link_local(&message.target);
+    let claimable = own || antispoof::is_own_link_local(&message.target, ifindex);
     if kind == NEIGHBOUR_ADVERTISEMENT || source == Source6::Unspecified {
         // An advertisement, or a duplicate-address probe: both claim the
         // target for the pod.

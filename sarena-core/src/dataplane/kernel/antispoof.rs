@@ -6,15 +6,19 @@
 //! filter at priority -310, before conntrack and kube-proxy's NAT) and `arp`
 //! (`input`). Each holds a set `guarded` of the pods' host veth ifindexes and
 //! a set of allowed `ifindex . address` pairs; a packet that enters through a
-//! guarded veth from any other source is counted and dropped. IPv6
-//! link-local sources and, for ICMPv6 only, the unspecified address
-//! (neighbour discovery, DAD, MLD) are allowed; an ARP's sender address must
-//! be the pod's (so a gratuitous ARP for another address is dropped too),
-//! and so must the target of a neighbour advertisement or of a
-//! duplicate-address probe, unless it is link-local (set `claimable6`: the
-//! same pairs, the address as the 128-bit integer nftables reads from the
-//! ICMPv6 header). Router advertisements and redirects from a pod are
-//! dropped. The eBPF programs apply the same rules (`sarena-ebpf`).
+//! guarded veth from any other source is counted and dropped. The pod's own
+//! IPv6 link-local address (the EUI-64 one of its MAC, the only one the
+//! plugin gives it) is one of its addresses; no other link-local source is
+//! allowed, as each would be one more neighbour entry the host learns on
+//! the pod's word (a router solicitation with a forged source, repeated,
+//! fills the node's neighbour table). For ICMPv6 only, the unspecified
+//! address (DAD, MLD) is allowed; an ARP's sender address must be the
+//! pod's (so a gratuitous ARP for another address is dropped too), and so
+//! must the target of a neighbour advertisement or of a duplicate-address
+//! probe (set `claimable6`: the same pairs, the address as the 128-bit
+//! integer nftables reads from the ICMPv6 header). Router advertisements
+//! and redirects from a pod are dropped. The eBPF programs apply the same
+//! rules (`sarena-ebpf`).
 //!
 //! Why nftables, not strict reverse-path filtering: `rp_filter` takes the
 //! maximum of `all` and the interface's value, so a host with `all` = 2
@@ -29,6 +33,7 @@ use std::net::IpAddr;
 
 use crate::api::Endpoint;
 use crate::dataplane::DataplaneError;
+use crate::links::link_local;
 
 /// The chain and set definitions, created when missing; set contents are
 /// kept and the rules of Sarena's chains replaced (idempotent).
@@ -46,9 +51,8 @@ flush chain inet {table} antispoof
 add rule inet {table} antispoof_prerouting iif @guarded jump antispoof
 add rule inet {table} antispoof meta nfproto ipv4 iif . ip saddr @allowed4 return
 add rule inet {table} antispoof icmpv6 type {{ nd-router-advert, nd-redirect }} counter drop
-add rule inet {table} antispoof icmpv6 type nd-neighbor-advert @th,64,16 & 0xffc0 != 0xfe80 iif . @th,64,128 != @claimable6 counter drop
-add rule inet {table} antispoof icmpv6 type nd-neighbor-solicit ip6 saddr :: @th,64,16 & 0xffc0 != 0xfe80 iif . @th,64,128 != @claimable6 counter drop
-add rule inet {table} antispoof meta nfproto ipv6 ip6 saddr fe80::/10 return
+add rule inet {table} antispoof icmpv6 type nd-neighbor-advert iif . @th,64,128 != @claimable6 counter drop
+add rule inet {table} antispoof icmpv6 type nd-neighbor-solicit ip6 saddr :: iif . @th,64,128 != @claimable6 counter drop
 add rule inet {table} antispoof meta nfproto ipv6 ip6 saddr :: meta l4proto ipv6-icmp return
 add rule inet {table} antispoof meta nfproto ipv6 iif . ip6 saddr @allowed6 return
 add rule inet {table} antispoof counter drop
@@ -67,14 +71,16 @@ add rule arp {table} antispoof counter drop
 }
 
 /// `add` (or `delete`) statements for the elements of `endpoint`: its
-/// ifindex in both `guarded` sets and one pair per address.
+/// ifindex in both `guarded` sets and one pair per address, its link-local
+/// address included.
 fn elements(verb: &str, table: &str, endpoint: &Endpoint) -> String {
     let ifindex = endpoint.spec.host_ifindex;
     let mut v4 = Vec::new();
     let mut v6 = Vec::new();
     let mut claimable6 = Vec::new();
-    for address in &endpoint.spec.addresses {
-        match address.addr() {
+    let own = endpoint.spec.addresses.iter().map(|a| a.addr());
+    for address in own.chain([IpAddr::V6(link_local(endpoint.spec.pod_mac))]) {
+        match address {
             IpAddr::V4(a) => v4.push(format!("{ifindex} . {a}")),
             IpAddr::V6(a) => {
                 v6.push(format!("{ifindex} . {a}"));
@@ -232,8 +238,8 @@ mod tests {
             lines,
             [
                 "add element inet t allowed4 { 7 . 10.1.0.5 }",
-                "add element inet t allowed6 { 7 . fd00::5 }",
-                "add element inet t claimable6 { 7 . 0xfd000000000000000000000000000005 }",
+                "add element inet t allowed6 { 7 . fd00::5, 7 . fe80::800:ff:fe00:2 }",
+                "add element inet t claimable6 { 7 . 0xfd000000000000000000000000000005, 7 . 0xfe80000000000000080000fffe000002 }",
                 "add element inet t guarded { 7 }",
                 "add element arp t allowed4 { 7 . 10.1.0.5 }",
                 "add element arp t guarded { 7 }",
@@ -267,13 +273,14 @@ mod tests {
         let script = structure("t");
         assert!(script.contains("antispoof_prerouting iif @guarded jump antispoof"));
         assert!(script.contains("iif . ip saddr @allowed4 return"));
-        assert!(script.contains("ip6 saddr fe80::/10 return"));
+        // No link-local source but the pod's own (in `allowed6`).
+        assert!(!script.contains("fe80"));
         assert!(script.contains("ip6 saddr :: meta l4proto ipv6-icmp return"));
         assert!(script.contains("iif . arp saddr ip @allowed4 return"));
         // Neighbour discovery claiming another address, and router
-        // messages, are dropped before link-local sources are let through.
+        // messages, are dropped before any source is let through.
         let nd = script.find("nd-neighbor-advert").unwrap();
-        assert!(nd < script.find("saddr fe80::/10 return").unwrap());
+        assert!(nd < script.find("ip6 saddr :: meta l4proto").unwrap());
         assert!(script.contains("iif . @th,64,128 != @claimable6 counter drop"));
         assert!(script.contains("{ nd-router-advert, nd-redirect } counter drop"));
         assert_eq!(script.matches("counter drop").count(), 5);

@@ -28,27 +28,10 @@ use crate::netlink::{NetlinkError, errno};
 
 /// The EUI-64 link-local address of the interface with `mac` (RFC 4291
 /// appendix A): what the kernel would generate, and what Sarena gives the
-/// pod interface.
+/// pod interface (the rule lives in `sarena_common`, which the eBPF
+/// programs check a pod's link-local source with).
 pub fn link_local(mac: MacAddr) -> Ipv6Addr {
-    let m = mac.octets();
-    Ipv6Addr::from([
-        0xfe,
-        0x80,
-        0,
-        0,
-        0,
-        0,
-        0,
-        0,
-        m[0] ^ 0x02,
-        m[1],
-        m[2],
-        0xff,
-        0xfe,
-        m[3],
-        m[4],
-        m[5],
-    ])
+    Ipv6Addr::from(sarena_common::link_local(mac.octets()))
 }
 
 /// The flags an address of the pod interface is added with.
