@@ -17,11 +17,14 @@ use std::time::Duration;
 
 use aya::maps::{Array, Map, MapData, PerCpuHashMap, PerCpuValues};
 use ebpf::pod;
-use sarena_common::layouts::{GENERATION, MARK_MAP, PINNED, PinsMark};
+use sarena_common::layouts::{
+    GENERATION, HOST_FLOWS_G2_ENTRIES, HOST_FLOWS_MAP_G2, MARK_MAP, PINNED, PinsMark,
+};
 use sarena_common::v1::{COUNTERS_MAP_V1, EndpointCountersV1};
-use sarena_common::{COUNTERS_MAP, MAX_ENDPOINTS};
+use sarena_common::{COUNTERS_MAP, HOST_FLOWS_MAP, MAX_ENDPOINTS};
 use sarena_core::dataplane::Dataplane;
 use sarena_core::dataplane::DataplaneError;
+use sarena_core::dataplane::ebpf::pins::PINNED_BY_PATH;
 use sarena_core::dataplane::ebpf::{AyaDataplane, BpfError, EndpointCounters};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_test_support::{
@@ -175,6 +178,74 @@ async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped()
     assert_eq!(again.drops, want.drops);
 }
 
+/// Generation 2's node-wide flows table (never released): left alone while
+/// endpoints still run the programs that use it, removed once every one runs
+/// this release's, each of which has a table of its own by then.
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn generation_2_flows_map_is_retired_after_the_swap() {
+    let test = "generation_2_flows_map_is_retired_after_the_swap";
+    require_root(test);
+    let object = require_ebpf_object(test);
+    let links = RtnetlinkLinks::new().unwrap();
+    let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
+    let both = [a.endpoint.clone(), b.endpoint.clone()];
+    let pins = PinDir::new();
+    std::fs::create_dir_all(maps_dir(&pins)).unwrap();
+    // An LRU hash, which aya does not create: through bpftool.
+    let g2 = maps_dir(&pins).join(HOST_FLOWS_MAP_G2);
+    sarena_test_support::succeeds(&[
+        "bpftool",
+        "map",
+        "create",
+        &g2.to_string_lossy(),
+        "type",
+        "lru_hash",
+        "key",
+        "40",
+        "value",
+        "16",
+        "entries",
+        &HOST_FLOWS_G2_ENTRIES.to_string(),
+        "name",
+        "sarena_g2",
+    ]);
+
+    let dp = AyaDataplane::open(&object, &pins.0).unwrap();
+    assert!(g2.exists(), "kept until the programs are swapped");
+    dp.reconcile(&both).await.unwrap();
+    let names = pin_names(&maps_dir(&pins));
+    assert!(!names.contains(&HOST_FLOWS_MAP_G2.to_string()), "{names:?}");
+    assert!(names.contains(&HOST_FLOWS_MAP.to_string()), "{names:?}");
+    assert_eq!(mark(&pins), Some(PinsMark::CURRENT));
+    for pod in [&a, &b] {
+        let table = dp.host_flows(pod.endpoint.spec.host_ifindex).unwrap();
+        assert_eq!(table.map(|t| t.len()), Some(0), "{}", pod.ifname());
+    }
+    assert!(a.ping(&b, 1));
+
+    // A restart reuses the tables; detaching removes one.
+    drop(dp);
+    let dp = AyaDataplane::open(&object, &pins.0).unwrap();
+    dp.reconcile(&both).await.unwrap();
+    assert!(
+        dp.host_flows(a.endpoint.spec.host_ifindex)
+            .unwrap()
+            .is_some()
+    );
+    dp.detach(&a.endpoint).await.unwrap();
+    assert!(
+        dp.host_flows(a.endpoint.spec.host_ifindex)
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        dp.host_flows(b.endpoint.spec.host_ifindex)
+            .unwrap()
+            .is_some()
+    );
+}
+
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn a_run_killed_mid_migration_is_finished_by_the_next() {
@@ -299,7 +370,9 @@ fn the_object_pins_what_the_layout_table_says() {
     let parsed = aya_obj::Object::parse(&object).unwrap();
     let mut names = Vec::new();
     for (name, map) in &parsed.maps {
-        if map.pinning() != aya_obj::maps::PinningType::ByName {
+        if map.pinning() != aya_obj::maps::PinningType::ByName
+            && !PINNED_BY_PATH.contains(&name.as_str())
+        {
             continue;
         }
         let entry = PINNED.iter().find(|p| p.name == name).unwrap_or_else(|| {
