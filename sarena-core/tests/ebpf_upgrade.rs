@@ -17,18 +17,17 @@ use std::time::Duration;
 
 use aya::maps::{Array, Map, MapData, PerCpuHashMap, PerCpuValues};
 use ebpf::pod;
-use sarena_common::layouts::{
-    GENERATION, HOST_FLOWS_G2_ENTRIES, HOST_FLOWS_MAP_G2, MARK_MAP, PINNED, PinsMark,
-};
+use sarena_common::layouts::{GENERATION, HOST_FLOWS_MAP_G2, MARK_MAP, PINNED, PinsMark};
 use sarena_common::v1::{COUNTERS_MAP_V1, EndpointCountersV1};
 use sarena_common::{COUNTERS_MAP, HOST_FLOWS_MAP, MAX_ENDPOINTS};
+use sarena_core::api::Endpoint;
 use sarena_core::dataplane::Dataplane;
 use sarena_core::dataplane::DataplaneError;
 use sarena_core::dataplane::ebpf::pins::PINNED_BY_PATH;
 use sarena_core::dataplane::ebpf::{AyaDataplane, BpfError, EndpointCounters};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_test_support::{
-    PinDir, background_ping, require_ebpf_object, require_root, tc_program_ids,
+    PinDir, Pod, background_ping, require_ebpf_object, require_root, tc_program_ids,
 };
 
 fn cpus() -> usize {
@@ -94,15 +93,22 @@ fn pin_names(dir: &Path) -> Vec<String> {
     names
 }
 
-#[tokio::test]
-#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
-async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped() {
-    let test = "generation_1_counters_are_carried_over_while_the_programs_are_swapped";
+/// What most tests here start from: root, the object, and the pods a and b
+/// with both their endpoints.
+async fn two_pods(test: &str) -> (Vec<u8>, Pod, Pod, [Endpoint; 2]) {
     require_root(test);
     let object = require_ebpf_object(test);
     let links = RtnetlinkLinks::new().unwrap();
     let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
     let both = [a.endpoint.clone(), b.endpoint.clone()];
+    (object, a, b, both)
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped() {
+    let (object, a, b, both) =
+        two_pods("generation_1_counters_are_carried_over_while_the_programs_are_swapped").await;
 
     // The node before the upgrade: programs that are not this dataplane's
     // (over other maps) forwarding a <-> b, generation 1's counters pinned.
@@ -184,32 +190,26 @@ async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped()
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn generation_2_flows_map_is_retired_after_the_swap() {
-    let test = "generation_2_flows_map_is_retired_after_the_swap";
-    require_root(test);
-    let object = require_ebpf_object(test);
-    let links = RtnetlinkLinks::new().unwrap();
-    let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
-    let both = [a.endpoint.clone(), b.endpoint.clone()];
+    let (object, a, b, both) = two_pods("generation_2_flows_map_is_retired_after_the_swap").await;
     let pins = PinDir::new();
     std::fs::create_dir_all(maps_dir(&pins)).unwrap();
-    // An LRU hash, which aya does not create: through bpftool.
     let g2 = maps_dir(&pins).join(HOST_FLOWS_MAP_G2);
-    sarena_test_support::succeeds(&[
-        "bpftool",
-        "map",
-        "create",
-        &g2.to_string_lossy(),
-        "type",
-        "lru_hash",
-        "key",
-        "40",
-        "value",
-        "16",
-        "entries",
-        &HOST_FLOWS_G2_ENTRIES.to_string(),
-        "name",
-        "sarena_g2",
-    ]);
+    let g2_layout = PINNED
+        .iter()
+        .find(|p| p.name == HOST_FLOWS_MAP_G2)
+        .unwrap()
+        .layout;
+    let definition = aya_obj::Map::new_from_params(
+        g2_layout.map_type,
+        g2_layout.key_size,
+        g2_layout.value_size,
+        g2_layout.max_entries,
+        g2_layout.flags,
+    );
+    MapData::create(definition, "sarena_g2", None)
+        .unwrap()
+        .pin(&g2)
+        .unwrap();
 
     let dp = AyaDataplane::open(&object, &pins.0).unwrap();
     assert!(g2.exists(), "kept until the programs are swapped");
@@ -249,12 +249,7 @@ async fn generation_2_flows_map_is_retired_after_the_swap() {
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn a_run_killed_mid_migration_is_finished_by_the_next() {
-    let test = "a_run_killed_mid_migration_is_finished_by_the_next";
-    require_root(test);
-    let object = require_ebpf_object(test);
-    let links = RtnetlinkLinks::new().unwrap();
-    let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
-    let both = [a.endpoint.clone(), b.endpoint.clone()];
+    let (object, a, b, both) = two_pods("a_run_killed_mid_migration_is_finished_by_the_next").await;
     let old_pins = PinDir::new();
     let old = AyaDataplane::open(&object, &old_pins.0).unwrap();
     old.reconcile(&both).await.unwrap();
@@ -416,12 +411,8 @@ fn v1_counters(pins: &PinDir) -> PerCpuHashMap<MapData, u32, EndpointCountersV1>
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn a_graceful_stop_leaves_the_counters_for_a_downgrade() {
-    let test = "a_graceful_stop_leaves_the_counters_for_a_downgrade";
-    require_root(test);
-    let object = require_ebpf_object(test);
-    let links = RtnetlinkLinks::new().unwrap();
-    let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
-    let both = [a.endpoint.clone(), b.endpoint.clone()];
+    let (object, a, b, both) =
+        two_pods("a_graceful_stop_leaves_the_counters_for_a_downgrade").await;
     let pins = PinDir::new();
     let dp = AyaDataplane::open(&object, &pins.0).unwrap();
     dp.reconcile(&both).await.unwrap();

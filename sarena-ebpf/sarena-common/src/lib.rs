@@ -48,7 +48,7 @@ pub const MAX_ENDPOINTS: u32 = 16384;
 /// started, at once. When it is full, the endpoint's own least recently used
 /// entry is evicted: a pod that starts more such flows can only push out its
 /// own, never another pod's. Each table is preallocated (an LRU hash cannot
-/// be otherwise): about 241 KiB of kernel memory per endpoint (docs/security.md).
+/// be otherwise): 241 KiB of kernel memory per endpoint (sarena-ebpf/README.md).
 pub const MAX_HOST_FLOWS_PER_ENDPOINT: u32 = 2048;
 /// `to_container` rewrites an entry's [`FlowState::last_seen_ns`] at most this
 /// often (nanoseconds), so a busy flow costs a lookup per packet, not a write.
