@@ -349,7 +349,7 @@ contender_setup() {
 # drop slots release 0.1.0's had at the same offsets). FIELD: from_pod_packets,
 # to_pod_packets, redirected_packets, arp_replies, host_stack_flow_packets,
 # host_flows_recorded, ndp_replies, ipv6_from_pod_packets,
-# ipv6_redirected_packets, drops (all reasons) or drop:N (reason N).
+# ipv6_redirected_packets, host_flows_started, drops (all reasons) or drop:N (reason N).
 ebpf_counter() {
   local ifname=$1 field=$2 ifindex idx key=() json map
   ifindex=$(node_exec cat "/sys/class/net/$ifname/ifindex") || fail "no host veth $ifname"
@@ -360,6 +360,7 @@ ebpf_counter() {
     arp_replies) idx='[5]' ;;
     host_stack_flow_packets) idx='[6]' ;;
     host_flows_recorded) idx='[7]' ;;
+    host_flows_started) idx='[11]' ;;
     ndp_replies) idx='[8]' ;;
     ipv6_from_pod_packets) idx='[9]' ;;
     ipv6_redirected_packets) idx='[10]' ;;

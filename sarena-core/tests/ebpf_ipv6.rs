@@ -11,9 +11,9 @@
 mod ebpf;
 
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
-use std::process::Command;
 use std::sync::Arc;
 
+use ebpf::NftTable;
 use ebpf::ipv6::{
     GATEWAY4, GATEWAY6, POOL_GATEWAY6, assert_usable_at_once, dual_stack_pod, ipv6_pod,
 };
@@ -21,8 +21,8 @@ use sarena_core::dataplane::ebpf::AyaDataplane;
 use sarena_core::dataplane::{Dataplane, KernelDataplane, NodeNetwork};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_test_support::{
-    HostStack, PinDir, Pod, SysctlGuard, output_with_stdin, require_ebpf_object, require_root, run,
-    succeeds, tcp_exchange, tcp_exchange_at, tcp_exchange_to, unique,
+    HostStack, PinDir, Pod, SysctlGuard, require_ebpf_object, require_root, run, tcp_exchange,
+    tcp_exchange_at, tcp_exchange_to,
 };
 
 /// The host has no route through either pod's veth, in either family
@@ -160,15 +160,6 @@ async fn ipv6_only_pods_talk_and_detach_removes_their_entries() {
     assert!(dp.veth_entry(a.endpoint.spec.host_ifindex).is_none());
 }
 
-/// An `ip6` nftables table of the test's, deleted on drop.
-struct NftTable(String);
-
-impl Drop for NftTable {
-    fn drop(&mut self) {
-        succeeds(&["nft", "delete", "table", "ip6", &self.0]);
-    }
-}
-
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn an_ipv6_flow_the_host_stack_translated_stays_on_the_host_stack() {
@@ -204,15 +195,14 @@ async fn an_ipv6_flow_the_host_stack_translated_stays_on_the_host_stack() {
     // A Service in kube-proxy's shape: its address translated to b's by the
     // host stack (DNAT in prerouting), which a's connection goes through.
     let service: Ipv6Addr = "fd00:ffff:249::10".parse().unwrap();
-    let table = NftTable(unique("srsvc"));
-    let rules = format!(
-        "table ip6 {t} {{\n chain pre {{\n  type nat hook prerouting priority dstnat; policy accept;\n  \
-         ip6 daddr {service} tcp dport 80 dnat to {b}\n }}\n}}\n",
-        t = table.0,
-        b = b.ip6(),
+    let _table = NftTable::load(
+        "ip6",
+        &format!(
+            "chain pre {{\n type nat hook prerouting priority dstnat; policy accept;\n \
+             ip6 daddr {service} tcp dport 80 dnat to {b}\n}}\n",
+            b = b.ip6(),
+        ),
     );
-    let out = output_with_stdin(Command::new("nft").args(["-f", "-"]), rules.as_bytes());
-    assert!(out.status.success(), "nft: {out:?}");
 
     // Direct pod -> pod still takes the fast path.
     assert!(a.ping6(&b, 2));

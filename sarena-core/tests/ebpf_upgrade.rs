@@ -17,15 +17,17 @@ use std::time::Duration;
 
 use aya::maps::{Array, Map, MapData, PerCpuHashMap, PerCpuValues};
 use ebpf::pod;
-use sarena_common::layouts::{GENERATION, MARK_MAP, PINNED, PinsMark};
+use sarena_common::layouts::{GENERATION, HOST_FLOWS_MAP_G2, MARK_MAP, PINNED, PinsMark};
 use sarena_common::v1::{COUNTERS_MAP_V1, EndpointCountersV1};
-use sarena_common::{COUNTERS_MAP, MAX_ENDPOINTS};
+use sarena_common::{COUNTERS_MAP, HOST_FLOWS_MAP, MAX_ENDPOINTS};
+use sarena_core::api::Endpoint;
 use sarena_core::dataplane::Dataplane;
 use sarena_core::dataplane::DataplaneError;
+use sarena_core::dataplane::ebpf::pins::PINNED_BY_PATH;
 use sarena_core::dataplane::ebpf::{AyaDataplane, BpfError, EndpointCounters};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_test_support::{
-    PinDir, background_ping, require_ebpf_object, require_root, tc_program_ids,
+    PinDir, Pod, background_ping, require_ebpf_object, require_root, tc_program_ids,
 };
 
 fn cpus() -> usize {
@@ -91,15 +93,22 @@ fn pin_names(dir: &Path) -> Vec<String> {
     names
 }
 
-#[tokio::test]
-#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
-async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped() {
-    let test = "generation_1_counters_are_carried_over_while_the_programs_are_swapped";
+/// What most tests here start from: root, the object, and the pods a and b
+/// with both their endpoints.
+async fn two_pods(test: &str) -> (Vec<u8>, Pod, Pod, [Endpoint; 2]) {
     require_root(test);
     let object = require_ebpf_object(test);
     let links = RtnetlinkLinks::new().unwrap();
     let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
     let both = [a.endpoint.clone(), b.endpoint.clone()];
+    (object, a, b, both)
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped() {
+    let (object, a, b, both) =
+        two_pods("generation_1_counters_are_carried_over_while_the_programs_are_swapped").await;
 
     // The node before the upgrade: programs that are not this dataplane's
     // (over other maps) forwarding a <-> b, generation 1's counters pinned.
@@ -175,15 +184,72 @@ async fn generation_1_counters_are_carried_over_while_the_programs_are_swapped()
     assert_eq!(again.drops, want.drops);
 }
 
+/// Generation 2's node-wide flows table (never released): left alone while
+/// endpoints still run the programs that use it, removed once every one runs
+/// this release's, each of which has a table of its own by then.
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn generation_2_flows_map_is_retired_after_the_swap() {
+    let (object, a, b, both) = two_pods("generation_2_flows_map_is_retired_after_the_swap").await;
+    let pins = PinDir::new();
+    std::fs::create_dir_all(maps_dir(&pins)).unwrap();
+    let g2 = maps_dir(&pins).join(HOST_FLOWS_MAP_G2);
+    let g2_layout = PINNED
+        .iter()
+        .find(|p| p.name == HOST_FLOWS_MAP_G2)
+        .unwrap()
+        .layout;
+    let definition = aya_obj::Map::new_from_params(
+        g2_layout.map_type,
+        g2_layout.key_size,
+        g2_layout.value_size,
+        g2_layout.max_entries,
+        g2_layout.flags,
+    );
+    MapData::create(definition, "sarena_g2", None)
+        .unwrap()
+        .pin(&g2)
+        .unwrap();
+
+    let dp = AyaDataplane::open(&object, &pins.0).unwrap();
+    assert!(g2.exists(), "kept until the programs are swapped");
+    dp.reconcile(&both).await.unwrap();
+    let names = pin_names(&maps_dir(&pins));
+    assert!(!names.contains(&HOST_FLOWS_MAP_G2.to_string()), "{names:?}");
+    assert!(names.contains(&HOST_FLOWS_MAP.to_string()), "{names:?}");
+    assert_eq!(mark(&pins), Some(PinsMark::CURRENT));
+    for pod in [&a, &b] {
+        let table = dp.host_flows(pod.endpoint.spec.host_ifindex).unwrap();
+        assert_eq!(table.map(|t| t.len()), Some(0), "{}", pod.ifname());
+    }
+    assert!(a.ping(&b, 1));
+
+    // A restart reuses the tables; detaching removes one.
+    drop(dp);
+    let dp = AyaDataplane::open(&object, &pins.0).unwrap();
+    dp.reconcile(&both).await.unwrap();
+    assert!(
+        dp.host_flows(a.endpoint.spec.host_ifindex)
+            .unwrap()
+            .is_some()
+    );
+    dp.detach(&a.endpoint).await.unwrap();
+    assert!(
+        dp.host_flows(a.endpoint.spec.host_ifindex)
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        dp.host_flows(b.endpoint.spec.host_ifindex)
+            .unwrap()
+            .is_some()
+    );
+}
+
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn a_run_killed_mid_migration_is_finished_by_the_next() {
-    let test = "a_run_killed_mid_migration_is_finished_by_the_next";
-    require_root(test);
-    let object = require_ebpf_object(test);
-    let links = RtnetlinkLinks::new().unwrap();
-    let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
-    let both = [a.endpoint.clone(), b.endpoint.clone()];
+    let (object, a, b, both) = two_pods("a_run_killed_mid_migration_is_finished_by_the_next").await;
     let old_pins = PinDir::new();
     let old = AyaDataplane::open(&object, &old_pins.0).unwrap();
     old.reconcile(&both).await.unwrap();
@@ -299,7 +365,9 @@ fn the_object_pins_what_the_layout_table_says() {
     let parsed = aya_obj::Object::parse(&object).unwrap();
     let mut names = Vec::new();
     for (name, map) in &parsed.maps {
-        if map.pinning() != aya_obj::maps::PinningType::ByName {
+        if map.pinning() != aya_obj::maps::PinningType::ByName
+            && !PINNED_BY_PATH.contains(&name.as_str())
+        {
             continue;
         }
         let entry = PINNED.iter().find(|p| p.name == name).unwrap_or_else(|| {
@@ -343,12 +411,8 @@ fn v1_counters(pins: &PinDir) -> PerCpuHashMap<MapData, u32, EndpointCountersV1>
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn a_graceful_stop_leaves_the_counters_for_a_downgrade() {
-    let test = "a_graceful_stop_leaves_the_counters_for_a_downgrade";
-    require_root(test);
-    let object = require_ebpf_object(test);
-    let links = RtnetlinkLinks::new().unwrap();
-    let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
-    let both = [a.endpoint.clone(), b.endpoint.clone()];
+    let (object, a, b, both) =
+        two_pods("a_graceful_stop_leaves_the_counters_for_a_downgrade").await;
     let pins = PinDir::new();
     let dp = AyaDataplane::open(&object, &pins.0).unwrap();
     dp.reconcile(&both).await.unwrap();

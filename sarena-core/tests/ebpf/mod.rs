@@ -65,3 +65,33 @@ pub fn host_neighbours(ifname: &str, family: &str) -> Vec<std::net::IpAddr> {
         .filter_map(|line| line.split_whitespace().next()?.parse().ok())
         .collect()
 }
+
+/// An nftables table of the test's (unique name), deleted on drop.
+pub struct NftTable {
+    family: &'static str,
+    name: String,
+}
+
+impl NftTable {
+    /// Loads the table `family` (`ip`, `ip6`, `inet`) with `body` (its
+    /// chains and sets, in nft's syntax) under a unique name.
+    pub fn load(family: &'static str, body: &str) -> NftTable {
+        let table = NftTable {
+            family,
+            name: sarena_test_support::unique("srsvc"),
+        };
+        let rules = format!("table {family} {} {{\n{body}}}\n", table.name);
+        let out = sarena_test_support::output_with_stdin(
+            std::process::Command::new("nft").args(["-f", "-"]),
+            rules.as_bytes(),
+        );
+        assert!(out.status.success(), "nft: {out:?}\n{rules}");
+        table
+    }
+}
+
+impl Drop for NftTable {
+    fn drop(&mut self) {
+        sarena_test_support::succeeds(&["nft", "delete", "table", self.family, &self.name]);
+    }
+}

@@ -12,7 +12,8 @@
 //! values into its smaller buffers.
 //!
 //! A *generation* is the set of layouts one release pins: 1 is release 0.1.0
-//! (commit 86d6440), 2 is the release that introduced this table. A daemon
+//! (commit 86d6440), 2 the development tree that introduced this table (never
+//! released), 3 the one that split the host-stack flows map per endpoint. A daemon
 //! writes a [`PinsMark`] (pinned as [`MARK_MAP`]) once its pins are all of its
 //! generation, saying which older generations may still open them; the
 //! loader in sarena-core reads it before it touches anything.
@@ -27,15 +28,38 @@ pub const MAP_TYPE_ARRAY: u32 = 2;
 pub const MAP_TYPE_PERCPU_HASH: u32 = 5;
 /// `BPF_MAP_TYPE_LRU_HASH`.
 pub const MAP_TYPE_LRU_HASH: u32 = 9;
+/// `BPF_MAP_TYPE_HASH_OF_MAPS`.
+pub const MAP_TYPE_HASH_OF_MAPS: u32 = 13;
 /// `BPF_F_NO_PREALLOC`: a hash map's entries are allocated on insert.
 pub const NO_PREALLOC: u32 = 1;
 
 /// The layout generation of this release's pins.
-pub const GENERATION: u32 = 2;
+pub const GENERATION: u32 = 3;
 /// The oldest generation whose daemon can run on pins this release leaves:
 /// generation 1 (0.1.0) finds its endpoint map as it left it and recreates
-/// its counters map, which this release migrated from and unpinned.
+/// its counters map, which this release migrated from and unpinned;
+/// generation 2 recreates its node-wide flows map likewise.
 pub const OLDEST_READER: u32 = 1;
+
+/// Generation 2's host-stack flows map: one node-wide LRU hash
+/// [`crate::FlowKey`] → [`crate::FlowState`] of [`HOST_FLOWS_G2_ENTRIES`]
+/// entries, which one pod could fill and so evict every other pod's
+/// entries. Generation 3 splits it per endpoint ([`crate::HOST_FLOWS_MAP`]);
+/// its entries are not carried over (generation 2 was never released).
+pub const HOST_FLOWS_MAP_G2: &str = "SARENA_HOST_FLOWS";
+/// Capacity of [`HOST_FLOWS_MAP_G2`].
+pub const HOST_FLOWS_G2_ENTRIES: u32 = 65536;
+
+/// The layout of each endpoint's own flows table, an inner map of
+/// [`crate::HOST_FLOWS_MAP`]: what user space creates at attach (and what
+/// the kernel insists every inner map matches).
+pub const HOST_FLOWS_TABLE: MapLayout = layout(
+    MAP_TYPE_LRU_HASH,
+    core::mem::size_of::<crate::FlowKey>(),
+    core::mem::size_of::<crate::FlowState>(),
+    crate::MAX_HOST_FLOWS_PER_ENDPOINT,
+    0,
+);
 
 // A release can always open its own pins.
 const _: () = assert!(OLDEST_READER <= GENERATION);
@@ -86,6 +110,7 @@ impl fmt::Display for MapLayout {
             MAP_TYPE_ARRAY => f.write_str("array")?,
             MAP_TYPE_PERCPU_HASH => f.write_str("per-CPU hash")?,
             MAP_TYPE_LRU_HASH => f.write_str("LRU hash")?,
+            MAP_TYPE_HASH_OF_MAPS => f.write_str("hash of maps")?,
             other => write!(f, "map type {other}")?,
         }
         write!(
@@ -190,9 +215,21 @@ pub const PINNED: &[PinnedLayout] = &[
         None,
     ),
     pinned(
-        crate::HOST_FLOWS_MAP,
-        layout(MAP_TYPE_LRU_HASH, 40, 16, crate::MAX_HOST_FLOWS, 0),
+        HOST_FLOWS_MAP_G2,
+        layout(MAP_TYPE_LRU_HASH, 40, 16, HOST_FLOWS_G2_ENTRIES, 0),
         2,
+        Some(2),
+    ),
+    pinned(
+        crate::HOST_FLOWS_MAP,
+        layout(
+            MAP_TYPE_HASH_OF_MAPS,
+            4,
+            4,
+            crate::MAX_ENDPOINTS,
+            NO_PREALLOC,
+        ),
+        3,
         None,
     ),
     pinned(
@@ -258,13 +295,20 @@ mod tests {
             size_of::<EndpointCountersV1>()
         );
         assert_eq!(
-            size(crate::HOST_FLOWS_MAP).key_size as usize,
+            size(HOST_FLOWS_MAP_G2).key_size as usize,
             size_of::<FlowKey>()
         );
         assert_eq!(
-            size(crate::HOST_FLOWS_MAP).value_size as usize,
+            size(HOST_FLOWS_MAP_G2).value_size as usize,
             size_of::<FlowState>()
         );
+        assert_eq!(HOST_FLOWS_TABLE.key_size, size(HOST_FLOWS_MAP_G2).key_size);
+        assert_eq!(
+            HOST_FLOWS_TABLE.value_size,
+            size(HOST_FLOWS_MAP_G2).value_size
+        );
+        // The outer map: host ifindex → inner map (its id, read back).
+        assert_eq!(size(crate::HOST_FLOWS_MAP).key_size, 4);
         assert_eq!(size(MARK_MAP).value_size as usize, size_of::<PinsMark>());
         assert_eq!(size(crate::BANDWIDTH_MAP).value_size, 64);
     }
@@ -280,6 +324,9 @@ mod tests {
         assert!(names(1).eq(["SARENA_ENDPOINTS", "SARENA_COUNTERS"]));
         assert!(names(GENERATION).any(|n| n == "SARENA_COUNTERS_V2"));
         assert!(!names(GENERATION).any(|n| n == "SARENA_COUNTERS"));
+        assert!(names(2).any(|n| n == "SARENA_HOST_FLOWS"));
+        assert!(!names(GENERATION).any(|n| n == "SARENA_HOST_FLOWS"));
+        assert!(names(GENERATION).any(|n| n == "SARENA_HOST_FLOWS_V2"));
     }
 
     #[test]

@@ -30,19 +30,28 @@ pub const VETHS_MAP: &str = "SARENA_VETHS";
 /// (per-CPU hash, not preallocated, pinned). `_V2`: generation 1 pinned
 /// 80-byte counters as `SARENA_COUNTERS` ([`v1::COUNTERS_MAP_V1`]).
 pub const COUNTERS_MAP: &str = "SARENA_COUNTERS_V2";
-/// Name of the host-stack flows map: [`FlowKey`] → [`FlowState`] (LRU hash, pinned).
-/// See [`FlowKey`] for what it records and why.
-pub const HOST_FLOWS_MAP: &str = "SARENA_HOST_FLOWS";
+/// Name of the host-stack flows map: host ifindex (`u32`) → that endpoint's
+/// own flows table, an LRU hash [`FlowKey`] → [`FlowState`] of
+/// [`MAX_HOST_FLOWS_PER_ENDPOINT`] entries (hash of maps, pinned; the inner
+/// maps are created by user space at attach). See [`FlowKey`] for what it
+/// records, and whose table an entry goes into. `_V2`: generation 2 pinned
+/// one node-wide LRU hash as `SARENA_HOST_FLOWS`
+/// ([`layouts::HOST_FLOWS_MAP_G2`]), which any pod could flood.
+pub const HOST_FLOWS_MAP: &str = "SARENA_HOST_FLOWS_V2";
 /// Name of the program on the ingress of each pod's host-side veth.
 pub const FROM_CONTAINER_PROG: &str = "from_container";
 /// Name of the program on the egress of each pod's host-side veth.
 pub const TO_CONTAINER_PROG: &str = "to_container";
 /// Capacity of each endpoint map (pod addresses of one family on one node).
 pub const MAX_ENDPOINTS: u32 = 16384;
-/// Capacity of the host-stack flows map: flows between two pods of this node
-/// that the host stack handled (Services, hostPort, NodePort), at once. The
-/// least recently used entry is evicted when it is full.
-pub const MAX_HOST_FLOWS: u32 = 65536;
+/// Capacity of each endpoint's own flows table in the host-stack flows map
+/// ([`HOST_FLOWS_MAP`]): the flows between two pods of this node that the
+/// host stack handled (Services, hostPort, NodePort) and that this endpoint
+/// started, at once. When it is full, the endpoint's own least recently used
+/// entry is evicted: a pod that starts more such flows can only push out its
+/// own, never another pod's. Each table is preallocated (an LRU hash cannot
+/// be otherwise): 241 KiB of kernel memory per endpoint (sarena-ebpf/README.md).
+pub const MAX_HOST_FLOWS_PER_ENDPOINT: u32 = 2048;
 /// `to_container` rewrites an entry's [`FlowState::last_seen_ns`] at most this
 /// often (nanoseconds), so a busy flow costs a lookup per packet, not a write.
 pub const HOST_FLOW_REFRESH_NS: u64 = 1_000_000_000;
@@ -157,10 +166,11 @@ pub const DROP_SLOTS: usize = 16;
 // Every reason has its slot.
 const _: () = assert!(DROP_REASONS <= DROP_SLOTS);
 
-/// Spare `u64` slots in [`EndpointCounters`] for later counters (zero today).
-/// There were 4; the IPv6 counters took 3 of them, so the layout (and the
-/// size of the pinned counters map's values) stayed the same.
-pub const SPARE_COUNTERS: usize = 1;
+/// Spare `u64` slots in [`EndpointCounters`] for later counters. There were
+/// 4; the IPv6 counters took 3 of them and `host_flows_started` the last, so
+/// the layout (and the size of the pinned counters map's values) stayed the
+/// same. Later counters need a new layout.
+pub const SPARE_COUNTERS: usize = 0;
 
 /// How many IPv6 extension headers the programs walk before they give up on
 /// a packet ([`DropReason::MalformedIpv6Ext`]).
@@ -203,7 +213,13 @@ pub struct EndpointCounters {
     /// IPv6 frames from this pod redirected into another local pod (counted
     /// in `redirected_packets` too).
     pub ipv6_redirected_packets: u64,
-    /// Reserved for later counters; zero.
+    /// Host-stack flows this pod started (its frames the host stack
+    /// delivered to another local pod, not as an answer): new entries in its
+    /// own flows table, which holds [`MAX_HOST_FLOWS_PER_ENDPOINT`]. Past
+    /// that many, each new one evicted one of this pod's own older entries
+    /// (or an entry of a flow it started is missing: a flood of its own).
+    pub host_flows_started: u64,
+    /// Reserved for later counters (none left).
     pub spare: [u64; SPARE_COUNTERS],
     /// Frames dropped, by [`DropReason`] (slots past [`DROP_REASONS`] are zero).
     pub drops: [u64; DROP_SLOTS],
@@ -223,6 +239,7 @@ impl EndpointCounters {
         self.ndp_replies += other.ndp_replies;
         self.ipv6_from_pod_packets += other.ipv6_from_pod_packets;
         self.ipv6_redirected_packets += other.ipv6_redirected_packets;
+        self.host_flows_started += other.host_flows_started;
         for (d, o) in self.spare.iter_mut().zip(other.spare.iter()) {
             *d += *o;
         }
@@ -254,10 +271,22 @@ pub const FLOW_FAMILY_IPV6: u8 = 6;
 /// handled: `to_container` sees only what the host stack delivers to a pod
 /// (peer-redirected frames skip it), and records the direction the pod will
 /// answer in (source and destination swapped). `from_container`, before it
-/// redirects a frame to a local pod, looks the frame's own direction up: a
-/// hit means the host stack handled the other direction (DNAT by kube-proxy
-/// or portmap, masquerade, a firewall's decision), so this frame goes to the
-/// host stack too and conntrack sees both directions.
+/// redirects a frame to a local pod, looks the frame up: a hit means the
+/// host stack handled the flow (DNAT by kube-proxy or portmap, masquerade, a
+/// firewall's decision), so this frame goes to the host stack too and
+/// conntrack sees both directions.
+///
+/// Whose table an entry goes into (the flows map holds one LRU table per
+/// endpoint, [`MAX_HOST_FLOWS_PER_ENDPOINT`] entries each): the table of the
+/// pod that *started* the flow, the sender of the frame the host stack
+/// delivered. A frame that answers a flow the receiving pod started (its key
+/// is in the receiver's own table) records nothing. So the only entries in a
+/// pod's table are flows whose first frame it sent itself: another pod
+/// cannot fill it, not even by making it answer (a SYN to a closed port
+/// draws a reset, which is an answer). A frame is looked up in the table of
+/// its destination (the destination started the flow: the entry has the
+/// frame's own direction) and in its sender's (the sender started it: the
+/// entry has the answer direction, the frame's reversed).
 ///
 /// Ports: TCP, UDP and SCTP their ports; ICMP echo the identifier in both
 /// ([`FlowKey::sport`] = [`FlowKey::dport`], so the key of the request
@@ -388,7 +417,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<EndpointInfo>(), 20);
         assert_eq!(
             core::mem::size_of::<EndpointCounters>(),
-            8 * (11 + SPARE_COUNTERS + DROP_SLOTS)
+            8 * (12 + SPARE_COUNTERS + DROP_SLOTS)
         );
         // The size pinned maps were created with: the IPv6 counters live in
         // what were spare slots.
@@ -463,7 +492,7 @@ mod tests {
         b.drops[1] = 1;
         b.drops[3] = 1;
         b.drops[DropReason::SpoofedSource as usize] = 9;
-        b.spare[0] = 2;
+        b.host_flows_started = 2;
         b.ndp_replies = 3;
         b.ipv6_from_pod_packets = 4;
         b.ipv6_redirected_packets = 5;
@@ -476,7 +505,7 @@ mod tests {
         assert_eq!(a.to_pod_bytes, 5);
         assert_eq!(a.host_stack_flow_packets, 5);
         assert_eq!(a.host_flows_recorded, 7);
-        assert_eq!(a.spare[0], 2);
+        assert_eq!(a.host_flows_started, 2);
         assert_eq!(a.drops[..5], [1, 1, 0, 3, 9]);
         assert_eq!(a.dropped(DropReason::SpoofedSource), 9);
         assert_eq!(a.total_drops(), 14);

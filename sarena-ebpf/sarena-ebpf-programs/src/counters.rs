@@ -50,6 +50,13 @@ pub fn host_flow_recorded(ifindex: u32) {
     with(ifindex, |c| c.host_flows_recorded += 1);
 }
 
+/// A new host-stack flow started by the pod behind `ifindex` (an entry in
+/// its own flows table).
+#[inline(always)]
+pub fn host_flow_started(ifindex: u32) {
+    with(ifindex, |c| c.host_flows_started += 1);
+}
+
 /// An ARP request from the pod behind `ifindex` answered by the program.
 #[inline(always)]
 pub fn arp_reply(ifindex: u32) {

@@ -1,20 +1,28 @@
 //! The host-stack flows map: which pod ↔ pod flows the host stack handled.
 //!
 //! `to_container` records every flow the host stack delivers to a pod from
-//! another pod of this node, keyed the way the receiving pod will answer;
-//! `from_container` looks a frame up before redirecting it to a local pod and
-//! leaves it to the host stack on a hit. So a flow the host stack translated
-//! (kube-proxy's or portmap's DNAT, a masquerade) is translated back by
-//! conntrack, and only flows that never touched the host stack take the
-//! redirect. See `sarena_common::FlowKey` for the key.
+//! another pod of this node; `from_container` looks a frame up before
+//! redirecting it to a local pod and leaves it to the host stack on a hit.
+//! So a flow the host stack translated (kube-proxy's or portmap's DNAT, a
+//! masquerade) is translated back by conntrack, and only flows that never
+//! touched the host stack take the redirect. See `sarena_common::FlowKey`
+//! for the key.
+//!
+//! Each endpoint has a table of its own (an LRU hash of
+//! `MAX_HOST_FLOWS_PER_ENDPOINT` entries), and a flow is recorded in the
+//! table of the pod that started it: the sender of a frame the host stack
+//! delivered, unless that frame answers a flow the receiver started. A pod
+//! that starts more flows than its table holds evicts its own least recently
+//! used ones, never another pod's (issue 25: one node-wide table let any pod
+//! flood out every other pod's idle Service flows).
 //!
 //! Failure modes are lopsided on purpose: an entry too many (a stale one, an
 //! address reused by a new pod) only sends a flow through the host stack,
 //! which forwards it correctly; an entry missing for a translated flow would
 //! break it. Hence: anything whose flow cannot be told (fragments of either
 //! family, truncated L4 headers, ICMP and ICMPv6 other than echo) goes to
-//! the host stack without a lookup, and entries are never removed by the programs; the LRU
-//! map evicts the least recently used one when full.
+//! the host stack without a lookup, and entries are never removed by the
+//! programs; a table evicts its least recently used entry when it is full.
 
 use aya_ebpf::{helpers::bpf_ktime_get_ns, programs::TcContext};
 use network_types::{
@@ -24,7 +32,7 @@ use network_types::{
 use sarena_common::{DropReason, FlowKey, FlowState, HOST_FLOW_REFRESH_NS};
 
 use crate::{
-    SARENA_HOST_FLOWS, counters,
+    FlowTable, SARENA_HOST_FLOWS, counters,
     exthdr::Upper,
     packet::{ptr_at, read},
 };
@@ -119,42 +127,79 @@ pub fn key_of6(ctx: &TcContext, ip: &Ipv6Hdr, upper: &Upper) -> Option<FlowKey> 
     ))
 }
 
-/// Whether the host stack handled the flow `key` belongs to (it delivered
-/// the other direction to a pod).
+/// The flows table of the endpoint behind `ifindex`, if it has one (user
+/// space creates it before it attaches the programs).
 #[inline(always)]
-pub fn handled_by_host(key: &FlowKey) -> bool {
-    // SAFETY: a plain lookup; the value is not read.
-    unsafe { SARENA_HOST_FLOWS.get(key) }.is_some()
+fn table(ifindex: u32) -> Option<&'static FlowTable> {
+    // SAFETY: the value is the inner map itself, used only through helpers;
+    // user space replaces or removes it only for a detached endpoint.
+    unsafe { SARENA_HOST_FLOWS.get(&ifindex) }
 }
 
-/// The host stack delivered a frame of `key` (its own direction) to the pod
-/// behind `ifindex`: record the direction the pod answers in. A lookup per
-/// frame; a write only for a new flow or once per [`HOST_FLOW_REFRESH_NS`].
+/// Whether the host stack handled the flow of the frame `key` (its own
+/// direction) that the pod behind `from` sends to the pod behind `to`: in
+/// `to`'s table when `to` started the flow (the entry is this frame's
+/// direction), in `from`'s when `from` started it (the entry is the answer
+/// direction, this frame's reversed).
 #[inline(always)]
-pub fn record(key: &FlowKey, ifindex: u32) {
-    let answer = key.reversed();
+pub fn handled_by_host(key: &FlowKey, from: u32, to: u32) -> bool {
+    if let Some(table) = table(to)
+        && table.get_ptr(key).is_some()
+    {
+        return true;
+    }
+    match table(from) {
+        Some(table) => table.get_ptr(key.reversed()).is_some(),
+        None => false,
+    }
+}
+
+/// The host stack delivered a frame of `key` (its own direction) from the
+/// pod behind `from` to the pod behind `to`. An answer to a flow `to`
+/// started (found in `to`'s table) refreshes that entry; any other frame
+/// belongs to a flow `from` started, recorded (the direction `to` answers
+/// in) in `from`'s table. A lookup or two per frame; a write only for a new
+/// flow or once per [`HOST_FLOW_REFRESH_NS`].
+#[inline(always)]
+pub fn record(key: &FlowKey, from: u32, to: u32) {
     // SAFETY: reading the clock has no preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
-    match SARENA_HOST_FLOWS.get_ptr_mut(answer) {
-        Some(state) => {
-            // SAFETY: a map value pointer returned by the lookup helper; an
-            // aligned u64 store, racing at worst with another refresh.
-            let state = unsafe { &mut *state };
-            if now.wrapping_sub(state.last_seen_ns) > HOST_FLOW_REFRESH_NS {
-                state.last_seen_ns = now;
-            }
-        }
+    if let Some(table) = table(to)
+        && let Some(state) = table.get_ptr_mut(key)
+    {
+        refresh(state, now);
+        return;
+    }
+    let Some(table) = table(from) else {
+        return;
+    };
+    let answer = key.reversed();
+    match table.get_ptr_mut(answer) {
+        Some(state) => refresh(state, now),
         None => {
             let state = FlowState {
                 last_seen_ns: now,
-                ifindex,
+                ifindex: to,
                 flags: 0,
             };
             // A failed insert (out of memory) leaves the flow unrecorded;
-            // nothing better can be done from here.
-            if SARENA_HOST_FLOWS.insert(answer, state, 0).is_ok() {
-                counters::host_flow_recorded(ifindex);
+            // nothing better can be done from here. A full table evicts its
+            // own least recently used entry.
+            if table.insert(answer, state, 0).is_ok() {
+                counters::host_flow_recorded(to);
+                counters::host_flow_started(from);
             }
         }
+    }
+}
+
+/// Sets an entry's last-seen time, at most once per [`HOST_FLOW_REFRESH_NS`].
+#[inline(always)]
+fn refresh(state: *mut FlowState, now: u64) {
+    // SAFETY: a map value pointer returned by the lookup helper; an aligned
+    // u64 store, racing at worst with another refresh.
+    let state = unsafe { &mut *state };
+    if now.wrapping_sub(state.last_seen_ns) > HOST_FLOW_REFRESH_NS {
+        state.last_seen_ns = now;
     }
 }

@@ -37,7 +37,7 @@ pub fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
     // A flow the host stack handled stays there, in both directions; one
     // whose flow cannot be told (fragments, ICMP errors) goes there too.
     match flows::key_of(ctx, ip) {
-        Some(key) if !flows::handled_by_host(&key) => {}
+        Some(key) if !flows::handled_by_host(&key, ifindex, dst.ifindex) => {}
         Some(_) => {
             counters::host_stack_flow(ifindex);
             return Ok(verdict::OK);
@@ -83,11 +83,12 @@ pub fn record_host_flow(ctx: &TcContext, ifindex: u32) {
         return;
     };
     // SAFETY: a map value pointer returned by the lookup helper.
-    if unsafe { (*src).ifindex } == ifindex {
+    let from = unsafe { (*src).ifindex };
+    if from == ifindex {
         // The pod itself (hairpin): its answers go to itself, never redirected.
         return;
     }
     if let Some(key) = flows::key_of(ctx, ip) {
-        flows::record(&key, ifindex);
+        flows::record(&key, from, ifindex);
     }
 }

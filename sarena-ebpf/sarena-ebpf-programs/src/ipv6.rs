@@ -70,7 +70,7 @@ pub fn try_ipv6(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
         return Ok(verdict::OK);
     }
     match flows::key_of6(ctx, ip, &upper) {
-        Some(key) if !flows::handled_by_host(&key) => {}
+        Some(key) if !flows::handled_by_host(&key, ifindex, dst.ifindex) => {}
         Some(_) => {
             counters::host_stack_flow(ifindex);
             return Ok(verdict::OK);
@@ -118,13 +118,14 @@ pub fn record_host_flow(ctx: &TcContext, ifindex: u32) {
         return;
     };
     // SAFETY: a map value pointer returned by the lookup helper.
-    if unsafe { (*src).ifindex } == ifindex {
+    let from = unsafe { (*src).ifindex };
+    if from == ifindex {
         return;
     }
     let Ok(upper) = exthdr::upper(ctx, ip, end) else {
         return;
     };
     if let Some(key) = flows::key_of6(ctx, ip, &upper) {
-        flows::record(&key, ifindex);
+        flows::record(&key, from, ifindex);
     }
 }

@@ -34,14 +34,15 @@ mod packet;
 
 use aya_ebpf::{
     Global,
-    macros::{classifier, map},
-    maps::{HashMap, LruHashMap, PerCpuHashMap},
+    btf_maps::{HashOfMaps, LruHashMap},
+    macros::{btf_map, classifier, map},
+    maps::{HashMap, PerCpuHashMap},
     programs::TcContext,
 };
 use packet::verdict;
 use sarena_common::{
     BandwidthState, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, FlowKey, FlowState,
-    MAX_ENDPOINTS, MAX_HOST_FLOWS, MAX_PACED_ENDPOINTS,
+    MAX_ENDPOINTS, MAX_HOST_FLOWS_PER_ENDPOINT, MAX_PACED_ENDPOINTS,
 };
 
 /// IPv4 pod address → where it lives (filled by user space, pinned).
@@ -53,7 +54,7 @@ static SARENA_ENDPOINTS: HashMap<EndpointKey, EndpointInfo> = HashMap::pinned(MA
 static SARENA_ENDPOINTS6: HashMap<Endpoint6Key, EndpointInfo> = HashMap::pinned(MAX_ENDPOINTS, 0);
 
 /// `BPF_F_NO_PREALLOC`: entries are allocated when user space inserts them.
-const NO_PREALLOC: u32 = 1;
+const NO_PREALLOC: u32 = sarena_common::layouts::NO_PREALLOC;
 
 /// Host veth ifindex → its endpoint's MACs (filled by user space at attach,
 /// pinned): what the neighbour-discovery responder answers with when the
@@ -73,12 +74,23 @@ static SARENA_VETHS: HashMap<u32, EndpointInfo> = HashMap::pinned(MAX_ENDPOINTS,
 static SARENA_COUNTERS: PerCpuHashMap<u32, EndpointCounters> =
     PerCpuHashMap::pinned(MAX_ENDPOINTS, NO_PREALLOC);
 
-/// Pod ↔ pod flows the host stack handled, in the direction the receiving pod
-/// answers (filled by `to_container`, pinned; LRU: the least recently used
-/// entry goes when it is full). Shared by all CPUs: the two directions of a
-/// flow may run on different ones.
-#[map(name = "SARENA_HOST_FLOWS")]
-static SARENA_HOST_FLOWS: LruHashMap<FlowKey, FlowState> = LruHashMap::pinned(MAX_HOST_FLOWS, 0);
+/// Each endpoint's own flows table: the pod ↔ pod flows the host stack
+/// handled that this endpoint started (host ifindex → an LRU hash of
+/// [`MAX_HOST_FLOWS_PER_ENDPOINT`] entries; see [`flows`]). The inner maps
+/// are created by user space when it attaches an endpoint, and the outer
+/// map is pinned by path (a BTF map: the legacy map definitions cannot
+/// describe an inner map). Shared by all CPUs: the two directions of a flow
+/// may run on different ones.
+#[btf_map(name = "SARENA_HOST_FLOWS_V2")]
+static SARENA_HOST_FLOWS: HashOfMaps<
+    u32,
+    FlowTable,
+    { MAX_ENDPOINTS as usize },
+    { NO_PREALLOC as usize },
+> = HashOfMaps::new();
+
+/// One endpoint's flows table (the inner maps of [`SARENA_HOST_FLOWS`]).
+type FlowTable = LruHashMap<FlowKey, FlowState, { MAX_HOST_FLOWS_PER_ENDPOINT as usize }>;
 
 /// Host veth ifindex → the pod's bandwidth pacers (entries created by user
 /// space for limited pods only, pinned; not preallocated).

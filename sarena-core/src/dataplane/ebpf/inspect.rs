@@ -29,7 +29,9 @@ pub(super) fn current_layouts(object: &[u8]) -> Result<BTreeMap<String, MapLayou
     let mut current: BTreeMap<String, MapLayout> = parsed
         .maps
         .iter()
-        .filter(|(_, map)| map.pinning() == PinningType::ByName)
+        .filter(|(name, map)| {
+            map.pinning() == PinningType::ByName || pins::PINNED_BY_PATH.contains(&name.as_str())
+        })
         .map(|(name, map)| {
             let layout = MapLayout {
                 map_type: map.map_type(),

@@ -51,13 +51,19 @@ impl AyaDataplane {
                 source,
             })?;
         }
-        let mut ebpf = EbpfLoader::new()
-            .default_map_pin_directory(pins::maps_dir(pin_dir))
-            .load(object)
-            .map_err(|source| BpfError::Load {
-                pin_dir: pin_dir.to_owned(),
-                source: Box::new(source),
-            })?;
+        let mut loader = EbpfLoader::new();
+        loader.default_map_pin_directory(pins::maps_dir(pin_dir));
+        let by_path: Vec<_> = pins::PINNED_BY_PATH
+            .iter()
+            .map(|name| (*name, pins::maps_dir(pin_dir).join(name)))
+            .collect();
+        for (name, path) in by_path {
+            loader.map_pin_path(name, path);
+        }
+        let mut ebpf = loader.load(object).map_err(|source| BpfError::Load {
+            pin_dir: pin_dir.to_owned(),
+            source: Box::new(source),
+        })?;
         let (tags, map_ids) = load_programs(&mut ebpf)?;
         let maps = Maps::take(&mut ebpf)?;
         let pacing = PacingMap::take(&mut ebpf)?;

@@ -12,16 +12,20 @@ use sarena_common::{
 
 use super::entries::{self, AddressKey};
 use super::error::{BpfError, is_not_found};
+use super::flows::FlowTables;
 use crate::api::Endpoint;
 
 /// `SARENA_ENDPOINTS` and `SARENA_ENDPOINTS6` (pod address → endpoint),
-/// `SARENA_VETHS` (host ifindex → endpoint) and `SARENA_COUNTERS` (host
-/// ifindex → per-CPU counters), as pinned.
+/// `SARENA_VETHS` (host ifindex → endpoint), `SARENA_COUNTERS_V2` (host
+/// ifindex → per-CPU counters) and `SARENA_HOST_FLOWS_V2` (host ifindex →
+/// the endpoint's flows table), as pinned.
 pub(super) struct Maps {
     endpoints: AddressMap<EndpointKey>,
     endpoints6: AddressMap<Endpoint6Key>,
     veths: BpfHashMap<MapData, u32, EndpointInfo>,
     counters: PerCpuHashMap<MapData, u32, EndpointCounters>,
+    /// Each endpoint's flows table.
+    pub(super) flows: FlowTables,
 }
 
 /// One endpoint map: pod addresses of one family → endpoint.
@@ -131,11 +135,13 @@ impl Maps {
         let veths = hash_map(ebpf, VETHS_MAP)?;
         let counters = PerCpuHashMap::try_from(take(ebpf, COUNTERS_MAP)?)
             .map_err(map_error("open map", COUNTERS_MAP))?;
+        let flows = FlowTables::take(ebpf)?;
         Ok(Maps {
             endpoints,
             endpoints6,
             veths,
             counters,
+            flows,
         })
     }
 
@@ -190,12 +196,13 @@ impl Maps {
         self.veths.get(&host_ifindex, 0).ok()
     }
 
-    /// Counters first (kept when present), then the veth's entry, then the
-    /// address entries; `true` when something was missing or different.
+    /// The flows table first and counters (both kept when present), then
+    /// the veth's entry, then the address entries; `true` when something was
+    /// missing or different.
     pub(super) fn write(&mut self, endpoint: &Endpoint) -> Result<bool, BpfError> {
         let ifname = &endpoint.spec.host_ifname;
         let ifindex = endpoint.spec.host_ifindex;
-        let mut changed = false;
+        let mut changed = self.flows.ensure(ifindex, ifname)?;
         if self.counters.get(&ifindex, 0).is_err() {
             let cpus_error = |source| BpfError::Cpus {
                 ifname: ifname.clone(),
@@ -222,8 +229,8 @@ impl Maps {
     }
 
     /// Removes `endpoint`'s address entries (only those still pointing at
-    /// its ifindex), its veth's entry and its counters; failures are added
-    /// to `errors`.
+    /// its ifindex), its veth's entry, its counters and its flows table;
+    /// failures are added to `errors`.
     pub(super) fn remove(&mut self, endpoint: &Endpoint, errors: &mut Vec<BpfError>) {
         let ifindex = endpoint.spec.host_ifindex;
         let v4 =
@@ -243,9 +250,11 @@ impl Maps {
         {
             errors.push(map_error("remove counters", ifname)(e));
         }
+        self.flows.remove(ifindex, ifname, errors);
     }
 
-    /// Removes every entry and counter that `endpoints` do not account for;
+    /// Removes every entry, counter and flows table that `endpoints` do not
+    /// account for;
     /// returns the addresses of entries that belong to no endpoint.
     pub(super) fn remove_unknown(
         &mut self,
@@ -273,6 +282,7 @@ impl Maps {
                 let _ = self.counters.remove(&ifindex);
             }
         }
+        self.flows.remove_unknown(&wanted.keys().copied().collect());
         Ok(removed)
     }
 }

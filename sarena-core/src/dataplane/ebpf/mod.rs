@@ -37,6 +37,7 @@ mod bandwidth;
 mod entries;
 mod error;
 mod fault;
+mod flows;
 mod handover;
 mod inspect;
 mod load;

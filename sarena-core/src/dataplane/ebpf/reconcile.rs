@@ -11,8 +11,8 @@
 //! 3. `shape_host_roots`: the root qdiscs the limits need,
 //!    set before the programs (see `shaping.rs`);
 //! 4. `swap_programs`, under the dataplane's lock: filters
-//!    and entries the registry does not know removed; then, endpoint by
-//!    endpoint, its counters carried over from an older generation when its
+//!    and entries the registry does not know removed, the entries of every
+//!    endpoint to swap written; then, endpoint by endpoint, its counters carried over from an older generation when its
 //!    hooks run other code (see `upgrade.rs`), its entries written and its
 //!    filters replaced (kill point `first-swap` after the first swap);
 //! 5. `shape_pod_sides`: the pod sides of egress limits
@@ -142,6 +142,18 @@ impl AyaDataplane {
             report
                 .removed
                 .extend(remove_stale(&mut state, live, &found.foreign)?);
+            // The entries of every endpoint to swap before any filter is
+            // replaced: a swapped pod's new programs then find every other
+            // pod in their maps (one not yet written would be left to the
+            // host stack, which may have no route to it). A failure here is
+            // reported by the endpoint's own turn below.
+            for endpoint in live {
+                let same =
+                    host_ifindex(&endpoint.spec.host_ifname) == Some(endpoint.spec.host_ifindex);
+                if same && !state.runs_ours(endpoint, found.on(endpoint)) {
+                    let _ = state.maps.write(endpoint);
+                }
+            }
             let mut errors = Vec::new();
             for endpoint in live {
                 pacing_before.push(state.pacing.get(endpoint.spec.host_ifindex)?);

@@ -8,11 +8,12 @@
 //! 1. [`AyaDataplane::open`](super::AyaDataplane::open): the maps this
 //!    generation pins are created beside the old ones (or reused: the
 //!    endpoint map kept its layout); the old pins stay, untouched.
-//! 2. Reconcile, endpoint by endpoint, for each one whose filters do not run
-//!    this release's programs yet: its counters are copied from the old
+//! 2. Reconcile writes the entries (and flows tables) of every endpoint
+//!    whose filters do not run this release's programs yet; then, endpoint
+//!    by endpoint, for each of them: its counters are copied from the old
 //!    generation's map, converted ([`EndpointCountersV1`] → the current
 //!    layout, per CPU, overwriting whatever a run before a downgrade left);
-//!    then its entries are written and each hook's filter is *replaced* in
+//!    then its entries are checked and each hook's filter is *replaced* in
 //!    one netlink request (see [`super::tc`]), so the hook always runs exactly
 //!    one program, the old one until the kernel swaps in the new. An
 //!    endpoint already running this release's programs (a killed run swapped
@@ -22,10 +23,11 @@
 //!    removed (the old maps go with the last program using them) and the
 //!    mark is written: these pins are now this generation's.
 //!
-//! Flow state needs no migration: generation 1 had no host-stack flows map,
-//! so the new one starts empty, which only matters for pod ↔ pod flows the
-//! host stack translates, and those did not work with generation 1's
-//! programs anyway (see sarena-ebpf/README.md).
+//! Flow state is not migrated: generation 1 had no host-stack flows map, so
+//! the endpoints' flows tables start empty, which only matters for pod ↔ pod
+//! flows the host stack translates, and those did not work with generation
+//! 1's programs anyway (see sarena-ebpf/README.md). Generation 2's node-wide
+//! table (never released) is retired like any older pin: removed at step 3.
 //!
 //! # Fault injection (tests only)
 //!

@@ -1,0 +1,131 @@
+//! The host-stack flows map (`SARENA_HOST_FLOWS_V2`): host ifindex → that
+//! endpoint's own flows table, an LRU hash of
+//! [`MAX_HOST_FLOWS_PER_ENDPOINT`](sarena_common::MAX_HOST_FLOWS_PER_ENDPOINT)
+//! entries that the programs fill with the flows the endpoint started (see
+//! `sarena_common::FlowKey`).
+//!
+//! The tables are created here, one per endpoint when it is written into the
+//! maps (before its programs are attached), and put into the pinned outer
+//! map, which holds them across daemon restarts; removing an endpoint
+//! removes its table, which the kernel frees with the last program using it.
+//! Being one LRU per endpoint is what bounds a pod to its own table: a flood
+//! evicts the flooder's own least recently used flows, never another pod's
+//! (issue 25). The cost is preallocated per endpoint (docs/security.md).
+
+use std::collections::BTreeSet;
+
+use aya::Ebpf;
+use aya::maps::{HashMap as BpfHashMap, HashOfMaps, Map, MapData};
+use sarena_common::layouts::HOST_FLOWS_TABLE;
+use sarena_common::{FlowKey, FlowState, HOST_FLOWS_MAP};
+
+use super::AyaDataplane;
+use super::error::{BpfError, is_not_found};
+use super::maps::map_error;
+use crate::dataplane::DataplaneError;
+
+/// The name the kernel shows for each endpoint's table (`bpftool map`).
+const TABLE_NAME: &str = "sarena_flows";
+
+/// The outer map, as pinned.
+pub(super) struct FlowTables {
+    outer: HashOfMaps<MapData, u32, MapData>,
+}
+
+impl FlowTables {
+    /// Takes the outer map out of the loaded object.
+    pub(super) fn take(ebpf: &mut Ebpf) -> Result<Self, BpfError> {
+        let map = ebpf.take_map(HOST_FLOWS_MAP).ok_or(BpfError::NoMap {
+            map: HOST_FLOWS_MAP,
+        })?;
+        let outer = HashOfMaps::try_from(map).map_err(map_error("open map", HOST_FLOWS_MAP))?;
+        Ok(FlowTables { outer })
+    }
+
+    /// The table of `ifindex`, if it has one.
+    fn table(&self, ifindex: u32) -> Result<Option<MapData>, BpfError> {
+        match self.outer.get(&ifindex, 0) {
+            Ok(table) => Ok(Some(table)),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(map_error("find flows table", ifindex)(e)),
+        }
+    }
+
+    /// Gives the endpoint behind `ifindex` a table unless it has one (a
+    /// table left by an earlier endpoint of the same ifindex is kept: an
+    /// entry too many only sends a flow through the host stack). `true`
+    /// when it created one.
+    pub(super) fn ensure(&mut self, ifindex: u32, ifname: &str) -> Result<bool, BpfError> {
+        if self.table(ifindex)?.is_some() {
+            return Ok(false);
+        }
+        let layout = HOST_FLOWS_TABLE;
+        let definition = aya_obj::Map::new_from_params(
+            layout.map_type,
+            layout.key_size,
+            layout.value_size,
+            layout.max_entries,
+            layout.flags,
+        );
+        let table = MapData::create(definition, TABLE_NAME, None)
+            .map_err(map_error("create flows table", ifname))?;
+        self.outer
+            .insert(ifindex, &table, 0)
+            .map_err(map_error("insert flows table", ifname))?;
+        Ok(true)
+    }
+
+    /// Removes the table of `ifindex`; failures are added to `errors`.
+    pub(super) fn remove(&mut self, ifindex: u32, ifname: &str, errors: &mut Vec<BpfError>) {
+        if let Err(e) = self.outer.remove(&ifindex)
+            && !is_not_found(&e)
+        {
+            errors.push(map_error("remove flows table", ifname)(e));
+        }
+    }
+
+    /// Removes the tables of every ifindex not in `wanted`.
+    pub(super) fn remove_unknown(&mut self, wanted: &BTreeSet<u32>) {
+        let ifindexes: Vec<u32> = self.outer.keys().filter_map(Result::ok).collect();
+        for ifindex in ifindexes {
+            if !wanted.contains(&ifindex) {
+                let _ = self.outer.remove(&ifindex);
+            }
+        }
+    }
+
+    /// Every entry of the table of `ifindex`; `None` when it has none.
+    pub(super) fn entries(
+        &self,
+        ifindex: u32,
+    ) -> Result<Option<Vec<(FlowKey, FlowState)>>, BpfError> {
+        let Some(table) = self.table(ifindex)? else {
+            return Ok(None);
+        };
+        let table: BpfHashMap<MapData, FlowKey, FlowState> =
+            BpfHashMap::try_from(Map::LruHashMap(table))
+                .map_err(map_error("open flows table", ifindex))?;
+        let mut out = Vec::new();
+        for item in table.iter() {
+            match item {
+                Ok(entry) => out.push(entry),
+                // Evicted between the key and its value.
+                Err(e) if is_not_found(&e) => {}
+                Err(e) => return Err(map_error("read flows table", ifindex)(e)),
+            }
+        }
+        Ok(Some(out))
+    }
+}
+
+impl AyaDataplane {
+    /// The flows the endpoint whose host veth is `host_ifindex` started and
+    /// the host stack handled (its own flows table: each key is the direction
+    /// the other pod answers in); `None` when it has no table.
+    pub fn host_flows(
+        &self,
+        host_ifindex: u32,
+    ) -> Result<Option<Vec<(FlowKey, FlowState)>>, DataplaneError> {
+        Ok(self.lock().maps.flows.entries(host_ifindex)?)
+    }
+}
