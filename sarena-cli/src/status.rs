@@ -77,7 +77,7 @@ pub fn render(s: &DaemonStatus) -> String {
             format!("on, except to {}", exempt.join(", "))
         }
     };
-    let mut out = fields(&[
+    let mut rows = vec![
         ("Daemon", health),
         ("Version", s.version.clone()),
         ("Dataplane", dataplane),
@@ -93,7 +93,30 @@ pub fn render(s: &DaemonStatus) -> String {
         ("Kubernetes", kubernetes),
         ("MTU", mtu),
         ("Masquerade", masquerade),
-    ]);
+    ];
+    if let Some(peers) = &network.peers {
+        let rejected: Vec<String> = peers
+            .rejected
+            .iter()
+            .map(|r| format!("{} ({}: {})", r.node, r.reason, r.detail))
+            .collect();
+        let text = if rejected.is_empty() {
+            "none rejected".to_owned()
+        } else {
+            format!("rejected {}", rejected.join("; "))
+        };
+        rows.push(("Peers", text));
+    }
+    if let Some(filter) = &network.vxlan_filter {
+        rows.push((
+            "VXLAN filter",
+            format!(
+                "{} packets ({} bytes) dropped from non-peers",
+                filter.dropped_packets, filter.dropped_bytes
+            ),
+        ));
+    }
+    let mut out = fields(&rows);
     out.push_str("\nPools:\n");
     let rows = s.pools.iter().map(|p| {
         vec![
@@ -116,7 +139,8 @@ pub fn render(s: &DaemonStatus) -> String {
 mod tests {
     use sarena_core::api::{
         Health, IpamState, KubernetesStatus, MasqueradeStatus, MockDaemon, MtuSource, MtuStatus,
-        NetworkStatus, PoolState, ProgramsStatus,
+        NetworkStatus, PeersStatus, PoolState, ProgramsStatus, RejectedPeerStatus,
+        VxlanFilterStatus,
     };
 
     use super::*;
@@ -205,6 +229,18 @@ mod tests {
                 enabled: true,
                 exempt: vec!["10.244.0.0/16".parse().unwrap()],
             }),
+            peers: Some(PeersStatus {
+                rejected: vec![RejectedPeerStatus {
+                    node: "evil".into(),
+                    reason: "own_address".into(),
+                    detail: "InternalIP 172.30.0.11".into(),
+                }],
+                rejections: [("own_address".to_owned(), 1)].into(),
+            }),
+            vxlan_filter: Some(VxlanFilterStatus {
+                dropped_packets: 3,
+                dropped_bytes: 240,
+            }),
         });
         let text = render(&s);
         assert!(
@@ -213,6 +249,14 @@ mod tests {
         );
         assert!(
             text.contains("Masquerade:   on, except to 10.244.0.0/16"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Peers:        rejected evil (own_address: InternalIP 172.30.0.11)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("VXLAN filter: 3 packets (240 bytes) dropped from non-peers"),
             "{text}"
         );
         let pool = text.lines().find(|l| l.starts_with("default")).unwrap();

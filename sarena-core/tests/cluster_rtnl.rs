@@ -1,6 +1,7 @@
 //! Peer routing on a real kernel, in a throwaway netns: native routes and
-//! the VXLAN overlay as `ip`/`bridge` report them, kept in sync as peers
-//! come, move and go, never touching anyone else's routes.
+//! the VXLAN overlay as `ip`/`bridge`/`nft` report them (with the filter in
+//! front of the device), kept in sync as peers come, move and go, never
+//! touching anyone else's routes or tables.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
@@ -10,7 +11,7 @@ use sarena_core::cluster::{
     ClusterNode, ClusterView, KubernetesConfig, PeerRouting, PeerSync, RoutingMode, SyncReport,
     vtep_mac,
 };
-use sarena_test_support::{TestNetns, in_netns, require_root};
+use sarena_test_support::{TestNetns, block_on_in_netns, require_root};
 
 fn node(name: &str, ip: &str, cidrs: &[&str]) -> ClusterNode {
     ClusterNode {
@@ -48,34 +49,26 @@ fn sync_all(
     routing: RoutingMode,
     views: Vec<(bool, ClusterView)>,
 ) -> Vec<SyncReport> {
-    in_netns(&ns.path(), move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async move {
-            let config = KubernetesConfig {
-                enabled: true,
-                routing,
-                ..KubernetesConfig::default()
-            };
-            let make = || {
-                let kernel = Arc::new(RtnetlinkPeers::new().unwrap());
-                PeerSync::new(config.clone(), Some(1500), kernel.clone(), kernel)
-            };
-            let mut peers = make();
-            let mut reports = Vec::new();
-            for (fresh, view) in views {
-                if fresh {
-                    peers = make();
-                }
-                reports.push(peers.sync(&view).await.unwrap());
+    block_on_in_netns(&ns.path(), move || async move {
+        let config = KubernetesConfig {
+            enabled: true,
+            routing,
+            ..KubernetesConfig::default()
+        };
+        let make = || {
+            let kernel = Arc::new(RtnetlinkPeers::new().unwrap());
+            PeerSync::new(config.clone(), Some(1500), kernel.clone(), kernel)
+        };
+        let mut peers = make();
+        let mut reports = Vec::new();
+        for (fresh, view) in views {
+            if fresh {
+                peers = make();
             }
-            reports
-        })
+            reports.push(peers.sync(&view).await.unwrap());
+        }
+        reports
     })
-    .join()
-    .unwrap()
 }
 
 fn lines(out: String) -> Vec<String> {
@@ -162,6 +155,10 @@ fn the_vxlan_overlay_holds_one_fdb_entry_neighbour_and_route_per_peer() {
     let mut b = node("b", "172.31.0.12", &["10.244.1.0/24", "fd00:10:244:1::/64"]);
     b.internal_ips.push("fd00:31::12".parse().unwrap());
     let c = node("c", "172.31.0.13", &["10.244.2.0/24"]);
+    ns.exec(&[
+        "nft",
+        "add table inet other; add chain inet other input { type filter hook input priority 0; }",
+    ]);
     // Native first: the switch to vxlan replaces gateway routes by onlink
     // ones, which the kernel does not do in place for IPv6.
     let reports = sync_all(
@@ -176,6 +173,17 @@ fn the_vxlan_overlay_holds_one_fdb_entry_neighbour_and_route_per_peer() {
         vec![(true, view(vec![b.clone(), c.clone()]))],
     );
     assert!(reports[0].failed.is_empty(), "{:?}", reports[0]);
+    // The filter in front of the device: Sarena's own table, the peers'
+    // underlay addresses in its sets; someone else's table untouched.
+    let filter = ns.exec(&["nft", "list", "table", "inet", "sarena_vxlan"]);
+    assert!(
+        filter.contains("172.31.0.12") && filter.contains("172.31.0.13"),
+        "{filter}"
+    );
+    assert!(
+        filter.contains("udp dport 8472 counter name \"dropped\" drop"),
+        "{filter}"
+    );
     let link = ns.exec(&["ip", "-d", "link", "show", "sarena.vxlan"]);
     assert!(link.contains("mtu 1450"), "{link}");
     assert!(
@@ -270,4 +278,8 @@ fn the_vxlan_overlay_holds_one_fdb_entry_neighbour_and_route_per_peer() {
         "sarena.vxlan"
     ]));
     assert!(lines(ns.exec(&["ip", "-6", "route", "show", "proto", "91"])).is_empty());
+    // ... and the filter with it; the other table stays.
+    let tables = ns.exec(&["nft", "list", "tables"]);
+    assert!(!tables.contains("sarena_vxlan"), "{tables}");
+    assert!(tables.contains("table inet other"), "{tables}");
 }

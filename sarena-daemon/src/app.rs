@@ -228,6 +228,7 @@ async fn standalone_network(config: &mut NodeConfig) -> Result<NetworkCell, Star
     Ok(Arc::new(std::sync::Mutex::new(NetworkStatus {
         mtu: Some(mtu),
         masquerade: Some(masquerade),
+        ..NetworkStatus::default()
     })))
 }
 

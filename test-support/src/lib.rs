@@ -7,7 +7,7 @@
 //!   a missing precondition fails the test with a message naming the fix.
 //! - [`unique`], [`run`], [`succeeds`], [`output_with_stdin`]: names unique per
 //!   run, and commands whose failure says what ran and what it printed.
-//! - [`TestNetns`], [`HostLinkGuard`], [`in_netns`], [`Pod`], [`PinDir`],
+//! - [`TestNetns`], [`HostLinkGuard`], [`in_netns`], [`block_on_in_netns`], [`Pod`], [`PinDir`],
 //!   [`HostStack`]: kernel objects under unique names, removed on drop even
 //!   when the test fails; [`SysctlGuard`] puts a kernel parameter back;
 //!   [`Tmpfs`] is a small filesystem to fill on purpose.
@@ -41,7 +41,7 @@ pub use bpffs::{PinDir, ensure_bpffs};
 pub use command::{output_with_stdin, run, succeeds};
 pub use host_stack::HostStack;
 pub use names::unique;
-pub use netns::{HostLinkGuard, TestNetns, in_netns};
+pub use netns::{HostLinkGuard, TestNetns, block_on_in_netns, in_netns};
 pub use plugin::{Cni, CniRun};
 pub use pod::Pod;
 pub use require::{require, require_ebpf_object, require_root};

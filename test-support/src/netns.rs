@@ -64,3 +64,23 @@ pub fn in_netns<T: Send + 'static>(
         f()
     })
 }
+
+/// Runs the future `f` makes on a current-thread runtime, on a new thread
+/// inside the namespace at `netns` (netlink sockets and `nft` opened there
+/// act there); waits for it and returns its output.
+pub fn block_on_in_netns<T, F, Fut>(netns: &Path, f: F) -> T
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = T>,
+{
+    in_netns(netns, move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f())
+    })
+    .join()
+    .unwrap()
+}

@@ -83,6 +83,22 @@ pub enum ClusterError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The VXLAN filter's nftables table could not be written or read.
+    #[error("VXLAN filter: cannot {call}")]
+    Filter {
+        /// What was being done, e.g. `apply the rules`.
+        call: &'static str,
+        /// Cause (`nft`'s error).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The node's own addresses could not be listed.
+    #[error("cannot list this node's addresses")]
+    LocalAddresses {
+        /// Cause.
+        #[source]
+        source: NetlinkError,
+    },
     /// The watcher of the Node objects stopped.
     #[error("the watcher of the Node objects stopped")]
     WatchEnded,

@@ -9,10 +9,13 @@
 //! - `pools.rs`: a session's parameters and node configuration
 //!   ([`SessionParams`], [`session_config`]);
 //! - `podcidr.rs`: the podCIDR decision ([`decide`]);
+//! - `peer_trust.rs`: which peers' Node objects are trusted ([`screen_peers`]);
 //! - `egress.rs`: the cluster's networks (never masqueraded) and the pods'
 //!   MTU from the uplink ([`cluster_networks`], [`session_mtu`]);
 //! - `routes.rs`, `vxlan.rs`: the routes, FDB and neighbour entries a view
 //!   asks for, in native and `vxlan` routing (pure);
+//! - `vxlan_filter.rs`: [`VxlanFilter`], the nftables table that lets only
+//!   current peers reach the VXLAN device (pure);
 //! - `sync.rs`: [`PeerSync`], which applies them through the kernel-table
 //!   traits of `traits.rs`, implemented over rtnetlink in `rtnl/`;
 //! - `serving_gate.rs`: [`ServingGate`], the daemon the API serves (waiting, closed
@@ -27,6 +30,7 @@
 mod config;
 mod egress;
 mod error;
+mod peer_trust;
 mod podcidr;
 mod pools;
 mod routes;
@@ -38,10 +42,12 @@ mod sync;
 mod traits;
 mod types;
 mod vxlan;
+mod vxlan_filter;
 
 pub use config::{DEFAULT_VXLAN_PORT, DEFAULT_VXLAN_VNI, KubernetesConfig, VXLAN_DEVICE};
 pub use egress::{cluster_networks, masquerade_status, session_mtu};
 pub use error::ClusterError;
+pub use peer_trust::{RejectReason, RejectedPeer, TrustAnchors, screen_peers};
 pub use podcidr::{PodCidrDecision, Refusal, decide};
 pub use pools::{
     SessionParams, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6, overhead, pod_mtu, session_config, sorted,
@@ -50,7 +56,8 @@ pub use routes::{PeerRoute, SARENA_PEER_ROUTE_PROTOCOL, native_routes};
 pub use serving_gate::{NotServing, ServingGate};
 pub use session_file::SessionFile;
 pub use supervisor::{
-    EgressParts, REFUSED_EVENT_REASON, RESYNC_EVERY, RETRY_AFTER, Supervisor, SupervisorParts,
+    EgressParts, PEER_REJECTED_EVENT_REASON, REFUSED_EVENT_REASON, RESYNC_EVERY, RETRY_AFTER,
+    Supervisor, SupervisorParts,
 };
 pub use sync::{PeerSync, SyncReport};
 pub use traits::{ClusterApi, NodeSessions, Overlay, PeerRouting, RouteTable, Underlay};
@@ -59,4 +66,7 @@ pub use traits::{MockClusterApi, MockNodeSessions, MockOverlay, MockPeerRouting,
 pub use types::{ClusterNode, ClusterView, RoutingMode};
 pub use vxlan::{
     FdbEntry, NeighbourEntry, OverlayState, VxlanDevice, overlay_state, vtep_address, vtep_mac,
+};
+pub use vxlan_filter::{
+    FilterDrops, UnwritableName, VXLAN_FILTER_COUNTER, VXLAN_FILTER_TABLE, VxlanFilter,
 };

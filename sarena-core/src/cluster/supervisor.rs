@@ -1,6 +1,9 @@
 //! [`Supervisor`]: Kubernetes mode's control loop. On every change of the
 //! [`ClusterView`] (and on a timer, to repair and to retry) it
 //!
+//! 0. keeps out of the view the peers whose Node objects it must not trust
+//!    ([`super::screen_peers`]: error log, a Warning Event on that Node, a
+//!    count by reason in the status and metrics);
 //! 1. decides about this node's podCIDRs ([`decide`]) and carries it out:
 //!    waits, keeps serving, (re)opens the node state with pools from the
 //!    podCIDRs, or refuses a change under live endpoints (error log, a
@@ -123,6 +126,8 @@ pub struct Supervisor {
     uplink: Option<Underlay>,
     /// The cluster's networks the dataplane has.
     sent: Option<ClusterNetworks>,
+    /// Peer trust and the VXLAN filter's counter.
+    trust: trust::Trust,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -152,6 +157,7 @@ impl Supervisor {
             mtu: None,
             uplink: None,
             sent: None,
+            trust: trust::Trust::default(),
         }
     }
 
@@ -182,6 +188,8 @@ impl Supervisor {
     /// One round for `view`; whether everything converged (else the caller
     /// retries soon).
     pub async fn on_view(&mut self, view: &ClusterView) -> bool {
+        let screened = self.screen(view).await;
+        let view = &screened;
         let mtu = self.pod_mtu(view).await;
         self.mtu = Some(mtu);
         let mut converged = self.pod_cidrs(view).await;
@@ -208,6 +216,7 @@ impl Supervisor {
                 false
             }
         };
+        self.read_filter().await;
         converged &= self.cluster_networks(view).await;
         self.report();
         if routes_in_place
@@ -304,6 +313,8 @@ impl Supervisor {
         {
             network.mtu = Some(mtu.clone());
         }
+        network.peers = Some(self.peers_status());
+        network.vxlan_filter = self.filter_status();
         let egress = &self.parts.egress;
         network.masquerade = Some(masquerade_status(
             egress.masquerade,
@@ -448,6 +459,10 @@ impl Supervisor {
         outcome
     }
 }
+
+#[path = "supervisor_trust.rs"]
+mod trust;
+pub use trust::PEER_REJECTED_EVENT_REASON;
 
 #[cfg(test)]
 #[path = "supervisor_tests.rs"]

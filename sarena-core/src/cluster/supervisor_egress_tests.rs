@@ -9,7 +9,7 @@ use super::tests::{local, node_daemon, routes_ok, view};
 use super::*;
 use crate::api::MtuSource;
 use crate::cluster::ClusterNode;
-use crate::cluster::traits::{MockClusterApi, MockNodeSessions, MockOverlay};
+use crate::cluster::traits::{MockClusterApi, MockNodeSessions};
 use crate::dataplane::{MockNodeUpdates, UpdateOutcome};
 
 fn eth0(mtu: u32) -> Underlay {
@@ -28,7 +28,7 @@ fn supervisor(
     uplink_mtu: Arc<Mutex<u32>>,
     updates: MockNodeUpdates,
 ) -> (Supervisor, NetworkCell) {
-    let mut overlay = MockOverlay::new();
+    let mut overlay = super::tests::uplink(&["172.30.0.11"]);
     overlay
         .expect_underlay()
         .with(

@@ -71,12 +71,29 @@ pub(super) fn node_daemon(endpoints: Arc<Mutex<Vec<Endpoint>>>) -> Arc<dyn NodeA
     Arc::new(d)
 }
 
+/// The uplink side: this node's addresses are `own`, the VXLAN filter has
+/// dropped 5 packets.
+pub(super) fn uplink(own: &[&str]) -> MockOverlay {
+    let own: Vec<std::net::IpAddr> = own.iter().map(|s| s.parse().unwrap()).collect();
+    let mut overlay = MockOverlay::new();
+    overlay
+        .expect_local_addresses()
+        .returning(move || Ok(own.clone()));
+    overlay.expect_vxlan_filter_drops().returning(|| {
+        Ok(crate::cluster::FilterDrops {
+            packets: 5,
+            bytes: 500,
+        })
+    });
+    overlay
+}
+
 fn supervisor(state: MockNodeSessions, peers: MockPeerRouting, api: MockClusterApi) -> Supervisor {
     Supervisor::new(SupervisorParts {
         node_name: "node1".into(),
         routing: RoutingMode::Native,
         mtu: Some(1500),
-        uplink: Arc::new(MockOverlay::new()),
+        uplink: Arc::new(uplink(&["172.30.0.11"])),
         underlay: None,
         egress: EgressParts::default(),
         network: NetworkCell::default(),

@@ -1,13 +1,15 @@
 //! [`PeerSync`]: peer routing over the kernel's tables ([`RouteTable`],
 //! [`Overlay`]), in either routing mode.
 //!
-//! Order per sync: in `vxlan` mode the device, then new FDB and neighbour
+//! Order per sync: in `vxlan` mode the filter in front of the device (only
+//! the peers' underlay addresses reach it, [`VxlanFilter`]), the device, then new FDB and neighbour
 //! entries (a route's next hop resolves the moment the route exists); then
 //! every missing or changed route is replaced in place (`ip route replace`:
 //! no moment without a route); then stale routes go, and after them stale
 //! neighbour and FDB entries. A restarted daemon finds its routes in place
 //! and changes nothing that is still wanted, so traffic never gaps. Until
 //! the local Node is known, `vxlan` mode leaves the overlay as it is.
+//! Native mode removes the device of an earlier `vxlan` run, then its filter.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +23,7 @@ use super::routes::{PeerRoute, native_routes};
 use super::traits::{Overlay, PeerRouting, RouteTable};
 use super::types::{ClusterView, RoutingMode};
 use super::vxlan::{VxlanDevice, overlay_state};
+use super::vxlan_filter::VxlanFilter;
 
 /// What one [`PeerRouting::sync`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -88,6 +91,8 @@ impl PeerSync {
                     if self.overlay.remove_device(VXLAN_DEVICE).await? {
                         report.removed.push(format!("device {VXLAN_DEVICE}"));
                     }
+                    // After the device: never a device without its filter.
+                    self.overlay.remove_filter().await?;
                     self.overlay_cleared.store(true, Ordering::Relaxed);
                 }
                 Ok(Some((native_routes(view, &mut report.skipped), None)))
@@ -117,6 +122,17 @@ impl PeerSync {
                 ) else {
                     return Ok(None);
                 };
+                // The filter first: the device never runs without it.
+                let filter = VxlanFilter {
+                    port: self.config.vxlan_port,
+                    underlay: underlay.name.clone(),
+                    peers: overlay_state(view, local_ip, underlay.index, &mut Vec::new())
+                        .fdb
+                        .into_iter()
+                        .map(|e| e.dst)
+                        .collect(),
+                };
+                self.overlay.ensure_filter(&filter).await?;
                 let ifindex = self.overlay.ensure_device(&device).await?;
                 let state = overlay_state(view, local_ip, ifindex, &mut report.skipped);
                 let present_fdb = self.overlay.fdb(ifindex).await?;

@@ -67,6 +67,7 @@ fn overlay_without_device() -> MockOverlay {
         .with(eq(VXLAN_DEVICE))
         .times(1)
         .returning(|_| Ok(false));
+    overlay.expect_remove_filter().times(1).returning(|| Ok(()));
     overlay
 }
 
@@ -198,12 +199,19 @@ async fn a_table_that_cannot_be_listed_is_an_error_and_nothing_is_removed() {
 }
 
 #[tokio::test]
-async fn native_mode_removes_the_vxlan_device_of_an_earlier_run() {
+async fn native_mode_removes_the_vxlan_device_of_an_earlier_run_then_its_filter() {
+    let mut seq = Sequence::new();
     let mut overlay = MockOverlay::new();
     overlay
         .expect_remove_device()
         .times(1)
+        .in_sequence(&mut seq)
         .returning(|_| Ok(true));
+    overlay
+        .expect_remove_filter()
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|| Ok(()));
     let mut routes = MockRouteTable::new();
     routes.expect_peer_routes().returning(|| Ok(vec![]));
     let report = sync(RoutingMode::Native, routes, overlay)
@@ -225,7 +233,8 @@ async fn vxlan_waits_for_the_local_node_and_touches_nothing_meanwhile() {
 }
 
 #[tokio::test]
-async fn vxlan_sets_up_the_device_then_fdb_and_neighbours_then_routes_then_removes_stale_ones() {
+async fn vxlan_sets_up_the_filter_and_the_device_then_fdb_and_neighbours_then_routes_then_removes_stale_ones()
+ {
     let b_mac = vtep_mac(ip("172.30.0.12"));
     let gone_mac = vtep_mac(ip("172.30.0.19"));
     let mut seq = Sequence::new();
@@ -243,6 +252,17 @@ async fn vxlan_sets_up_the_device_then_fdb_and_neighbours_then_routes_then_remov
                 mtu: 1500,
             })
         });
+    // The filter before the device: only b's underlay address gets through.
+    overlay
+        .expect_ensure_filter()
+        .with(eq(VxlanFilter {
+            port: 8472,
+            underlay: "eth0".into(),
+            peers: vec![ip("172.30.0.12")],
+        }))
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_| Ok(()));
     overlay
         .expect_ensure_device()
         .withf(|d| {

@@ -14,6 +14,7 @@ use super::routes::PeerRoute;
 use super::sync::SyncReport;
 use super::types::{ClusterNode, ClusterView};
 use super::vxlan::{FdbEntry, NeighbourEntry, VxlanDevice};
+use super::vxlan_filter::{FilterDrops, VxlanFilter};
 use crate::api::NodeApi;
 
 /// The main routing table, as far as Sarena's peer routes go.
@@ -51,6 +52,15 @@ pub trait Overlay: Send + Sync {
     async fn ensure_device(&self, device: &VxlanDevice) -> Result<u32, ClusterError>;
     /// Removes the device `name` if it is a VXLAN device; whether it existed.
     async fn remove_device(&self, name: &str) -> Result<bool, ClusterError>;
+    /// Creates or rewrites the filter in front of the device (Sarena's own
+    /// nftables table).
+    async fn ensure_filter(&self, filter: &VxlanFilter) -> Result<(), ClusterError>;
+    /// Removes the filter's table, if any.
+    async fn remove_filter(&self) -> Result<(), ClusterError>;
+    /// What the filter dropped since it was created.
+    async fn vxlan_filter_drops(&self) -> Result<FilterDrops, ClusterError>;
+    /// Every address on this node's devices.
+    async fn local_addresses(&self) -> Result<Vec<IpAddr>, ClusterError>;
     /// The device's FDB entries with a remote.
     async fn fdb(&self, ifindex: u32) -> Result<Vec<FdbEntry>, ClusterError>;
     /// `bridge fdb replace`.

@@ -36,7 +36,10 @@ dataplane = "ebpf"
 # masquerade = true
 
 # The cluster's pod CIDRs. Default: in Kubernetes mode, the union of all
-# Nodes' podCIDRs; otherwise none beyond this node's pools.
+# Nodes' podCIDRs; otherwise none beyond this node's pools. In Kubernetes
+# mode they also bound the peers: a Node whose podCIDR lies outside them, or
+# whose InternalIP lies inside them, is rejected (not routed). Without them a
+# peer's podCIDR may be no wider than this node's.
 cluster_cidrs = []
 
 # Further destinations never masqueraded (e.g. a peered VPC).
@@ -171,7 +174,8 @@ pub struct NodeConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub masquerade: Option<bool>,
     /// The cluster's pod CIDRs (never masqueraded); empty: in Kubernetes
-    /// mode, the union of all Nodes' podCIDRs.
+    /// mode, the union of all Nodes' podCIDRs. In Kubernetes mode also the
+    /// bounds of the peers' podCIDRs (`cluster::screen_peers`).
     #[serde(default)]
     pub cluster_cidrs: Vec<IpNet>,
     /// Further destinations never masqueraded.

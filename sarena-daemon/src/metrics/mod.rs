@@ -9,7 +9,8 @@
 //!   replays; dataplane reconciles;
 //! - read at scrape time ([`snapshot`]): health, pools, endpoints, leases,
 //!   the deletion queue's length, the eBPF programs' attachment, and each
-//!   endpoint's eBPF counters from the pinned per-CPU map. Nothing is added
+//!   endpoint's eBPF counters from the pinned per-CPU map; in Kubernetes
+//!   mode, rejected peers by reason and the VXLAN filter's drops. Nothing is added
 //!   to the packet path: the programs count anyway, a scrape reads the map.
 //!
 //! Every label has a bounded set of values: routes are templates, outcomes
@@ -17,6 +18,7 @@
 //! at most `--metrics-endpoint-limit` of them (node-wide sums cover the
 //! rest). The names are listed in docs/metrics.md.
 
+mod cluster;
 mod serve;
 pub mod snapshot;
 

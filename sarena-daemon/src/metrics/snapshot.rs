@@ -77,7 +77,12 @@ impl Collector for SnapshotCollector {
     }
 }
 
-fn gauges<I>(encoder: &mut DescriptorEncoder, name: &str, help: &str, samples: I) -> fmt::Result
+pub(super) fn gauges<I>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    samples: I,
+) -> fmt::Result
 where
     I: IntoIterator<Item = (Labels, u64)>,
 {
@@ -185,6 +190,9 @@ fn encode_status(status: &DaemonStatus, encoder: &mut DescriptorEncoder) -> fmt:
             "Deletions waiting in the plugin's deletion queue",
             queue.pending,
         )?;
+    }
+    if let Some(network) = &status.network {
+        super::cluster::encode(network, encoder)?;
     }
     if let Some(programs) = &status.dataplane.programs {
         gauge(

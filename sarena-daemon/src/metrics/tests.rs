@@ -4,7 +4,8 @@
 use prometheus_parse::{Sample, Scrape, Value};
 use sarena_core::api::{
     ApiErrorKind, Attachment, DaemonStatus, DataplaneCounters, Endpoint, EndpointSpec,
-    EndpointStats, Health, IpamState, MockNodeApi, PodRef, PoolState, ProgramsStatus,
+    EndpointStats, Health, IpamState, MockNodeApi, NetworkStatus, PeersStatus, PodRef, PoolState,
+    ProgramsStatus, RejectedPeerStatus, VxlanFilterStatus,
 };
 use sarena_core::dataplane::ebpf::{DropReason, EndpointCounters};
 
@@ -79,6 +80,21 @@ fn daemon() -> MockNodeApi {
         status.dataplane.programs = Some(ProgramsStatus {
             attached: 1,
             detached: vec!["lxcb".into()],
+        });
+        status.network = Some(NetworkStatus {
+            peers: Some(PeersStatus {
+                rejected: vec![RejectedPeerStatus {
+                    node: "evil".into(),
+                    reason: "own_address".into(),
+                    detail: "InternalIP 172.30.0.11".into(),
+                }],
+                rejections: [("own_address".to_owned(), 3)].into(),
+            }),
+            vxlan_filter: Some(VxlanFilterStatus {
+                dropped_packets: 7,
+                dropped_bytes: 700,
+            }),
+            ..NetworkStatus::default()
         });
         Ok(status)
     });
@@ -297,4 +313,42 @@ fn remote_addresses_need_the_flag() {
     let err = check_addr("0.0.0.0:9464".parse().unwrap(), false).unwrap_err();
     assert!(err.to_string().contains("--allow-remote-metrics"), "{err}");
     assert!(check_addr("0.0.0.0:9464".parse().unwrap(), true).is_ok());
+}
+
+#[tokio::test]
+async fn rejected_peers_and_vxlan_filter_drops_are_series_with_bounded_labels() {
+    let text = Metrics::new(DEFAULT_ENDPOINT_LIMIT)
+        .render(&daemon())
+        .await
+        .unwrap();
+    let scrape = parse(&text);
+    let total = |reason| {
+        number(sample(
+            &scrape,
+            "sarena_peer_rejections_total",
+            &[("reason", reason)],
+        ))
+    };
+    assert_eq!(total("own_address"), 3.0);
+    assert_eq!(total("pod_cidr_outside_cluster"), 0.0);
+    let now = sample(
+        &scrape,
+        "sarena_peers_rejected",
+        &[("reason", "own_address")],
+    );
+    assert_eq!(number(now), 1.0);
+    let families: Vec<&Sample> = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "sarena_peer_rejections_total")
+        .collect();
+    assert_eq!(
+        families.len(),
+        sarena_core::cluster::RejectReason::ALL.len()
+    );
+    assert!(families.iter().all(|s| s.labels.get("node").is_none()));
+    let drops = sample(&scrape, "sarena_vxlan_filter_dropped_packets_total", &[]);
+    assert_eq!(number(drops), 7.0);
+    let bytes = sample(&scrape, "sarena_vxlan_filter_dropped_bytes_total", &[]);
+    assert_eq!(number(bytes), 700.0);
 }

@@ -34,7 +34,10 @@ pub use inspect::{Inspect, NodeApi, registry_status};
 #[cfg(any(test, feature = "mocks"))]
 pub use inspect::{MockInspect, MockNodeApi};
 pub use mode::DataplaneMode;
-pub use network::{MasqueradeStatus, MtuSource, MtuStatus, NetworkStatus};
+pub use network::{
+    MasqueradeStatus, MtuSource, MtuStatus, NetworkStatus, PeersStatus, RejectedPeerStatus,
+    VxlanFilterStatus,
+};
 pub use path::{
     MAX_BODY_BYTES, SegmentError, allocation_path, decode_segment, encode_segment, endpoint_path,
     endpoint_stats_path, validate_attachment, validate_container_id, validate_ifname,

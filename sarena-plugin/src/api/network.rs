@@ -17,6 +17,46 @@ pub struct NetworkStatus {
     /// Egress masquerading.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub masquerade: Option<MasqueradeStatus>,
+    /// Kubernetes mode: the peers whose Node objects are not trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peers: Option<PeersStatus>,
+    /// `vxlan` routing: what the filter in front of the VXLAN device dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vxlan_filter: Option<VxlanFilterStatus>,
+}
+
+/// Peers rejected for their Node objects (an `InternalIP` or podCIDR
+/// Sarena must not route to): not routed, no FDB entry.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeersStatus {
+    /// The peers rejected now, by name.
+    #[serde(default)]
+    pub rejected: Vec<RejectedPeerStatus>,
+    /// Rejections since the daemon started, by reason (each counted when
+    /// the peer's Node object starts being rejected for it).
+    #[serde(default)]
+    pub rejections: std::collections::BTreeMap<String, u64>,
+}
+
+/// One rejected peer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RejectedPeerStatus {
+    /// The Node's name.
+    pub node: String,
+    /// The reason (`own_address`, `pod_cidr_outside_cluster`, …).
+    pub reason: String,
+    /// The address or podCIDR at fault.
+    pub detail: String,
+}
+
+/// The VXLAN filter's drop counter (packets to the VXLAN port from
+/// anything but a current peer through the underlay).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VxlanFilterStatus {
+    /// Packets dropped since the filter was created.
+    pub dropped_packets: u64,
+    /// Their bytes.
+    pub dropped_bytes: u64,
 }
 
 /// Where the MTU the pods' is derived from came from.

@@ -33,21 +33,11 @@ pub(super) async fn underlay(
             })?;
         return Ok(underlay_of(&link));
     }
-    let addresses: Vec<_> = handle
-        .address()
-        .get()
-        .execute()
-        .try_collect()
-        .await
-        .map_err(|e| NetlinkError::new("addr dump", local, e))?;
-    let index = addresses
-        .iter()
-        .find(|a| {
-            a.attributes.iter().any(|attr| {
-                matches!(attr, AddressAttribute::Address(ip) | AddressAttribute::Local(ip) if *ip == local)
-            })
-        })
-        .map(|a| a.header.index)
+    let index = address_dump(handle, local)
+        .await?
+        .into_iter()
+        .find(|(_, ip)| *ip == local)
+        .map(|(index, _)| index)
         .ok_or(ClusterError::NoUnderlay { address: local })?;
     let mut links = handle.link().get().match_index(index).execute();
     let link = links
@@ -56,6 +46,45 @@ pub(super) async fn underlay(
         .map_err(|e| NetlinkError::new("link get", index, e))?
         .ok_or(ClusterError::NoUnderlay { address: local })?;
     Ok(underlay_of(&link))
+}
+
+/// Every address on every device, with the device's index (`ip addr`);
+/// `about` names the dump's purpose in errors.
+async fn address_dump(
+    handle: &Handle,
+    about: impl std::fmt::Display,
+) -> Result<Vec<(u32, IpAddr)>, NetlinkError> {
+    let messages: Vec<_> = handle
+        .address()
+        .get()
+        .execute()
+        .try_collect()
+        .await
+        .map_err(|e| NetlinkError::new("addr dump", about, e))?;
+    Ok(messages
+        .iter()
+        .flat_map(|a| {
+            a.attributes.iter().filter_map(|attr| match attr {
+                AddressAttribute::Address(ip) | AddressAttribute::Local(ip) => {
+                    Some((a.header.index, *ip))
+                }
+                _ => None,
+            })
+        })
+        .collect())
+}
+
+/// Every address of this node (any device), each once.
+pub(super) async fn local_addresses(handle: &Handle) -> Result<Vec<IpAddr>, ClusterError> {
+    let mut ips: Vec<IpAddr> = address_dump(handle, "this node")
+        .await
+        .map_err(|source| ClusterError::LocalAddresses { source })?
+        .into_iter()
+        .map(|(_, ip)| ip)
+        .collect();
+    ips.sort();
+    ips.dedup();
+    Ok(ips)
 }
 
 /// What identifies a VXLAN device's tunnel: VNI, port, local address, underlay.

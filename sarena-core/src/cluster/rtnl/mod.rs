@@ -2,9 +2,11 @@
 //! the daemon's network namespace: the main table's peer routes
 //! ([`RouteTable`](super::RouteTable), `routes.rs`), the VXLAN device
 //! (`device.rs`) and its FDB and neighbour entries (`neigh.rs`)
-//! ([`Overlay`](super::Overlay)).
+//! ([`Overlay`](super::Overlay)); the VXLAN filter goes through `nft`
+//! (`filter.rs`).
 
 mod device;
+mod filter;
 mod neigh;
 mod routes;
 
@@ -43,6 +45,22 @@ impl super::Overlay for RtnetlinkPeers {
 
     async fn remove_device(&self, name: &str) -> Result<bool, ClusterError> {
         device::remove(&self.handle, name).await
+    }
+
+    async fn ensure_filter(&self, filter: &super::VxlanFilter) -> Result<(), ClusterError> {
+        filter::ensure(filter).await
+    }
+
+    async fn remove_filter(&self) -> Result<(), ClusterError> {
+        filter::remove().await
+    }
+
+    async fn vxlan_filter_drops(&self) -> Result<super::FilterDrops, ClusterError> {
+        filter::drops().await
+    }
+
+    async fn local_addresses(&self) -> Result<Vec<std::net::IpAddr>, ClusterError> {
+        device::local_addresses(&self.handle).await
     }
 
     async fn fdb(&self, ifindex: u32) -> Result<Vec<super::FdbEntry>, ClusterError> {

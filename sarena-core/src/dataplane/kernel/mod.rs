@@ -17,7 +17,7 @@
 mod antispoof;
 mod gateway6;
 mod masquerade;
-mod nft;
+pub(crate) mod nft;
 pub mod routes;
 
 use std::net::IpAddr;
