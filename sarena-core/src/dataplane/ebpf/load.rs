@@ -51,19 +51,12 @@ impl AyaDataplane {
                 source,
             })?;
         }
-        let mut loader = EbpfLoader::new();
-        loader.default_map_pin_directory(pins::maps_dir(pin_dir));
-        let by_path: Vec<_> = pins::PINNED_BY_PATH
-            .iter()
-            .map(|name| (*name, pins::maps_dir(pin_dir).join(name)))
-            .collect();
-        for (name, path) in by_path {
-            loader.map_pin_path(name, path);
-        }
-        let mut ebpf = loader.load(object).map_err(|source| BpfError::Load {
-            pin_dir: pin_dir.to_owned(),
-            source: Box::new(source),
-        })?;
+        let mut ebpf = loader(pin_dir)
+            .load(object)
+            .map_err(|source| BpfError::Load {
+                pin_dir: pin_dir.to_owned(),
+                source: Box::new(source),
+            })?;
         let (tags, map_ids) = load_programs(&mut ebpf)?;
         let maps = Maps::take(&mut ebpf)?;
         let pacing = PacingMap::take(&mut ebpf)?;
@@ -93,6 +86,18 @@ impl AyaDataplane {
             kill_at,
         })
     }
+}
+
+/// A loader that re-opens (or creates and pins) every pinned map of the
+/// object under `pin_dir`: those pinned by name, and those pinned by path
+/// ([`pins::PINNED_BY_PATH`]).
+pub(super) fn loader<'a>(pin_dir: &Path) -> EbpfLoader<'a> {
+    let mut loader = EbpfLoader::new();
+    loader.default_map_pin_directory(pins::maps_dir(pin_dir));
+    for name in pins::PINNED_BY_PATH {
+        loader.map_pin_path(name, pins::maps_dir(pin_dir).join(name));
+    }
+    loader
 }
 
 /// Every program of the object: the two of every host veth, the paced

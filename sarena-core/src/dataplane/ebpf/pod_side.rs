@@ -24,7 +24,6 @@ use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd};
 use std::path::Path;
 
-use aya::EbpfLoader;
 use aya::programs::tc::SchedClassifier;
 use rtnetlink::Handle;
 use rtnetlink::packet_core::{NLM_F_CREATE, NLM_F_REPLACE};
@@ -180,8 +179,7 @@ pub(super) fn load_instance(
     pin_dir: &Path,
     host_ifindex: u32,
 ) -> Result<aya::Ebpf, BpfError> {
-    let mut ebpf = EbpfLoader::new()
-        .default_map_pin_directory(pins::maps_dir(pin_dir))
+    let mut ebpf = super::load::loader(pin_dir)
         .override_global(POD_HOST_IFINDEX_GLOBAL, &host_ifindex, true)
         .load(object)
         .map_err(|source| BpfError::Load {
