@@ -102,9 +102,10 @@ impl AyaDataplane {
         if !wants_egress && !had_egress {
             return Ok(());
         }
-        let pod = match wants_egress && !check {
-            true => Some(PodSide::open_for_limit(endpoint).await?),
-            false => PodSide::open(endpoint).await?,
+        let pod = if wants_egress && !check {
+            Some(PodSide::open_for_limit(endpoint).await?)
+        } else {
+            PodSide::open(endpoint).await?
         };
         let Some(pod) = pod else {
             if wants_egress {
