@@ -5,7 +5,9 @@
 //! Pod a is limited to 50 Mbit/s egress and 80 Mbit/s ingress; pods b and c
 //! are not. Measured: a → b and a → host at 50, b → a (redirected) and host
 //! → a at 80, each within ±15 %; c → b far above both; and the pieces each
-//! pod has (root qdiscs, the egress programs, the pacing map).
+//! pod has (root qdiscs, the egress programs, the pacing map). A pod that
+//! removes what Sarena put in its own netns is still held to its egress
+//! limit, on the host side.
 //!
 //! Privileged (root, the eBPF object, iperf3): `#[ignore]`d unless included.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -14,9 +16,12 @@ mod bandwidth;
 
 use std::sync::Arc;
 
-use bandwidth::{Dnat, Side, assert_near, egress_programs, root_qdisc, tcp_rate, tcp_rate_via};
+use bandwidth::{
+    Dnat, Side, assert_at_most, assert_near, egress_programs, root_qdisc, tcp_rate, tcp_rate_via,
+    udp_flood_rate,
+};
 use sarena_core::api::{BandwidthLimits, Endpoint};
-use sarena_core::dataplane::ebpf::{AyaDataplane, ShapingMode};
+use sarena_core::dataplane::ebpf::{AyaDataplane, DropReason, ShapingMode};
 use sarena_core::dataplane::{Dataplane, EndpointReports as _, NodeNetwork};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_test_support::{
@@ -349,4 +354,49 @@ async fn missing_shaping_is_reported_and_reconcile_restores_it() {
         ];
         assert!(!succeeds(&ingress), "ingress went onto {}", pod.ifname());
     }
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root, the eBPF object and iperf3; run as root with --include-ignored (scripts/test.sh)"]
+async fn a_pod_that_removes_its_own_shaping_is_still_held_to_its_egress_limit() {
+    const LIMIT: u64 = 10_000_000;
+    let node =
+        Node::new("a_pod_that_removes_its_own_shaping_is_still_held_to_its_egress_limit").await;
+    let a = node.pod(2, Some(limits(0, LIMIT))).await;
+    let b = node.pod(3, None).await;
+    assert_eq!(egress_programs(Some(&a.netns), "eth0"), ["pod_egress"]);
+
+    // What a process with CAP_NET_ADMIN in the pod's netns can do: remove
+    // every filter and qdisc Sarena put on its interface.
+    a.netns
+        .exec(&["tc", "filter", "del", "dev", "eth0", "egress"]);
+    a.netns
+        .exec(&["tc", "qdisc", "del", "dev", "eth0", "clsact"]);
+    // Sarena's fq where frames are paced; under policing the device's
+    // default root, which cannot be deleted.
+    let in_pod = ["ip", "netns", "exec", a.netns.name.as_str()];
+    let _ = succeeds(&[&in_pod[..], &["tc", "qdisc", "del", "dev", "eth0", "root"]].concat());
+    assert!(egress_programs(Some(&a.netns), "eth0").is_empty());
+    assert_ne!(root_qdisc(Some(&a.netns), "eth0").0, "fq");
+
+    let dropped = |node: &Node| {
+        node.dp
+            .counters(a.endpoint.spec.host_ifindex)
+            .unwrap()
+            .unwrap()
+            .dropped(DropReason::RateLimited)
+    };
+    let before = dropped(&node);
+    let b_ip = b.ip().to_string();
+    for (what, to, addr) in [
+        ("a -> b (redirected)", Side::Pod(&b.netns), b_ip.as_str()),
+        ("a -> host (host stack)", Side::Host, GATEWAY),
+    ] {
+        let flood = udp_flood_rate(Side::Pod(&a.netns), to, addr);
+        assert_at_most(&format!("{what}, UDP flood"), flood, LIMIT);
+        let tcp = tcp_rate(Side::Pod(&a.netns), to, addr);
+        assert_at_most(&format!("{what}, TCP"), tcp, LIMIT);
+    }
+    // The excess was dropped on the host side, and counted there.
+    assert!(dropped(&node) > before + 1000, "{}", dropped(&node));
 }

@@ -202,15 +202,18 @@ impl Daemon for WithDataplane {
             ));
         }
         let endpoint = provisional(&req);
-        self.dataplane.attach(&endpoint).await.map_err(|source| {
-            DaemonError::local(
+        if let Err(source) = self.dataplane.attach(&endpoint).await {
+            // What the attach put in place before it failed (entries,
+            // pacers, filters) goes too: nothing of the endpoint is left.
+            self.detach_logged(&endpoint).await;
+            return Err(DaemonError::local(
                 ApiErrorKind::Internal,
                 AttachError {
                     host_ifname: req.spec.host_ifname.clone(),
                     source,
                 },
-            )
-        })?;
+            ));
+        }
         match self.registry.create_endpoint(req).await {
             Ok(created) => Ok(created),
             Err(error) => {

@@ -47,7 +47,7 @@ async fn create_attaches_before_committing() {
 }
 
 #[tokio::test]
-async fn failed_attach_registers_nothing() {
+async fn failed_attach_registers_nothing_and_detaches_what_it_did() {
     let (mut registry, mut dataplane) = (MockNodeApi::new(), MockDataplane::new());
     dataplane.expect_attach().returning(|_| {
         Err(DataplaneError::Netlink(crate::NetlinkError::new(
@@ -56,6 +56,11 @@ async fn failed_attach_registers_nothing() {
             rtnetlink::Error::RequestFailed,
         )))
     });
+    dataplane
+        .expect_detach()
+        .times(1)
+        .withf(|e| e.spec.host_ifname == "lxc0123456789ab")
+        .returning(|_| Ok(()));
     registry.expect_create_endpoint().never();
     let err = wrap(registry, dataplane)
         .create_endpoint(create())

@@ -67,6 +67,25 @@ pub fn tcp_rate(from: Side<'_>, to: Side<'_>, to_addr: &str) -> f64 {
 /// [`tcp_rate`] with the server on `bind_addr` and the client connecting to
 /// `to_addr` (an address the host translates to `bind_addr`).
 pub fn tcp_rate_via(from: Side<'_>, to: Side<'_>, bind_addr: &str, to_addr: &str) -> f64 {
+    rate(from, to, bind_addr, to_addr, &[])
+}
+
+/// UDP goodput in bits/s from `from` to `to_addr` (served on `to`) while the
+/// sender offers 1 Gbit/s of 1400-byte datagrams (a flood), as the receiver
+/// measured it over [`SECONDS`] s.
+pub fn udp_flood_rate(from: Side<'_>, to: Side<'_>, to_addr: &str) -> f64 {
+    rate(
+        from,
+        to,
+        to_addr,
+        to_addr,
+        &["-u", "-b", "1G", "-l", "1400"],
+    )
+}
+
+/// What the receiver measured of an iperf3 run from `from` to `to_addr`,
+/// the server on `bind_addr` (on `to`), the client given `extra` arguments.
+fn rate(from: Side<'_>, to: Side<'_>, bind_addr: &str, to_addr: &str, extra: &[&str]) -> f64 {
     let port = (20_000 + rand::random::<u16>() % 40_000).to_string();
     let server = command(to, &["-s", "-1", "-B", bind_addr, "-p", &port])
         .stdout(Stdio::null())
@@ -81,7 +100,11 @@ pub fn tcp_rate_via(from: Side<'_>, to: Side<'_>, bind_addr: &str, to_addr: &str
         client.args(["-k", "5", CLIENT_TIMEOUT]);
         let iperf = command(
             from,
-            &["-c", to_addr, "-p", &port, "-t", &seconds, "-O", "1", "-J"],
+            &[
+                &["-c", to_addr, "-p", &port, "-t", &seconds, "-O", "1", "-J"],
+                extra,
+            ]
+            .concat(),
         );
         client.arg(iperf.get_program()).args(iperf.get_args());
         let out = client.output().expect("iperf3 client");
@@ -97,8 +120,8 @@ pub fn tcp_rate_via(from: Side<'_>, to: Side<'_>, bind_addr: &str, to_addr: &str
     panic!("iperf3 to {to_addr}:{port} never ran: {last}");
 }
 
-/// Asserts `measured` is within ±15 % of `limit` (bits/s).
-pub fn assert_near(what: &str, measured: f64, limit: u64) {
+/// Prints `measured` against `limit` (bits/s); returns their ratio.
+fn report(what: &str, measured: f64, limit: u64) -> f64 {
     let ratio = measured / limit as f64;
     eprintln!(
         "{what}: {:.1} Mbit/s against a limit of {:.1} Mbit/s ({:.1} %)",
@@ -106,9 +129,25 @@ pub fn assert_near(what: &str, measured: f64, limit: u64) {
         limit as f64 / 1e6,
         ratio * 100.0
     );
+    ratio
+}
+
+/// Asserts `measured` is within ±15 % of `limit` (bits/s).
+pub fn assert_near(what: &str, measured: f64, limit: u64) {
+    let ratio = report(what, measured, limit);
     assert!(
         (0.85..=1.15).contains(&ratio),
         "{what}: {measured:.0} bit/s is not within 15 % of {limit} bit/s"
+    );
+}
+
+/// Asserts `measured` is at most 15 % above `limit` (bits/s): what a pod
+/// trying to exceed its limit must not manage.
+pub fn assert_at_most(what: &str, measured: f64, limit: u64) {
+    let ratio = report(what, measured, limit);
+    assert!(
+        ratio <= 1.15,
+        "{what}: {measured:.0} bit/s is more than 15 % above {limit} bit/s"
     );
 }
 

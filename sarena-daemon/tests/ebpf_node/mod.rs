@@ -130,8 +130,22 @@ impl Node {
 
     /// Runs the plugin exactly as a runtime does; (success, stdout, stderr).
     pub fn cni(&self, command: &str, netns: &TestNetns) -> (bool, String, String) {
+        self.cni_with(command, &netns.name, &netns.path(), &[], &[])
+    }
+
+    /// [`Node::cni`] for the container `id` with `CNI_NETNS` = `netns`,
+    /// `extra` (key, value) added to the network config, and the plugin run
+    /// as the last argument of `wrapper` when it is not empty.
+    pub fn cni_with(
+        &self,
+        command: &str,
+        id: &str,
+        netns: &std::path::Path,
+        extra: &[(&str, serde_json::Value)],
+        wrapper: &[&str],
+    ) -> (bool, String, String) {
         let dir = self.site.dir.path();
-        let conf = serde_json::json!({
+        let mut conf = serde_json::json!({
             "cniVersion": "1.1.0",
             "name": "sarena",
             "type": "sarena-cni",
@@ -139,19 +153,29 @@ impl Node {
             "log-file": dir.join("sarena-cni.log"),
             "delete-queue-dir": dir.join("delete-queue"),
         });
+        for (key, value) in extra {
+            conf[*key] = value.clone();
+        }
         let plugin = workspace_binary("sarena-cni");
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&plugin);
+                c
+            }
+            None => Command::new(&plugin),
+        };
         let out = output_with_stdin(
-            Command::new(&plugin)
-                .env_clear()
+            cmd.env_clear()
                 .env("PATH", std::env::var("PATH").unwrap_or_default())
                 .env("CNI_COMMAND", command)
-                .env("CNI_CONTAINERID", &netns.name)
-                .env("CNI_NETNS", netns.path())
+                .env("CNI_CONTAINERID", id)
+                .env("CNI_NETNS", netns)
                 .env("CNI_IFNAME", "eth0")
                 .env("CNI_PATH", plugin.parent().unwrap())
                 .env(
                     "CNI_ARGS",
-                    format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={}", netns.name),
+                    format!("K8S_POD_NAMESPACE=default;K8S_POD_NAME={id}"),
                 ),
             conf.to_string().as_bytes(),
         );

@@ -11,22 +11,51 @@
 //!   another local pod reach that hook too (`from_container` redirects to
 //!   the veth's egress instead of its peer when the destination carries
 //!   [`ENDPOINT_F_INGRESS_PACED`], with [`REDIRECT_MARK`] on them);
-//! - from the pod (egress limit): `fq` as the root qdisc of the pod's own
-//!   interface, in the pod's netns, and [`POD_EGRESS_PROG`] on its egress
-//!   hook, loaded once per pod with [`POD_HOST_IFINDEX_GLOBAL`] set to the
-//!   host veth's ifindex (the pod-side device has no name or index that is
-//!   unique on the node, and what the pod writes into its frames cannot be
-//!   trusted).
+//! - from the pod (egress limit), paced: `fq` as the root qdisc of the pod's
+//!   own interface, in the pod's netns, and [`POD_EGRESS_PROG`] on its
+//!   egress hook, loaded once per pod with [`POD_HOST_IFINDEX_GLOBAL`] set
+//!   to the host veth's ifindex (the pod-side device has no name or index
+//!   that is unique on the node, and what the pod writes into its frames
+//!   cannot be trusted);
+//! - from the pod (egress limit), enforced: a policer (a pacer without a
+//!   horizon: what is beyond its bucket is dropped) in `from_container`, on
+//!   the host veth's ingress, under the key [`policer_key`] of the host
+//!   ifindex. The pod side lives in the pod's netns, where a process with
+//!   `CAP_NET_ADMIN` can remove it; the host veth's ingress sees every frame
+//!   the pod sends, whatever path it takes next (redirected into a local
+//!   pod, the host stack, a Service), and the pod cannot reach it. Its bucket
+//!   is deeper than the pod-side pacer's, so traffic the pacer let through
+//!   passes it; it only drops what a pod sends past (or without) its pacer.
 //!
 //! On a kernel without `sch_fq` nothing can hold a frame: user space then
 //! writes pacers without a horizon and a deeper bucket, and the same
 //! programs police (drop what is beyond the bucket) instead of pacing
 //! (`ShapingMode` in sarena-core's eBPF dataplane).
 //!
-//! Unlimited pods have no entry, no `fq` and run neither program.
+//! Unlimited pods have no entry, no `fq` and run neither pacing program;
+//! `from_container` looks their policer key up and finds nothing.
+//!
+//! The policer entries share [`BANDWIDTH_MAP`] with the pacers (same key
+//! and value types; the key space is split by [`POLICER_KEY_BIT`], which no
+//! ifindex has): its pinned layout is unchanged, an earlier generation's
+//! programs never look those keys up, and its daemon removes them as
+//! unknown. An egress-limited pod takes two of the map's entries.
 
-/// Name of the pacing map: host ifindex (`u32`) → [`BandwidthState`] (hash, pinned).
+/// Name of the pacing map: host ifindex (`u32`) → [`BandwidthState`] (hash,
+/// pinned); also [`policer_key`] → the host-side policer of an
+/// egress-limited pod (its `egress` pacer, without a horizon).
 pub const BANDWIDTH_MAP: &str = "SARENA_BANDWIDTH";
+
+/// The bit that sets a host-side policer's key apart from a pacer's in
+/// [`BANDWIDTH_MAP`]: ifindexes are positive `i32`s, so no host ifindex has it.
+pub const POLICER_KEY_BIT: u32 = 1 << 31;
+
+/// The [`BANDWIDTH_MAP`] key of the host-side policer of the pod behind the
+/// host veth `host_ifindex`.
+#[inline(always)]
+pub const fn policer_key(host_ifindex: u32) -> u32 {
+    host_ifindex | POLICER_KEY_BIT
+}
 /// Name of the program on the egress of an ingress-limited pod's host veth
 /// (in place of `to_container`).
 pub const TO_CONTAINER_BW_PROG: &str = "to_container_bw";
@@ -185,6 +214,16 @@ mod tests {
         ] {
             assert!(name.len() <= 15, "{name}");
         }
+    }
+
+    #[test]
+    fn policer_keys_are_no_ifindex() {
+        assert_eq!(policer_key(7), 0x8000_0007);
+        assert_eq!(
+            policer_key(i32::MAX as u32) & !POLICER_KEY_BIT,
+            i32::MAX as u32
+        );
+        assert!(policer_key(1) > i32::MAX as u32);
     }
 
     #[test]

@@ -8,6 +8,11 @@
 //! `fq`, and neither of these programs runs for them; `from_container`
 //! tests one flag bit it has already loaded.
 //!
+//! A pod with an egress limit is also policed on the host side: [`police`]
+//! runs first in `from_container`, with the same token bucket under the
+//! pod's policer key (`sarena_common::policer_key`), where the pod cannot
+//! remove it.
+//!
 //! The pacer's `next_ns` is read and written without atomics: two CPUs
 //! pacing the same pod at the same instant may both start from the same
 //! value and let one frame through early. The window is a few instructions
@@ -22,7 +27,9 @@ use aya_ebpf::{
     },
     programs::TcContext,
 };
-use sarena_common::{Departure, DropReason, ENDPOINT_F_INGRESS_PACED, EndpointInfo, REDIRECT_MARK};
+use sarena_common::{
+    Departure, DropReason, ENDPOINT_F_INGRESS_PACED, EndpointInfo, REDIRECT_MARK, policer_key,
+};
 
 use crate::{SARENA_BANDWIDTH, counters, packet::verdict};
 
@@ -79,8 +86,41 @@ pub enum Way {
 /// is not paced.
 #[inline(always)]
 pub fn pace(ctx: &TcContext, ifindex: u32, way: Way) -> i32 {
-    let Some(state) = SARENA_BANDWIDTH.get_ptr_mut(ifindex) else {
-        return verdict::OK;
+    match schedule(ctx, ifindex, way) {
+        Departure::Now => verdict::OK,
+        Departure::At(at) => {
+            set_departure(ctx, at);
+            verdict::OK
+        }
+        Departure::Drop => {
+            counters::dropped(ifindex, DropReason::RateLimited);
+            verdict::SHOT
+        }
+    }
+}
+
+/// Polices a frame the pod behind the host veth `ifindex` sent, on that
+/// veth's ingress: `false` (counted as [`DropReason::RateLimited`]) when it
+/// is beyond the bucket of the pod's host-side policer, `true` otherwise and
+/// for a pod without one. A policer has no horizon, so its bucket never
+/// holds a frame: it passes or drops.
+#[inline(always)]
+pub fn police(ctx: &TcContext, ifindex: u32) -> bool {
+    match schedule(ctx, policer_key(ifindex), Way::FromPod) {
+        Departure::Now | Departure::At(_) => true,
+        Departure::Drop => {
+            counters::dropped(ifindex, DropReason::RateLimited);
+            false
+        }
+    }
+}
+
+/// The token bucket step for this frame with `way`'s pacer of the
+/// [`SARENA_BANDWIDTH`] entry `key`; [`Departure::Now`] without one.
+#[inline(always)]
+fn schedule(ctx: &TcContext, key: u32, way: Way) -> Departure {
+    let Some(state) = SARENA_BANDWIDTH.get_ptr_mut(key) else {
+        return Departure::Now;
     };
     // SAFETY: a map value pointer returned by the lookup helper; the
     // unsynchronised update is discussed in the module docs.
@@ -92,17 +132,7 @@ pub fn pace(ctx: &TcContext, ifindex: u32, way: Way) -> i32 {
     };
     // SAFETY: reading the clock has no preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
-    match pacer.schedule(now, u64::from(ctx.len())) {
-        Departure::Now => verdict::OK,
-        Departure::At(at) => {
-            set_departure(ctx, at);
-            verdict::OK
-        }
-        Departure::Drop => {
-            counters::dropped(ifindex, DropReason::RateLimited);
-            verdict::SHOT
-        }
-    }
+    pacer.schedule(now, u64::from(ctx.len()))
 }
 
 /// Sets the frame's delivery time to `at` unless it already carries a later

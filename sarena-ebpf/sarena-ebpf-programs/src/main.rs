@@ -1,8 +1,9 @@
 //! Sarena's TC programs, attached (cls_bpf on clsact) to each pod's host-side veth.
 //!
-//! - [`from_container`] (ingress): frames the pod sends. IPv4, IPv6, ARP and
-//!   neighbour discovery whose source is not one of the pod's addresses (or
-//!   its own link-local one) are dropped (see [`antispoof`]), and so are
+//! - [`from_container`] (ingress): frames the pod sends. Those beyond the
+//!   pod's egress limit are dropped first (see [`bandwidth`]). IPv4, IPv6, ARP
+//!   and neighbour discovery whose source is not one of the pod's addresses
+//!   (or its own link-local one) are dropped (see [`antispoof`]), and so are
 //!   frames of any other EtherType, VLAN-tagged frames, and ARP for
 //!   anything but IPv4 over Ethernet. ARP requests and neighbour solicitations for
 //!   any address but the pod's own are answered with the host end's MAC
@@ -92,8 +93,9 @@ static SARENA_HOST_FLOWS: HashOfMaps<
 /// One endpoint's flows table (the inner maps of [`SARENA_HOST_FLOWS`]).
 type FlowTable = LruHashMap<FlowKey, FlowState, { MAX_HOST_FLOWS_PER_ENDPOINT as usize }>;
 
-/// Host veth ifindex → the pod's bandwidth pacers (entries created by user
-/// space for limited pods only, pinned; not preallocated).
+/// Host veth ifindex → the pod's bandwidth pacers, and its policer key →
+/// its host-side egress policer (entries created by user space for limited
+/// pods only, pinned; not preallocated).
 #[map(name = "SARENA_BANDWIDTH")]
 static SARENA_BANDWIDTH: HashMap<u32, BandwidthState> =
     HashMap::pinned(MAX_PACED_ENDPOINTS, NO_PREALLOC);
@@ -108,6 +110,10 @@ static POD_HOST_IFINDEX: Global<u32> = Global::new(0);
 pub fn from_container(ctx: TcContext) -> i32 {
     let ifindex = packet::ifindex(&ctx);
     counters::from_pod(ifindex, ctx.len());
+    // The egress limit, where the pod cannot remove it: before any path.
+    if !bandwidth::police(&ctx, ifindex) {
+        return verdict::SHOT;
+    }
     match forward::try_from_container(&ctx, ifindex) {
         Ok(action) => action,
         Err(reason) => {

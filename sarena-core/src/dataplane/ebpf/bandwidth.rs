@@ -24,11 +24,19 @@
 //! the rate: the kubelet's runtimes send 2^31-1 bits (about 268 MB)
 //! whatever the pod asked for, which would leave a pod idle for a while
 //! unlimited for its next several seconds.
+//!
+//! An egress limit also gets a host-side policer (see
+//! `sarena_common::BandwidthState`): the pod-side pacer lives in the pod's
+//! netns, where the pod may remove it, so the limit is enforced on the host
+//! veth's ingress as well. Its bucket is the [`ShapingMode::Policed`]
+//! bucket plus [`HOST_POLICER_SLACK_NS`], in both modes: deeper than the
+//! pod-side pacer's, so what the pacer let through passes it even when the
+//! frames arrive bunched.
 
 use aya::maps::{HashMap as BpfHashMap, Map, MapData};
 use sarena_common::{
-    BANDWIDTH_MAP, BandwidthState, ENDPOINT_F_INGRESS_PACED, NSEC_PER_SEC, Pacer,
-    TO_CONTAINER_BW_PROG, TO_CONTAINER_PROG,
+    BANDWIDTH_MAP, BandwidthState, ENDPOINT_F_INGRESS_PACED, NSEC_PER_SEC, POLICER_KEY_BIT, Pacer,
+    TO_CONTAINER_BW_PROG, TO_CONTAINER_PROG, policer_key,
 };
 
 use super::error::{BpfError, is_not_found};
@@ -44,6 +52,10 @@ pub const BASE_HORIZON_NS: u64 = 25_000_000;
 pub const MAX_HORIZON_NS: u64 = 5 * NSEC_PER_SEC;
 /// [`ShapingMode::Policed`]: the smallest bucket, as time at the rate (250 ms).
 pub const POLICER_MIN_BUCKET_NS: u64 = 250_000_000;
+/// What the host-side policer's bucket holds beyond the pod-side pacer's
+/// (50 ms at the rate): room for frames the pacer spaced that reach the
+/// host veth closer together.
+pub const HOST_POLICER_SLACK_NS: u64 = 50_000_000;
 /// The largest frame the horizon must let through: a 64 KiB GSO frame.
 const MAX_FRAME_BYTES: u64 = 65_536 + 14;
 
@@ -96,6 +108,22 @@ pub(super) fn state(limits: Option<&BandwidthLimits>, mode: ShapingMode) -> Opti
     })
 }
 
+/// The host-side policer entry for `limits` (keyed by
+/// `sarena_common::policer_key`); `None` when they do not limit egress.
+pub(super) fn policer(limits: Option<&BandwidthLimits>) -> Option<BandwidthState> {
+    let limits = limits.filter(|l| l.limits_egress())?;
+    let mut egress = pacer(
+        limits.egress_rate,
+        limits.egress_burst,
+        ShapingMode::Policed,
+    );
+    egress.burst_ns += HOST_POLICER_SLACK_NS;
+    Some(BandwidthState {
+        ingress: Pacer::default(),
+        egress,
+    })
+}
+
 /// The limits a pacing map value enforces, as the CNI would state them
 /// (bursts as capped; read back for CHECK).
 pub(super) fn limits_of(state: &BandwidthState) -> BandwidthLimits {
@@ -115,6 +143,13 @@ pub(super) fn limits_of(state: &BandwidthState) -> BandwidthLimits {
 /// module docs say, rounded as the pacer stores them).
 pub fn as_enforced(limits: &BandwidthLimits, mode: ShapingMode) -> Option<BandwidthLimits> {
     state(Some(limits), mode).map(|s| limits_of(&s))
+}
+
+/// Whether `a` and `b` hold the same settings (rates, bursts, horizons),
+/// whatever the state of their buckets.
+pub(super) fn same_settings(a: &BandwidthState, b: &BandwidthState) -> bool {
+    let settings = |p: &Pacer| (p.rate_bps, p.burst_ns, p.horizon_ns);
+    settings(&a.ingress) == settings(&b.ingress) && settings(&a.egress) == settings(&b.egress)
 }
 
 /// Whether traffic to `endpoint` is paced on its host veth.
@@ -161,17 +196,27 @@ impl PacingMap {
 
     /// The pacers of `host_ifindex`, if it has any.
     pub(super) fn get(&self, host_ifindex: u32) -> Result<Option<BandwidthState>, BpfError> {
-        match self.0.get(&host_ifindex, 0) {
+        self.entry(host_ifindex)
+    }
+
+    /// The host-side policer of `host_ifindex`, if it has one.
+    pub(super) fn policer(&self, host_ifindex: u32) -> Result<Option<BandwidthState>, BpfError> {
+        self.entry(policer_key(host_ifindex))
+    }
+
+    fn entry(&self, key: u32) -> Result<Option<BandwidthState>, BpfError> {
+        match self.0.get(&key, 0) {
             Ok(state) => Ok(Some(state)),
             Err(e) if is_not_found(&e) => Ok(None),
-            Err(e) => Err(map_error("read pacers", host_ifindex)(e)),
+            Err(e) => Err(map_error("read pacers", key)(e)),
         }
     }
 
-    /// Makes `endpoint`'s entry match its limits in `mode`: written (with fresh
-    /// buckets) when missing or for other limits, removed when it has none.
-    /// Returns the entry that was there before; `changed` is set when
-    /// something was written or removed.
+    /// Makes `endpoint`'s entries (its pacers, and its host-side policer)
+    /// match its limits in `mode`: written (with fresh buckets) when missing
+    /// or for other limits, removed when it has none. Returns the pacers'
+    /// entry that was there before; `changed` is set when something was
+    /// written or removed.
     pub(super) fn write(
         &mut self,
         endpoint: &Endpoint,
@@ -179,23 +224,31 @@ impl PacingMap {
         changed: &mut bool,
     ) -> Result<Option<BandwidthState>, BpfError> {
         let ifindex = endpoint.spec.host_ifindex;
-        let before = self.get(ifindex)?;
-        let want = state(endpoint.spec.bandwidth.as_ref(), mode);
-        let same = |a: &BandwidthState, b: &BandwidthState| {
-            let settings = |p: &Pacer| (p.rate_bps, p.burst_ns, p.horizon_ns);
-            settings(&a.ingress) == settings(&b.ingress)
-                && settings(&a.egress) == settings(&b.egress)
-        };
+        let limits = endpoint.spec.bandwidth.as_ref();
+        self.sync(endpoint, policer_key(ifindex), policer(limits), changed)?;
+        self.sync(endpoint, ifindex, state(limits, mode), changed)
+    }
+
+    /// Makes the entry `key` of `endpoint` hold `want` (its settings; a
+    /// fresh bucket when written); returns what it held before.
+    fn sync(
+        &mut self,
+        endpoint: &Endpoint,
+        key: u32,
+        want: Option<BandwidthState>,
+        changed: &mut bool,
+    ) -> Result<Option<BandwidthState>, BpfError> {
+        let before = self.entry(key)?;
         match (&before, &want) {
-            (Some(b), Some(w)) if same(b, w) => {}
+            (Some(b), Some(w)) if same_settings(b, w) => {}
             (_, Some(w)) => {
                 self.0
-                    .insert(ifindex, *w, 0)
+                    .insert(key, *w, 0)
                     .map_err(map_error("insert pacers", &endpoint.spec.host_ifname))?;
                 *changed = true;
             }
             (Some(_), None) => {
-                self.remove(ifindex)?;
+                self.remove_key(key)?;
                 *changed = true;
             }
             (None, None) => {}
@@ -203,20 +256,34 @@ impl PacingMap {
         Ok(before)
     }
 
-    /// Removes the entry of `host_ifindex`; a missing one is fine.
+    /// Removes the entries of `host_ifindex` (pacers and policer); missing
+    /// ones are fine.
     pub(super) fn remove(&mut self, host_ifindex: u32) -> Result<(), BpfError> {
-        match self.0.remove(&host_ifindex) {
-            Err(e) if !is_not_found(&e) => Err(map_error("remove pacers", host_ifindex)(e)),
+        self.remove_key(policer_key(host_ifindex))?;
+        self.remove_key(host_ifindex)
+    }
+
+    fn remove_key(&mut self, key: u32) -> Result<(), BpfError> {
+        match self.0.remove(&key) {
+            Err(e) if !is_not_found(&e) => Err(map_error("remove pacers", key)(e)),
             _ => Ok(()),
         }
     }
 
-    /// Removes the entries of interfaces no endpoint in `endpoints` has.
+    /// Every key of the map, sorted (host ifindexes and policer keys).
+    pub(super) fn keys(&self) -> Vec<u32> {
+        let mut keys: Vec<u32> = self.0.keys().filter_map(Result::ok).collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// Removes the entries (pacers and policers) of interfaces no endpoint
+    /// in `endpoints` has.
     pub(super) fn remove_unknown(&mut self, endpoints: &[Endpoint]) -> Result<(), BpfError> {
-        let keys: Vec<u32> = self.0.keys().filter_map(Result::ok).collect();
-        for ifindex in keys {
+        for key in self.keys() {
+            let ifindex = key & !POLICER_KEY_BIT;
             if !endpoints.iter().any(|e| e.spec.host_ifindex == ifindex) {
-                self.remove(ifindex)?;
+                self.remove_key(key)?;
             }
         }
         Ok(())
@@ -301,6 +368,29 @@ mod tests {
         let state = state(Some(&limits((1_000_000, 0), (1_000, 0))), Paced).unwrap();
         assert_eq!(state.ingress.horizon_ns, 2 * 65_550 * 8 * 1_000);
         assert_eq!(state.egress.horizon_ns, MAX_HORIZON_NS);
+    }
+
+    #[test]
+    fn the_host_side_policer_is_deeper_than_the_pod_side_pacer() {
+        let small = limits((80_000_000, 800_000), (50_000_000, 0));
+        let p = policer(Some(&small)).unwrap();
+        assert_eq!(p.ingress, Pacer::default());
+        assert_eq!(p.egress.rate_bps, 50_000_000);
+        assert_eq!(p.egress.horizon_ns, 0);
+        assert_eq!(
+            p.egress.burst_ns,
+            POLICER_MIN_BUCKET_NS + HOST_POLICER_SLACK_NS
+        );
+        for mode in [Paced, Policed] {
+            for burst in [0, 10_000_000, 50_000_000, u64::MAX] {
+                let l = limits((0, 0), (50_000_000, burst));
+                let pod_side = state(Some(&l), mode).unwrap().egress;
+                let host_side = policer(Some(&l)).unwrap().egress;
+                assert!(host_side.burst_ns > pod_side.burst_ns, "{mode:?} {burst}");
+            }
+        }
+        assert_eq!(policer(Some(&limits((5, 5), (0, 0)))), None);
+        assert_eq!(policer(None), None);
     }
 
     #[test]

@@ -190,6 +190,22 @@ impl AyaDataplane {
         Ok(self.lock().pacing.get(host_ifindex)?)
     }
 
+    /// The host-side egress policer of the endpoint whose host veth is
+    /// `host_ifindex` (its `egress` pacer); `None` when it has none.
+    pub fn host_policer(
+        &self,
+        host_ifindex: u32,
+    ) -> Result<Option<BandwidthState>, DataplaneError> {
+        Ok(self.lock().pacing.policer(host_ifindex)?)
+    }
+
+    /// Every key of the pacing map, sorted: the host ifindexes of limited
+    /// endpoints, and `sarena_common::policer_key` of those limited in
+    /// egress.
+    pub fn bandwidth_keys(&self) -> Vec<u32> {
+        self.lock().pacing.keys()
+    }
+
     /// The counters of the endpoint whose host veth is `host_ifindex`, summed
     /// over CPUs; `None` when it is not attached.
     pub fn counters(&self, host_ifindex: u32) -> Result<Option<EndpointCounters>, DataplaneError> {

@@ -65,11 +65,34 @@ impl PodSide {
     /// Opens the pod side of `endpoint`; `None` when its netns or interface
     /// is gone (nothing to shape or clean up there).
     pub(super) async fn open(endpoint: &Endpoint) -> Result<Option<PodSide>, DataplaneError> {
-        let ifname = endpoint.spec.owner.ifname.clone();
         let Ok(netns) = File::open(&endpoint.spec.netns) else {
             return Ok(None);
         };
-        let handle = netlink::handle_in(&netns).map_err(|source| DataplaneError::Io {
+        Self::open_in(endpoint, &netns).await
+    }
+
+    /// Opens the pod side of `endpoint` to put its egress limit's pacer in
+    /// place: a netns the daemon cannot open, or one without the pod
+    /// interface, is an error naming it.
+    pub(super) async fn open_for_limit(endpoint: &Endpoint) -> Result<PodSide, DataplaneError> {
+        let path = &endpoint.spec.netns;
+        let netns = File::open(path).map_err(|source| DataplaneError::Io {
+            call: "open the pod netns (to pace the egress limit)",
+            path: path.into(),
+            source,
+        })?;
+        Self::open_in(endpoint, &netns)
+            .await?
+            .ok_or_else(|| DataplaneError::NoLink {
+                ifname: endpoint.spec.owner.ifname.clone(),
+                reason: "the pod interface the egress limit is paced on is not in the pod netns",
+            })
+    }
+
+    /// The pod side of `endpoint` in `netns`; `None` without its interface.
+    async fn open_in(endpoint: &Endpoint, netns: &File) -> Result<Option<PodSide>, DataplaneError> {
+        let ifname = endpoint.spec.owner.ifname.clone();
+        let handle = netlink::handle_in(netns).map_err(|source| DataplaneError::Io {
             call: "netlink socket in pod netns",
             path: endpoint.spec.netns.clone().into(),
             source,

@@ -6,7 +6,8 @@
 //!    endpoint with limits, whether the kernel has `fq` at all: the
 //!    [`ShapingMode`]);
 //! 2. with the programs (under the dataplane's lock): the pacing map entry,
-//!    the endpoint entries' paced flag, and `to_container_bw` or
+//!    the host-side policer of an egress limit (which `from_container`
+//!    applies), the endpoint entries' paced flag, and `to_container_bw` or
 //!    `to_container` on the egress hook;
 //! 3. after the programs: the pod side, when traffic from the pod is limited
 //!    (a `pod_egress` instance in the pod's netns, on `fq` when paced), or
@@ -82,6 +83,14 @@ impl AyaDataplane {
     /// Step 3: the pod side for `endpoint`'s limits. `before` is the pacing
     /// entry step 2 replaced; `check` also looks at (and repairs) a pod side
     /// that should be in place (reconcile), rather than trusting `before`.
+    ///
+    /// Attaching an egress limit (not `check`) fails when the pod side
+    /// cannot be put in place (the netns cannot be opened, the interface is
+    /// not in it, a program or qdisc cannot be attached): the limit would
+    /// only be policed, and the daemon could not see the pod it shapes.
+    /// Reconcile finds pods that are already running: where their pod side
+    /// cannot be reached, the host-side policer still holds the limit, and
+    /// a warning says so.
     pub(super) async fn shape_pod_side(
         &self,
         endpoint: &Endpoint,
@@ -93,7 +102,16 @@ impl AyaDataplane {
         if !wants_egress && !had_egress {
             return Ok(());
         }
-        let Some(pod) = PodSide::open(endpoint).await? else {
+        let pod = if wants_egress && !check {
+            Some(PodSide::open_for_limit(endpoint).await?)
+        } else {
+            PodSide::open(endpoint).await?
+        };
+        let Some(pod) = pod else {
+            if wants_egress {
+                tracing::warn!(ifname = %endpoint.spec.host_ifname, netns = %endpoint.spec.netns,
+                    "the pod side of the egress limit cannot be reached; only the host side polices it");
+            }
             return Ok(());
         };
         if !wants_egress {
@@ -132,12 +150,13 @@ impl AyaDataplane {
             return Ok(None);
         };
         let mut problems = Vec::new();
-        let (enforced, entries, entries6, tags) = {
+        let (enforced, policer, entries, entries6, tags) = {
             let state = self.lock();
             let enforced = state.pacing.get(endpoint.spec.host_ifindex)?;
+            let policer = state.pacing.policer(endpoint.spec.host_ifindex)?;
             let entries = state.maps.entries()?;
             let entries6 = state.maps.entries6()?;
-            (enforced, entries, entries6, state.tags.clone())
+            (enforced, policer, entries, entries6, state.tags.clone())
         };
         let enforced = enforced.as_ref().map(limits_of);
         let mode = self.mode();
@@ -145,6 +164,17 @@ impl AyaDataplane {
             problems.push(format!(
                 "the pacing map holds {}",
                 enforced.map_or("nothing".to_string(), |l| l.to_string())
+            ));
+        }
+        let want_policer = bandwidth::policer(Some(&limits));
+        let policer_matches = match (&policer, &want_policer) {
+            (Some(have), Some(want)) => bandwidth::same_settings(have, want),
+            (have, want) => have.is_none() && want.is_none(),
+        };
+        if !policer_matches {
+            problems.push(format!(
+                "the host-side policer holds {}",
+                policer.map_or("nothing".to_string(), |p| limits_of(&p).to_string())
             ));
         }
         flag_problems(&ipv4_entries(endpoint), &entries, &mut problems);
