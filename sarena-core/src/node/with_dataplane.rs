@@ -4,6 +4,7 @@
 //! veth pairs, durably (see [`VethLedger`]). Its start-up repair is in
 //! `start_up.rs`.
 
+mod pod_netns;
 mod start_up;
 
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
+pub use pod_netns::HostNetns;
 pub use start_up::{StartUpError, StartUpReport};
 
 use crate::api::ApiErrorKind;
@@ -201,10 +203,17 @@ impl Daemon for WithDataplane {
                 },
             ));
         }
+        pod_netns::check_pod_netns(&req.spec.netns)
+            .map_err(|e| DaemonError::local(ApiErrorKind::BadRequest, e))?;
         let endpoint = provisional(&req);
         self.dataplane.attach(&endpoint).await.map_err(|source| {
+            // Not a pod veth: the caller's mistake (or attack), nothing was touched.
+            let kind = match source {
+                DataplaneError::NotAPodVeth { .. } => ApiErrorKind::BadRequest,
+                _ => ApiErrorKind::Internal,
+            };
             DaemonError::local(
-                ApiErrorKind::Internal,
+                kind,
                 AttachError {
                     host_ifname: req.spec.host_ifname.clone(),
                     source,

@@ -37,7 +37,8 @@ impl Site {
 
     /// The same site, its daemon started inside the network namespace
     /// `name` (`ip netns exec`): a throwaway netns plays the host, so the
-    /// daemon's dataplane never touches the real one.
+    /// daemon's dataplane never touches the real one. Its bpffs is a private
+    /// instance at /sys/fs/bpf (its pins go with the daemon).
     pub fn in_netns(mut self, name: &str) -> Site {
         self.netns = Some(name.to_owned());
         self
@@ -113,8 +114,12 @@ impl Site {
         let daemon = workspace_binary("sarena-daemon");
         let mut cmd = match &self.netns {
             Some(netns) => {
+                // `ip netns exec` mounts a sysfs of the netns over /sys, which
+                // hides the host's bpffs: the daemon gets a private one.
                 let mut ip = Command::new("ip");
-                ip.args(["netns", "exec", netns]).arg(daemon);
+                ip.args(["netns", "exec", netns, "sh", "-c"])
+                    .arg("mount -t bpf bpf /sys/fs/bpf && exec \"$0\" \"$@\"")
+                    .arg(daemon);
                 ip
             }
             None => Command::new(daemon),
