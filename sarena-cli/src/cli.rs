@@ -16,6 +16,11 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "PATH", env = "SARENA_SOCKET", default_value = DEFAULT_SOCKET)]
     pub socket: PathBuf,
 
+    /// The daemon's token file, for an http:// --socket (the daemon's
+    /// --tcp-token-file) [default: /var/lib/sarena/api-token when it exists].
+    #[arg(long, global = true, value_name = "FILE", env = "SARENA_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+
     /// Output: a human-readable table, or JSON for scripts.
     #[arg(short, long, global = true, value_enum, default_value_t = OutputFormat::Table)]
     pub output: OutputFormat,

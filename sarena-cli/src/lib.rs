@@ -31,7 +31,7 @@ pub use error::CliError;
 pub async fn run(cli: &Cli) -> Result<String, CliError> {
     let socket = cli.socket.to_string_lossy().into_owned();
     let connect = || {
-        HttpDaemon::new(&socket)
+        HttpDaemon::for_endpoint(&socket, cli.token_file.as_deref())
             .map(|d| d.with_timeout(cli.timeout.into()))
             .map_err(|e| CliError::from_daemon(&socket, e))
     };

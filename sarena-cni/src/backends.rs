@@ -3,7 +3,7 @@
 //! place so that tests (and other embedders) can pass their own plugin to
 //! [`crate::run::run`].
 
-use sarena_plugin::api::DEFAULT_SOCKET;
+use sarena_plugin::api::{DEFAULT_SOCKET, DaemonError};
 use sarena_plugin::cni::{CniError, ErrorCode, NetConf};
 use sarena_plugin::error_chain;
 use sarena_plugin::plugin::{ConnectError, Plugin};
@@ -14,7 +14,13 @@ use sarena_plugin::plugin::{ConnectError, Plugin};
 /// called inside a tokio runtime (the netlink socket is driven by it).
 pub(crate) fn connect(conf: &NetConf) -> Result<Plugin, CniError> {
     let endpoint = conf.daemon_endpoint.as_deref();
-    Plugin::connect(endpoint).map_err(|e| match e {
+    let token_file = conf.daemon_token_file.as_deref();
+    Plugin::connect_with_token(endpoint, token_file).map_err(|e| match e {
+        ConnectError::Daemon(e @ DaemonError::TokenFile { .. }) => CniError::new(
+            ErrorCode::InvalidConfig,
+            "cannot read the daemon's token (network config field `daemon-token-file`)",
+        )
+        .with_details(error_chain(&e)),
         ConnectError::Daemon(e) => CniError::new(
             ErrorCode::InvalidConfig,
             format!(

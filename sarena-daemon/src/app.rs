@@ -21,7 +21,7 @@ use crate::dataplane::{self, DataplaneStartError};
 use crate::kubernetes::{self, KubernetesError};
 use crate::metrics::{self, Metrics, MetricsError};
 use crate::operated::Operated;
-use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, UnixSocket};
+use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, TcpApi, UnixSocket};
 
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
@@ -172,11 +172,10 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     }
     let daemon: Arc<dyn sarena_core::api::NodeApi> = Arc::new(operated);
 
+    // TCP first: a token file that cannot be used fails start-up before
+    // the socket exists.
+    let tcp = TcpApi::from_cli(cli).await?;
     let unix = UnixSocket::bind(&cli.socket)?;
-    let tcp = match cli.listen_tcp {
-        Some(addr) => Some(server::bind_tcp(addr, cli.allow_remote_tcp).await?),
-        None => None,
-    };
     let metrics_task = serve_metrics(cli, observed.as_ref(), &daemon).await?;
     let expiry =
         lease_check_interval(lease_seconds).map(|every| spawn_lease_expiry(node.clone(), every));
@@ -191,7 +190,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     });
     tracing::info!(
         socket = %cli.socket.display(),
-        tcp = ?tcp.as_ref().and_then(|l| l.local_addr().ok()),
+        tcp = ?tcp.as_ref().and_then(|t| t.local_addr().ok()),
         state_dir = %cli.state_dir.display(),
         lease_seconds,
         "serving the API"
@@ -255,7 +254,17 @@ pub(crate) async fn serve_metrics(
     let listener = metrics::bind(addr, cli.metrics.allow_remote).await?;
     tracing::info!(addr = ?listener.local_addr().ok(), "serving metrics at /metrics");
     crate::routes::set_observer(m.clone());
-    let serving = metrics::serve(listener, m.clone(), daemon.clone(), std::future::pending());
+    let options = metrics::ServeOptions {
+        remote_pod_names: cli.metrics.remote_pod_names,
+        ..Default::default()
+    };
+    let serving = metrics::serve(
+        listener,
+        m.clone(),
+        daemon.clone(),
+        options,
+        std::future::pending(),
+    );
     Ok(Some(tokio::spawn(serving)))
 }
 
@@ -302,6 +311,7 @@ mod tests {
             config,
             listen_tcp: None,
             allow_remote_tcp: false,
+            tcp_token_file: None,
             delete_queue: None,
             bpf_pin_dir: "/sys/fs/bpf/sarena-unused".into(),
             log_level: "info".into(),

@@ -28,13 +28,21 @@ pub struct Cli {
     pub config: Option<PathBuf>,
 
     /// Also serve the API on this TCP address (IP:PORT); loopback only unless
-    /// --allow-remote-tcp is given.
+    /// --allow-remote-tcp is given. Every route but the health check needs
+    /// the bearer token of --tcp-token-file.
     #[arg(long, value_name = "ADDR")]
     pub listen_tcp: Option<SocketAddr>,
 
-    /// Allow --listen-tcp on a non-loopback address (the API is unauthenticated).
+    /// Allow --listen-tcp on a non-loopback address (there is no TLS: the
+    /// token crosses the network in clear).
     #[arg(long, requires = "listen_tcp")]
     pub allow_remote_tcp: bool,
+
+    /// The bearer token TCP clients must present: created (mode 0600, 256
+    /// random bits) when missing; refused when others can read it, or it is
+    /// a symlink or another user's [default: STATE_DIR/api-token].
+    #[arg(long, value_name = "FILE", requires = "listen_tcp")]
+    pub tcp_token_file: Option<PathBuf>,
 
     /// The plugin's deletion queue, replayed at start-up [default: STATE_DIR/delete-queue].
     #[arg(long, value_name = "DIR")]
@@ -103,9 +111,15 @@ pub struct MetricsArgs {
     #[arg(long = "metrics-listen", value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
 
-    /// Allow --metrics-listen on a non-loopback address (the metrics name pods).
+    /// Allow --metrics-listen on a non-loopback address. Remote scrapers see
+    /// no pod names or namespaces unless --allow-remote-pod-names.
     #[arg(long = "allow-remote-metrics", requires = "listen")]
     pub allow_remote: bool,
+
+    /// Show pod names and namespaces to scrapers from non-loopback addresses
+    /// too (by default only loopback scrapers see them).
+    #[arg(long = "allow-remote-pod-names", requires = "allow_remote")]
+    pub remote_pod_names: bool,
 
     /// Per-endpoint series are exported for at most this many endpoints (the
     /// rest are counted in sarena_metrics_endpoints_omitted).
@@ -118,12 +132,20 @@ impl Default for MetricsArgs {
         MetricsArgs {
             listen: None,
             allow_remote: false,
+            remote_pod_names: false,
             endpoint_limit: crate::metrics::DEFAULT_ENDPOINT_LIMIT,
         }
     }
 }
 
 impl Cli {
+    /// The TCP listener's token file: `--tcp-token-file` or `<state-dir>/api-token`.
+    pub fn tcp_token_file(&self) -> PathBuf {
+        self.tcp_token_file
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join("api-token"))
+    }
+
     /// The deletion queue directory: `--delete-queue` or `<state-dir>/delete-queue`.
     pub fn delete_queue_dir(&self) -> PathBuf {
         self.delete_queue
@@ -180,6 +202,13 @@ mod tests {
         assert_eq!(cli.listen_tcp, Some("[::1]:7070".parse().unwrap()));
         assert!(cli.allow_remote_tcp);
         assert_eq!(cli.delete_queue_dir(), PathBuf::from("/tmp/q"));
+        assert_eq!(cli.tcp_token_file(), PathBuf::from("/tmp/st/api-token"));
+        let with_file = parse(&["--listen-tcp=127.0.0.1:1", "--tcp-token-file=/etc/t"]).unwrap();
+        assert_eq!(with_file.tcp_token_file(), PathBuf::from("/etc/t"));
+        assert!(
+            parse(&["--tcp-token-file=/etc/t"]).is_err(),
+            "needs --listen-tcp"
+        );
         assert_eq!(
             parse(&["--state-dir", "/x"]).unwrap().delete_queue_dir(),
             PathBuf::from("/x/delete-queue")
@@ -203,6 +232,15 @@ mod tests {
             parse(&["--allow-remote-metrics"]).is_err(),
             "needs --metrics-listen"
         );
+        assert!(!cli.metrics.remote_pod_names);
+        let names = [
+            "--metrics-listen",
+            "0.0.0.0:9464",
+            "--allow-remote-pod-names",
+        ];
+        assert!(parse(&names).is_err(), "needs --allow-remote-metrics");
+        let names = [&names[..], &["--allow-remote-metrics"]].concat();
+        assert!(parse(&names).unwrap().metrics.remote_pod_names);
     }
 
     #[test]

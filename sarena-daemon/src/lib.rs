@@ -6,9 +6,11 @@
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod api_token;
 pub mod app;
 pub mod cli;
 pub mod cni_conf;
+pub mod conn;
 pub mod dataplane;
 pub mod ebpf_object;
 pub mod kubernetes;

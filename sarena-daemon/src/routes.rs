@@ -20,6 +20,8 @@ use sarena_core::api::{
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use crate::api_token::Caller;
+
 /// A routed request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Route {
@@ -112,13 +114,28 @@ impl From<DaemonError> for ApiError {
     }
 }
 
-/// Serves one request against `daemon`. Never fails: errors become JSON error answers.
+/// Serves one request of a trusted caller (the Unix socket's) against
+/// `daemon`. Never fails: errors become JSON error answers.
 pub async fn handle<B>(daemon: &dyn NodeApi, req: Request<B>) -> Response<Full<Bytes>>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    handle_observed(daemon, OBSERVER.get().map(|o| &**o), req).await
+    handle_as(daemon, &Caller::Trusted, req).await
+}
+
+/// [`handle`] for `caller`: a TCP caller without the token gets `401
+/// unauthorized` (and nothing is done) on every route but the health check.
+pub async fn handle_as<B>(
+    daemon: &dyn NodeApi,
+    caller: &Caller,
+    req: Request<B>,
+) -> Response<Full<Bytes>>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    answer(daemon, OBSERVER.get().map(|o| &**o), caller, req).await
 }
 
 /// [`handle`] reporting to `observer` instead of the installed one.
@@ -131,13 +148,28 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    answer(daemon, observer, &Caller::Trusted, req).await
+}
+
+async fn answer<B>(
+    daemon: &dyn NodeApi,
+    observer: Option<&dyn RequestObserver>,
+    caller: &Caller,
+    req: Request<B>,
+) -> Response<Full<Bytes>>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let started = Instant::now();
     let (parts, body) = req.into_parts();
     let routed = route(&parts.method, parts.uri.path(), parts.uri.query());
     let template = routed.as_ref().map_or(UNMATCHED_ROUTE, Route::template);
-    let answer = match routed {
-        Ok(route) => dispatch(daemon, route, &parts, body).await,
-        Err(err) => Err(err),
+    let open = matches!(routed, Ok(Route::Health));
+    let answer = match (caller.refusal(open, &parts.headers), routed) {
+        (Some(why), _) => Err(ApiError::new(ApiErrorKind::Unauthorized, why)),
+        (None, Ok(route)) => dispatch(daemon, route, &parts, body).await,
+        (None, Err(err)) => Err(err),
     };
     let resp = match answer {
         Ok(resp) => resp,
@@ -428,7 +460,15 @@ fn error_response(err: &ApiError) -> Response<Full<Bytes>> {
     };
     let bytes = serde_json::to_vec(&body)
         .unwrap_or_else(|_| br#"{"kind":"internal","message":"cannot encode error"}"#.to_vec());
-    response(status, bytes, err.allow)
+    let mut resp = response(status, bytes, err.allow);
+    if err.kind == ApiErrorKind::Unauthorized {
+        let headers = resp.headers_mut();
+        let value = header::HeaderValue::from_static;
+        headers.insert(header::WWW_AUTHENTICATE, value("Bearer realm=\"sarena\""));
+        // Whoever has no token gets nothing more from this connection.
+        headers.insert(header::CONNECTION, value("close"));
+    }
+    resp
 }
 
 fn response(

@@ -1,14 +1,15 @@
-//! Listeners and the accept loop: a Unix socket (mode 0600) and an optional
-//! loopback-only TCP listener, HTTP/1.1 connections served by [`crate::routes`],
-//! and a graceful shutdown that stops accepting, lets in-flight requests finish
-//! and removes the socket.
+//! Listeners and the accept loops: a Unix socket (mode 0600, root's: its
+//! mode is the access control) and an optional TCP listener (loopback only
+//! unless `--allow-remote-tcp`) whose clients must present the bearer token
+//! of its token file ([`TcpApi`], [`crate::api_token`]); HTTP/1.1
+//! connections served by [`crate::routes`]; and a graceful shutdown that
+//! stops accepting, lets in-flight requests finish and removes the socket.
 //!
-//! What a client can hold is bounded ([`Limits`]): at most
-//! [`Limits::max_connections`] connections are served at once (the rest wait
-//! in the listen backlog), and a connection that does not deliver a
-//! request's headers within [`Limits::header_timeout`] (a slow-loris client,
-//! or an idle keep-alive one) is closed; the routes bound the body in size
-//! and time.
+//! What a client can hold is bounded per listener ([`Limits`], see
+//! [`crate::conn`]): TCP clients have a connection budget of their own, so
+//! however many of them there are, the plugin's Unix socket keeps its own;
+//! idle connections give way to new clients, slow headers and blocked
+//! writes are cut off; the routes bound the body in size and time.
 
 use std::convert::Infallible;
 use std::fs;
@@ -22,43 +23,95 @@ use std::time::Duration;
 
 use hyper::Request;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use sarena_core::api::NodeApi;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::routes;
+use crate::api_token::{ApiToken, TokenError};
+use crate::conn::{self, Admitted, Budget, ConnLimits};
+use crate::routes::{self, Caller};
 
 /// How long shutdown waits for in-flight requests before giving up on them.
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// What clients can hold of the daemon.
+/// What clients can hold of the daemon: each listener has its own budget
+/// (see [`crate::conn`]), so TCP clients can never take the Unix socket's
+/// connections, which the plugin needs for ADD and DEL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Connections served at once; more clients wait in the listen backlog
-    /// until one ends.
-    pub max_connections: usize,
-    /// How long a connection may take to deliver a request's headers, from
-    /// when the server starts waiting for them (so also how long an idle
-    /// keep-alive connection stays open).
-    pub header_timeout: Duration,
+    /// The Unix socket's.
+    pub unix: ConnLimits,
+    /// The TCP listener's (`--listen-tcp`).
+    pub tcp: ConnLimits,
 }
 
 impl Limits {
-    /// The daemon's limits: 256 connections, 10 s for headers.
+    /// The daemon's limits: 256 connections on the Unix socket, 64 on TCP;
+    /// 10 s for a request's headers, 10 s for a blocked write.
     pub const DEFAULT: Limits = Limits {
-        max_connections: 256,
-        header_timeout: Duration::from_secs(10),
+        unix: ConnLimits {
+            max_connections: 256,
+            header_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(10),
+        },
+        tcp: ConnLimits {
+            max_connections: 64,
+            header_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(10),
+        },
     };
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits::DEFAULT
+    }
+}
+
+/// The TCP listener and the token its clients must present.
+#[derive(Debug)]
+pub struct TcpApi {
+    listener: TcpListener,
+    token: ApiToken,
+}
+
+impl TcpApi {
+    /// Loads (or creates) the token at `token_file` ([`ApiToken::load_or_create`]),
+    /// then binds `addr` after [`check_tcp_addr`].
+    pub async fn bind(
+        addr: SocketAddr,
+        allow_remote: bool,
+        token_file: &Path,
+    ) -> Result<TcpApi, ServerError> {
+        check_tcp_addr(addr, allow_remote)?;
+        let token = ApiToken::load_or_create(token_file)?;
+        Ok(TcpApi {
+            listener: bind_tcp(addr, allow_remote).await?,
+            token,
+        })
+    }
+
+    /// `listener`, its clients needing `token`.
+    pub fn new(listener: TcpListener, token: ApiToken) -> TcpApi {
+        TcpApi { listener, token }
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// `--listen-tcp` of `cli` bound with its token file; `None` without it.
+    pub async fn from_cli(cli: &crate::cli::Cli) -> Result<Option<TcpApi>, ServerError> {
+        match cli.listen_tcp {
+            Some(addr) => Ok(Some(
+                TcpApi::bind(addr, cli.allow_remote_tcp, &cli.tcp_token_file()).await?,
+            )),
+            None => Ok(None),
+        }
     }
 }
 
@@ -90,12 +143,15 @@ pub enum ServerError {
     },
     /// `--listen-tcp` names a non-loopback address without `--allow-remote-tcp`.
     #[error(
-        "refusing to listen on non-loopback address {addr}: the API is unauthenticated; pass --allow-remote-tcp to do it anyway"
+        "refusing to listen on non-loopback address {addr}: the API has no TLS (its token would cross the network in clear); pass --allow-remote-tcp to do it anyway"
     )]
     RemoteTcpRefused {
         /// The address.
         addr: SocketAddr,
     },
+    /// The TCP listener's token file cannot be used.
+    #[error(transparent)]
+    Token(#[from] TokenError),
     /// Binding the TCP listener failed.
     #[error("bind tcp {addr}")]
     TcpBind {
@@ -236,7 +292,7 @@ pub async fn bind_tcp(addr: SocketAddr, allow_remote: bool) -> Result<TcpListene
 pub async fn serve(
     daemon: Arc<dyn NodeApi>,
     unix: UnixSocket,
-    tcp: Option<TcpListener>,
+    tcp: Option<TcpApi>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) {
@@ -247,33 +303,46 @@ pub async fn serve(
 pub async fn serve_with_limits(
     daemon: Arc<dyn NodeApi>,
     unix: UnixSocket,
-    tcp: Option<TcpListener>,
+    tcp: Option<TcpApi>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
     limits: Limits,
 ) {
     let graceful = GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        // A free slot first: at the cap, clients wait in the backlog.
-        let slot = tokio::select! {
-            () = &mut shutdown => break,
-            slot = slots.clone().acquire_owned() => match slot {
-                Ok(slot) => slot,
-                Err(_) => break,
-            },
+    {
+        let unix_budget = Budget::new(&limits.unix);
+        let serve_unix = conn::accept_loop(&unix.listener, &unix_budget, |stream, _, admitted| {
+            spawn_connection(
+                &graceful,
+                daemon.clone(),
+                stream,
+                admitted,
+                Caller::Trusted,
+                &limits.unix,
+            )
+        });
+        let serve_tcp = async {
+            let Some(tcp) = &tcp else {
+                return std::future::pending().await;
+            };
+            let budget = Budget::new(&limits.tcp);
+            let caller = Caller::WithToken(tcp.token.clone());
+            conn::accept_loop(&tcp.listener, &budget, |stream, _, admitted| {
+                spawn_connection(
+                    &graceful,
+                    daemon.clone(),
+                    stream,
+                    admitted,
+                    caller.clone(),
+                    &limits.tcp,
+                )
+            })
+            .await
         };
         tokio::select! {
-            () = &mut shutdown => break,
-            accepted = unix.listener.accept() => match accepted {
-                Ok((stream, _)) => spawn_connection(&graceful, daemon.clone(), stream, slot, limits),
-                Err(e) => accept_failed(e).await,
-            },
-            accepted = accept_tcp(tcp.as_ref()) => match accepted {
-                Ok(stream) => spawn_connection(&graceful, daemon.clone(), stream, slot, limits),
-                Err(e) => accept_failed(e).await,
-            },
+            () = shutdown => {}
+            () = serve_unix => {}
+            () = serve_tcp => {}
         }
     }
     drop(tcp);
@@ -295,51 +364,31 @@ pub async fn serve_with_limits(
     }
 }
 
-async fn accept_tcp(tcp: Option<&TcpListener>) -> io::Result<tokio::net::TcpStream> {
-    match tcp {
-        Some(l) => {
-            let (stream, _) = l.accept().await?;
-            let _ = stream.set_nodelay(true);
-            Ok(stream)
-        }
-        None => std::future::pending().await,
-    }
-}
-
-/// Accept errors (e.g. EMFILE) are transient: log, back off briefly, carry on.
-async fn accept_failed(e: io::Error) {
-    tracing::warn!("accept failed: {}", sarena_core::error_chain(&e));
-    tokio::time::sleep(Duration::from_millis(50)).await;
-}
-
-/// Serves one connection on a task of its own; `slot` is held until it ends.
+/// Serves one connection on a task of its own; its place in the budget is
+/// held until it ends (or is evicted while idle).
 fn spawn_connection<S>(
     graceful: &GracefulShutdown,
     daemon: Arc<dyn NodeApi>,
     stream: S,
-    slot: OwnedSemaphorePermit,
-    limits: Limits,
+    admitted: Admitted,
+    caller: Caller,
+    limits: &ConnLimits,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let slot = admitted.slot();
     let service = service_fn(move |req: Request<Incoming>| {
-        let daemon = daemon.clone();
-        async move { Ok::<_, Infallible>(routes::handle(&*daemon, req).await) }
-    });
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .serve_connection(TokioIo::new(stream), service);
-    let conn = graceful.watch(conn);
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!(
-                "connection ended with error: {}",
-                sarena_core::error_chain(&e)
-            );
+        let (daemon, caller) = (daemon.clone(), caller.clone());
+        let busy = slot.busy();
+        async move {
+            let answer = routes::handle_as(&*daemon, &caller, req).await;
+            drop(busy);
+            Ok::<_, Infallible>(answer)
         }
-        drop(slot);
     });
+    let conn = conn::http1(limits).serve_connection(TokioIo::new(stream), service);
+    let conn = graceful.watch(conn);
+    tokio::spawn(admitted.run(conn));
 }
 
 #[cfg(test)]

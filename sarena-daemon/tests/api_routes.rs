@@ -312,7 +312,10 @@ async fn socket_mode_and_loopback_tcp() {
     assert!(meta.file_type().is_socket());
     assert_eq!(meta.permissions().mode() & 0o777, 0o600);
 
-    let tcp = HttpDaemon::new(&format!("http://{addr}")).unwrap();
+    let tcp = HttpDaemon::new(&format!("http://{addr}"))
+        .unwrap()
+        .with_token_file(&site.state_dir().join("api-token"))
+        .unwrap();
     let a = tcp.allocate(alloc_req("t1")).await.unwrap();
     // Both listeners serve the same state.
     let via_unix = site.client().ipam_state().await.unwrap();

@@ -5,13 +5,17 @@
 //! the flag.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 
 use prometheus_parse::{Sample, Scrape, Value};
+use rand::Rng as _;
 use sarena_core::api::{ApiErrorKind, Daemon};
 use sarena_test_support::daemon::{
-    SMALL_POOL, Site, alloc_req, free_loopback_addr, owner, raw_tcp,
+    SMALL_POOL, Site, alloc_req, free_loopback_addr, owner, raw, raw_tcp,
 };
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn scrape(addr: SocketAddr) -> Scrape {
     let answer = raw_tcp(addr, "GET /metrics HTTP/1.1").await;
@@ -135,5 +139,124 @@ async fn remote_metrics_need_the_flag_and_metrics_are_off_by_default() {
     assert!(
         tokio::net::TcpStream::connect(addr).await.is_err(),
         "nothing listens without --metrics-listen"
+    );
+}
+
+/// The `sarena_api_request_duration_seconds` series (one per label set).
+fn request_series(scrape: &Scrape) -> HashSet<Vec<(String, String)>> {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "sarena_api_request_duration_seconds")
+        .map(|s| {
+            let mut labels: Vec<(String, String)> = s
+                .labels
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            labels.sort();
+            labels
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_thousand_made_up_methods_make_a_bounded_number_of_series() {
+    let site = Site::new();
+    let addr = free_loopback_addr();
+    let _daemon = site.start(&["--metrics-listen", &addr.to_string()]).await;
+    let mut rng = rand::rng();
+    for _ in 0..1000 {
+        let method: String = (0..12)
+            .map(|_| char::from(rng.random_range(b'A'..=b'Z')))
+            .collect();
+        let answer = raw(&site.socket(), &format!("{method} /v1/gc HTTP/1.1"), b"").await;
+        assert_eq!(answer.status, 405, "{answer:?}");
+    }
+    let s = scrape(addr).await;
+    let series = request_series(&s);
+    assert!(series.len() <= 4, "{} series: {series:?}", series.len());
+    assert_eq!(
+        value(
+            &s,
+            "sarena_api_request_duration_seconds",
+            &[("method", "other"), ("status", "405")]
+        ),
+        1000.0
+    );
+}
+
+/// Whether the server closed `stream` (EOF or reset within `within`).
+async fn closed_by_server(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(within, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_beyond_the_limit_are_closed_and_a_scrape_still_succeeds() {
+    let site = Site::new();
+    let addr = free_loopback_addr();
+    let _daemon = site.start(&["--metrics-listen", &addr.to_string()]).await;
+    let mut idle = Vec::new();
+    for _ in 0..100 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /metr").await.unwrap();
+        idle.push(s);
+    }
+    // A scrape is answered at once, idle clients or not.
+    let started = Instant::now();
+    let s = scrape(addr).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(value(&s, "sarena_ready", &[]), 1.0);
+    // The server keeps at most its limit of them open.
+    let mut open = 0;
+    for s in &mut idle {
+        if !closed_by_server(s, Duration::from_millis(20)).await {
+            open += 1;
+        }
+    }
+    assert!(open <= 16, "{open} idle connections still open");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_is_disconnected() {
+    let site = Site::new();
+    let addr = free_loopback_addr();
+    let _daemon = site.start(&["--metrics-listen", &addr.to_string()]).await;
+    // A small receive window, and scrapes asked for until the server stops
+    // reading them (its answers fill the window and its send buffer).
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let request = b"GET /metrics HTTP/1.1\r\nHost: sarena\r\n\r\n".repeat(64);
+    let mut sent = 0usize;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(1), stream.write_all(&request)).await {
+            Ok(Ok(())) => sent += 64,
+            Ok(Err(_)) => break,
+            Err(_) => break,
+        }
+        assert!(
+            sent < 1_000_000,
+            "the server reads everything without writing"
+        );
+    }
+    // Never read: within the write timeout (5 s) and a margin, the server
+    // has given up on the connection.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert!(
+        closed_by_server(&mut stream, Duration::from_secs(2)).await
+            || stream.write_all(b"x").await.is_err(),
+        "the server still holds a client that never reads ({sent} scrapes asked for)"
     );
 }

@@ -29,6 +29,17 @@ pub enum DataplaneError {
         /// Which link it is and why it should be there.
         reason: &'static str,
     },
+    /// An endpoint's host interface is not one of Sarena's pod veths: it
+    /// was left untouched.
+    #[error(
+        "dataplane: host interface {ifname} is not a Sarena pod veth: {reason}; left untouched"
+    )]
+    NotAPodVeth {
+        /// The interface.
+        ifname: String,
+        /// What it lacks.
+        reason: &'static str,
+    },
     /// A route cannot be expressed as a netlink message.
     #[error("dataplane: route build for {dst}")]
     InvalidRoute {
@@ -95,6 +106,7 @@ impl DataplaneError {
             | DataplaneError::Spawn { source, .. } => source.raw_os_error(),
             DataplaneError::Ebpf(e) => e.errno(),
             DataplaneError::NoLink { .. }
+            | DataplaneError::NotAPodVeth { .. }
             | DataplaneError::InvalidRoute { .. }
             | DataplaneError::Command { .. }
             | DataplaneError::Task { .. } => None,

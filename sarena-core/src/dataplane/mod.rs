@@ -11,6 +11,7 @@
 
 mod error;
 pub mod kernel;
+mod pod_veth;
 mod updates;
 
 use std::net::{IpAddr, Ipv6Addr};
@@ -70,7 +71,9 @@ pub trait Dataplane: EndpointReports + Send + Sync {
     fn mode(&self) -> DataplaneMode;
     /// Node-level set-up: forwarding, the gateway addresses, masquerading. Idempotent.
     async fn setup(&self, node: &NodeNetwork) -> Result<(), DataplaneError>;
-    /// Makes an endpoint reachable. Idempotent.
+    /// Makes an endpoint reachable. Idempotent. Refuses
+    /// ([`DataplaneError::NotAPodVeth`]) an endpoint whose host interface
+    /// is not one of Sarena's pod veths, before touching anything.
     async fn attach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError>;
     /// Removes what [`Dataplane::attach`] set up. Idempotent; missing pieces are fine.
     async fn detach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError>;

@@ -65,7 +65,7 @@ pub use routes::{pod_gateway, pod_routes};
 pub use veth_ledger::MockVethLedger;
 pub use veth_ledger::{OwedRemoval, VethLedger};
 pub use with_dataplane::{
-    AttachError, BandwidthUnsupported, StartUpError, StartUpReport, WithDataplane,
+    AttachError, BandwidthUnsupported, HostNetns, StartUpError, StartUpReport, WithDataplane,
 };
 
 use crate::api::{Attachment, Endpoint};

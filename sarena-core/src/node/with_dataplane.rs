@@ -4,6 +4,7 @@
 //! veth pairs, durably (see [`VethLedger`]). Its start-up repair is in
 //! `start_up.rs`.
 
+mod pod_netns;
 mod start_up;
 
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
+pub use pod_netns::HostNetns;
 pub use start_up::{StartUpError, StartUpReport};
 
 use crate::api::ApiErrorKind;
@@ -201,13 +203,22 @@ impl Daemon for WithDataplane {
                 },
             ));
         }
+        pod_netns::check_pod_netns(&req.spec.netns)
+            .map_err(|e| DaemonError::local(ApiErrorKind::BadRequest, e))?;
         let endpoint = provisional(&req);
         if let Err(source) = self.dataplane.attach(&endpoint).await {
-            // What the attach put in place before it failed (entries,
-            // pacers, filters) goes too: nothing of the endpoint is left.
-            self.detach_logged(&endpoint).await;
+            let kind = if matches!(source, DataplaneError::NotAPodVeth { .. }) {
+                // Not a pod veth: the caller's mistake (or attack), and
+                // nothing was touched; a detach would touch it.
+                ApiErrorKind::BadRequest
+            } else {
+                // What the attach put in place before it failed (entries,
+                // pacers, filters) goes too: nothing of the endpoint is left.
+                self.detach_logged(&endpoint).await;
+                ApiErrorKind::Internal
+            };
             return Err(DaemonError::local(
-                ApiErrorKind::Internal,
+                kind,
                 AttachError {
                     host_ifname: req.spec.host_ifname.clone(),
                     source,

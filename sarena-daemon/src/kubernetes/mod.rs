@@ -29,7 +29,7 @@ use crate::cni_conf::CniConfWriter;
 use crate::dataplane::{DataplaneParts, DataplaneStartError};
 use crate::metrics::{Metrics, MetricsError};
 use crate::operated::{KubernetesCell, Operated};
-use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, UnixSocket};
+use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, TcpApi, UnixSocket};
 pub use identity::IdentityHub;
 pub use state::DaemonSessions;
 
@@ -140,11 +140,8 @@ pub async fn run(
     });
 
     // The API first, not ready: STATUS says why from the first moment.
+    let tcp = TcpApi::from_cli(cli).await?;
     let unix = UnixSocket::bind(&cli.socket)?;
-    let tcp = match cli.listen_tcp {
-        Some(addr) => Some(server::bind_tcp(addr, cli.allow_remote_tcp).await?),
-        None => None,
-    };
     let (stop, stopped) = watch::channel(false);
     let mut operated = Operated::new(supervisor.gate())
         .with_delete_queue(queue)

@@ -19,6 +19,7 @@
 //! rest). The names are listed in docs/metrics.md.
 
 mod cluster;
+mod labels;
 mod serve;
 pub mod snapshot;
 
@@ -37,7 +38,8 @@ use sarena_core::dataplane::ReconcileReport;
 use sarena_core::delqueue::ReplayReport;
 
 use crate::routes::RequestObserver;
-pub use serve::{MetricsError, bind, check_addr, serve};
+pub use labels::{PodNames, method_label};
+pub use serve::{DEFAULT_LIMITS, MetricsError, ServeOptions, bind, check_addr, serve};
 use snapshot::{Snapshot, SnapshotCollector};
 
 /// Per-endpoint series are exported for at most this many endpoints unless
@@ -171,8 +173,21 @@ impl Metrics {
 
     /// One scrape: reads the snapshot from `daemon`, then encodes every series.
     pub async fn render(&self, daemon: &dyn NodeApi) -> Result<String, std::fmt::Error> {
+        self.render_for(daemon, PodNames::Shown).await
+    }
+
+    /// [`Metrics::render`], with pod names and namespaces as `names` says.
+    pub async fn render_for(
+        &self,
+        daemon: &dyn NodeApi,
+        names: PodNames,
+    ) -> Result<String, std::fmt::Error> {
         let _one_at_a_time = self.scrape.lock().await;
-        self.snapshot.set(Snapshot::read(daemon).await);
+        let mut snapshot = Snapshot::read(daemon).await;
+        if names == PodNames::Hidden {
+            snapshot.hide_pod_names();
+        }
+        self.snapshot.set(snapshot);
         let mut out = String::new();
         let encoded = prometheus_text::encode(&mut out, &self.registry);
         self.snapshot.clear();
@@ -183,7 +198,7 @@ impl Metrics {
 impl RequestObserver for Metrics {
     fn observe(&self, method: &Method, route: &'static str, status: StatusCode, elapsed: Duration) {
         let labels = vec![
-            ("method", method.as_str().to_owned()),
+            ("method", method_label(method).to_owned()),
             ("route", route.to_owned()),
             ("status", status.as_u16().to_string()),
         ];

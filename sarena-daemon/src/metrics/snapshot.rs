@@ -39,6 +39,16 @@ impl Snapshot {
             .unwrap_or_default();
         Snapshot { status, endpoints }
     }
+
+    /// Forgets the pods' names and namespaces (their series keep the
+    /// container id and interface).
+    pub fn hide_pod_names(&mut self) {
+        for stats in &mut self.endpoints {
+            let pod = &mut stats.endpoint.spec.pod;
+            pod.name = None;
+            pod.namespace = None;
+        }
+    }
 }
 
 /// Encodes the snapshot in place at scrape time. Clones share the snapshot.

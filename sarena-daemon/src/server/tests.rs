@@ -163,7 +163,7 @@ async fn shutdown_finishes_in_flight_requests_then_removes_the_socket() {
     let server = tokio::spawn(serve(
         slow.clone(),
         UnixSocket::bind(&path).unwrap(),
-        Some(tcp),
+        Some(TcpApi::new(tcp, ApiToken::new(&"t".repeat(32)))),
         async {
             let _ = stop_rx.await;
         },
@@ -244,10 +244,7 @@ async fn closed_within(stream: &mut tokio::net::UnixStream, within: Duration) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_loris_clients_are_cut_off_at_the_header_timeout() {
-    let limits = Limits {
-        max_connections: 64,
-        header_timeout: Duration::from_millis(300),
-    };
+    let limits = unix_limits(64, Duration::from_millis(300));
     let (_dir, path, _stop) = limited_server(limits).await;
     let mut slow = Vec::new();
     for _ in 0..8 {
@@ -268,22 +265,32 @@ async fn slow_loris_clients_are_cut_off_at_the_header_timeout() {
     }
 }
 
+/// [`Limits`] whose Unix socket serves `max` connections, with `header_timeout`.
+fn unix_limits(max: usize, header_timeout: Duration) -> Limits {
+    Limits {
+        unix: crate::conn::ConnLimits {
+            max_connections: max,
+            header_timeout,
+            write_timeout: Duration::from_secs(10),
+        },
+        ..Limits::DEFAULT
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn at_the_connection_cap_new_clients_wait_until_a_slot_frees() {
-    let limits = Limits {
-        max_connections: 2,
-        header_timeout: Duration::from_millis(400),
-    };
+async fn at_the_connection_cap_idle_clients_give_way_to_new_ones() {
+    let limits = unix_limits(2, Duration::from_secs(30));
     let (_dir, path, _stop) = limited_server(limits).await;
-    let _held = [slow_loris(&path).await, slow_loris(&path).await];
+    let mut held = [slow_loris(&path).await, slow_loris(&path).await];
     let started = std::time::Instant::now();
     let client = HttpDaemon::new(path.to_str().unwrap()).unwrap();
     assert!(client.health().await.unwrap().ready);
-    let waited = started.elapsed();
-    // Served only once the header timeout freed a slot: the cap held, and
-    // the slow clients could not hold it for longer.
+    // Served at once, long before the header timeout: the oldest idle
+    // connection was closed to make room, and the cap held.
     assert!(
-        waited >= Duration::from_millis(300) && waited < Duration::from_secs(3),
-        "{waited:?}"
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
     );
+    assert!(closed_within(&mut held[0], Duration::from_secs(1)).await);
 }

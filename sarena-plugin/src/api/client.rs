@@ -8,6 +8,7 @@
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -59,6 +60,8 @@ pub struct HttpDaemon {
     endpoint: String,
     transport: Transport,
     timeout: Duration,
+    /// `Bearer <token>`, sent on TCP only ([`HttpDaemon::with_token_file`]).
+    authorization: Option<header::HeaderValue>,
 }
 
 #[derive(Debug, Clone)]
@@ -109,7 +112,33 @@ impl HttpDaemon {
             endpoint: endpoint.to_owned(),
             transport,
             timeout: DEFAULT_TIMEOUT,
+            authorization: None,
         })
+    }
+
+    /// A client for `endpoint` as the plugin and the `sarena` command make
+    /// it: over TCP with the token of `token_file` (or of
+    /// [`super::DEFAULT_TOKEN_FILE`] when it exists, see
+    /// [`super::token_file_for`]); over a Unix socket no token file is read.
+    pub fn for_endpoint(
+        endpoint: &str,
+        token_file: Option<&Path>,
+    ) -> Result<HttpDaemon, DaemonError> {
+        let daemon = HttpDaemon::new(endpoint)?;
+        match (&daemon.transport, super::token_file_for(token_file)) {
+            (Transport::Tcp { .. }, Some(file)) => daemon.with_token_file(&file),
+            _ => Ok(daemon),
+        }
+    }
+
+    /// The same client sending the token of `file` (see
+    /// [`super::read_token_file`]) with every request over TCP; over a Unix
+    /// socket the file is not read and no token is sent.
+    pub fn with_token_file(mut self, file: &Path) -> Result<HttpDaemon, DaemonError> {
+        if matches!(self.transport, Transport::Tcp { .. }) {
+            self.authorization = Some(super::read_token_file(file)?);
+        }
+        Ok(self)
     }
 
     /// The same client with another per-call timeout.
@@ -213,6 +242,9 @@ impl HttpDaemon {
         let mut builder = Request::builder().method(method.clone()).uri(uri);
         if body.is_some() {
             builder = builder.header(header::CONTENT_TYPE, "application/json");
+        }
+        if let Some(authorization) = &self.authorization {
+            builder = builder.header(header::AUTHORIZATION, authorization.clone());
         }
         let req = builder
             .body(Full::new(body.unwrap_or_default()))
@@ -334,6 +366,7 @@ fn api_error(status: StatusCode, body: &[u8]) -> DaemonError {
     }
     let kind = match status.as_u16() {
         400 => ApiErrorKind::BadRequest,
+        401 => ApiErrorKind::Unauthorized,
         404 => ApiErrorKind::NotFound,
         405 => ApiErrorKind::MethodNotAllowed,
         409 => ApiErrorKind::Conflict,

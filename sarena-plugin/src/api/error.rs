@@ -19,6 +19,8 @@ pub enum ApiErrorKind {
     PayloadTooLarge,
     /// Wrong method (405).
     MethodNotAllowed,
+    /// A TCP request without the daemon's token, or with a wrong one (401).
+    Unauthorized,
     /// The daemon cannot serve now (503).
     Unavailable,
     /// Anything else (500).
@@ -35,6 +37,7 @@ impl ApiErrorKind {
             ApiErrorKind::PoolExhausted => "pool_exhausted",
             ApiErrorKind::PayloadTooLarge => "payload_too_large",
             ApiErrorKind::MethodNotAllowed => "method_not_allowed",
+            ApiErrorKind::Unauthorized => "unauthorized",
             ApiErrorKind::Unavailable => "unavailable",
             ApiErrorKind::Internal => "internal",
         }
@@ -44,6 +47,7 @@ impl ApiErrorKind {
     pub fn status(self) -> u16 {
         match self {
             ApiErrorKind::BadRequest => 400,
+            ApiErrorKind::Unauthorized => 401,
             ApiErrorKind::NotFound => 404,
             ApiErrorKind::MethodNotAllowed => 405,
             ApiErrorKind::Conflict | ApiErrorKind::PoolExhausted => 409,
@@ -128,6 +132,16 @@ pub enum DaemonError {
         /// Why it is invalid.
         reason: String,
     },
+    /// The token file for a TCP endpoint cannot be read, or holds no usable
+    /// token.
+    #[error("daemon token file {path}")]
+    TokenFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Cause.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl DaemonError {
@@ -168,7 +182,8 @@ impl DaemonError {
             DaemonError::Unreachable { .. }
             | DaemonError::Transport { .. }
             | DaemonError::Decode { .. }
-            | DaemonError::InvalidEndpoint { .. } => None,
+            | DaemonError::InvalidEndpoint { .. }
+            | DaemonError::TokenFile { .. } => None,
         }
     }
 
@@ -185,9 +200,8 @@ impl DaemonError {
             }
             DaemonError::Transport { .. }
             | DaemonError::Decode { .. }
-            | DaemonError::InvalidEndpoint { .. } => {
-                (ApiErrorKind::Internal, crate::error_chain(self))
-            }
+            | DaemonError::InvalidEndpoint { .. }
+            | DaemonError::TokenFile { .. } => (ApiErrorKind::Internal, crate::error_chain(self)),
         };
         ApiErrorBody { kind, message }
     }
@@ -221,6 +235,7 @@ mod tests {
             PoolExhausted,
             PayloadTooLarge,
             MethodNotAllowed,
+            Unauthorized,
             Unavailable,
             Internal,
         ] {

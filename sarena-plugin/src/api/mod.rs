@@ -16,6 +16,7 @@ mod mode;
 mod network;
 mod path;
 mod status;
+mod token;
 mod types;
 
 pub use crate::cni::validate::MAX_IFNAME_LEN;
@@ -45,6 +46,10 @@ pub use path::{
 pub use status::{
     DaemonStatus, DataplaneCounters, DataplaneStatus, DeleteQueueStatus, EndpointStats,
     KubernetesStatus, PoolUsage, ProgramsStatus,
+};
+pub use token::{
+    DEFAULT_TOKEN_FILE, MAX_TOKEN_LEN, MIN_TOKEN_LEN, read_token_file, token_file_for,
+    token_problem,
 };
 pub use types::*;
 

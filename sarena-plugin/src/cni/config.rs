@@ -51,6 +51,14 @@ pub struct NetConf {
         skip_serializing_if = "Option::is_none"
     )]
     pub daemon_endpoint: Option<String>,
+    /// Sarena: the token file for an `http://` daemon endpoint (default
+    /// `/var/lib/sarena/api-token` when it exists); not read for a Unix socket.
+    #[serde(
+        default,
+        rename = "daemon-token-file",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub daemon_token_file: Option<PathBuf>,
     /// Sarena: where DELs that could not reach the daemon are queued.
     #[serde(
         default,
@@ -179,6 +187,7 @@ impl NetConf {
             log_file: take(&mut map, "log-file")?,
             log_max_bytes: take(&mut map, "log-max-bytes")?,
             daemon_endpoint: take(&mut map, "daemon-endpoint")?,
+            daemon_token_file: take(&mut map, "daemon-token-file")?,
             delete_queue_dir: take(&mut map, "delete-queue-dir")?,
             cni_conf_dir: take(&mut map, "cni-conf-dir")?,
             prev_result: take(&mut map, "prevResult")?,
@@ -226,9 +235,14 @@ impl NetConf {
                 "invalid network config field `log-max-bytes` {max}: must be at least {MIN_LOG_MAX_BYTES}"
             )));
         }
-        for path in [&self.log_file, &self.delete_queue_dir, &self.cni_conf_dir]
-            .into_iter()
-            .flatten()
+        for path in [
+            &self.log_file,
+            &self.delete_queue_dir,
+            &self.cni_conf_dir,
+            &self.daemon_token_file,
+        ]
+        .into_iter()
+        .flatten()
         {
             if path.as_os_str().is_empty() {
                 return Err(invalid("network config has an empty path field".into()));

@@ -112,8 +112,18 @@ impl Plugin {
     /// [`Plugin::with_delete_queue`]). Call inside a tokio runtime. `sarena-cni`
     /// builds its plugin with this.
     pub fn connect(daemon_endpoint: Option<&str>) -> Result<Self, ConnectError> {
+        Self::connect_with_token(daemon_endpoint, None)
+    }
+
+    /// [`Plugin::connect`], with the token file for an `http://` endpoint
+    /// (see [`crate::api::HttpDaemon::for_endpoint`]; the network config's
+    /// `daemon-token-file`). Over the Unix socket nothing more is read.
+    pub fn connect_with_token(
+        daemon_endpoint: Option<&str>,
+        token_file: Option<&std::path::Path>,
+    ) -> Result<Self, ConnectError> {
         let endpoint = daemon_endpoint.unwrap_or(crate::api::DEFAULT_SOCKET);
-        let daemon = crate::api::HttpDaemon::new(endpoint)?;
+        let daemon = crate::api::HttpDaemon::for_endpoint(endpoint, token_file)?;
         let links = crate::links::RtnetlinkLinks::new()?;
         Ok(Plugin::new(Arc::new(daemon), Arc::new(links))
             .with_delete_queue(DeleteQueue::new(DeleteQueue::DEFAULT_DIR)))

@@ -10,7 +10,7 @@ mod raw;
 mod site;
 
 pub use ebpf::{EbpfNode, GATEWAY_DEVICE};
-pub use raw::{RawAnswer, free_loopback_addr, raw, raw_bytes, raw_tcp};
+pub use raw::{RawAnswer, free_loopback_addr, raw, raw_bytes, raw_tcp, raw_tcp_with};
 pub use site::{Running, Site};
 
 use sarena_core::api::{AllocateRequest, Attachment, PodRef};

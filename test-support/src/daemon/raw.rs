@@ -50,7 +50,13 @@ pub async fn raw_bytes(socket: &Path, request: Vec<u8>) -> RawAnswer {
 
 /// [`raw`] over TCP to `addr` (the daemon's `--metrics-listen`).
 pub async fn raw_tcp(addr: SocketAddr, head: &str) -> RawAnswer {
-    let request = format!("{head}\r\nHost: sarena\r\nConnection: close\r\n\r\n").into_bytes();
+    raw_tcp_with(addr, head, b"").await
+}
+
+/// [`raw`] over TCP to `addr` (`--listen-tcp`), with a body.
+pub async fn raw_tcp_with(addr: SocketAddr, head: &str, body: &[u8]) -> RawAnswer {
+    let mut request = format!("{head}\r\nHost: sarena\r\nConnection: close\r\n\r\n").into_bytes();
+    request.extend_from_slice(body);
     exchange(TcpStream::connect(addr).await.unwrap(), request).await
 }
 

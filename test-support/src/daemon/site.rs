@@ -16,6 +16,7 @@ pub struct Site {
     pub dir: tempfile::TempDir,
     socket: Option<PathBuf>,
     state: Option<PathBuf>,
+    netns: Option<String>,
 }
 
 impl Site {
@@ -30,7 +31,17 @@ impl Site {
             dir,
             socket: None,
             state: None,
+            netns: None,
         }
+    }
+
+    /// The same site, its daemon started inside the network namespace
+    /// `name` (`ip netns exec`): a throwaway netns plays the host, so the
+    /// daemon's dataplane never touches the real one. Its bpffs is a private
+    /// instance at /sys/fs/bpf (its pins go with the daemon).
+    pub fn in_netns(mut self, name: &str) -> Site {
+        self.netns = Some(name.to_owned());
+        self
     }
 
     /// A site of its own that serves on `socket` (someone else's).
@@ -100,7 +111,19 @@ impl Site {
             .append(true)
             .open(self.log())
             .unwrap();
-        let mut cmd = Command::new(workspace_binary("sarena-daemon"));
+        let daemon = workspace_binary("sarena-daemon");
+        let mut cmd = match &self.netns {
+            Some(netns) => {
+                // `ip netns exec` mounts a sysfs of the netns over /sys, which
+                // hides the host's bpffs: the daemon gets a private one.
+                let mut ip = Command::new("ip");
+                ip.args(["netns", "exec", netns, "sh", "-c"])
+                    .arg("mount -t bpf bpf /sys/fs/bpf && exec \"$0\" \"$@\"")
+                    .arg(daemon);
+                ip
+            }
+            None => Command::new(daemon),
+        };
         if !extra.contains(&"--config") {
             cmd.arg("--config")
                 .arg(self.write_config("default.toml", ""));

@@ -319,9 +319,13 @@ impl Dataplane for AyaDataplane {
         Ok(())
     }
 
-    /// The host stack's attach, then the endpoint's root qdisc, entries and
-    /// programs, then the pod side of an egress limit (see `shaping.rs`).
+    /// The pod-veth check, the host stack's attach, then the endpoint's
+    /// root qdisc, entries and programs, then the pod side of an egress
+    /// limit (see `shaping.rs`).
     async fn attach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
+        // Before anything (the host stack's sysctls and routes, the root
+        // qdisc, clsact) is changed on the interface.
+        super::pod_veth::check_pod_veth(&*self.host_netlink().await?, endpoint).await?;
         if let Some(host) = &self.host_stack {
             host.attach(endpoint).await?;
         }

@@ -264,6 +264,7 @@ impl Dataplane for KernelDataplane {
     }
 
     async fn attach(&self, endpoint: &Endpoint) -> Result<(), DataplaneError> {
+        super::pod_veth::check_pod_veth(&self.handle, endpoint).await?;
         let Some(wanted) = self.wanted(endpoint).await? else {
             return Err(DataplaneError::NoLink {
                 ifname: endpoint.spec.host_ifname.clone(),
