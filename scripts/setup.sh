@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 # Debian packages the tests and the demo use (shellcheck: scripts/test.sh's
-# lint of the shell scripts).
-APT_PACKAGES=(iproute2 jq iputils-ping nftables curl shellcheck)
+# lint of the shell scripts; python3-yaml: its check of the DaemonSet).
+APT_PACKAGES=(iproute2 jq iputils-ping nftables curl shellcheck python3-yaml)
 ensure_packages "${APT_PACKAGES[@]}"
 
 # bpffs for the eBPF dataplane's pins.

@@ -49,6 +49,11 @@ fi
 phase "shellcheck (every tracked shell script)"
 mapfile -t shell_scripts < <(git ls-files '*.sh' .ci/run)
 shellcheck -x --source-path=SCRIPTDIR "${shell_scripts[@]}"
+# The DaemonSet's privileges, read from its manifest: not privileged, the
+# exact capabilities, seccomp, read-only root, memory limit, no API token in
+# the init container (e2e/k8s/test-k8s-deploy.sh checks the running pods).
+phase "DaemonSet privileges (scripts/check-daemonset.py)"
+python3 scripts/check-daemonset.py
 
 # The eBPF object the privileged dataplane tests load: the one sarena-daemon's
 # build script (aya-build) embeds. Under CI a missing eBPF toolchain is a

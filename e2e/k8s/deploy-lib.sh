@@ -53,6 +53,51 @@ endpoints_json() {
 
 no_endpoints() { [ "$(endpoints_json "$1")" = "[]" ]; }
 
+# --- the daemon container, as the kernel sees it -----------------------------------
+
+# daemon_cgroup NODE: the cgroup (v1, below a controller's root) of the
+# daemon container in NODE's Sarena pod: containerd puts it in /k8s.io/ID.
+daemon_cgroup() {
+  local id
+  id=$(ks get pod "$(ds_pod "$1")" -o json |
+    jq -r '.status.containerStatuses[] | select(.name == "sarena") | .containerID | sub("^containerd://"; "")')
+  [ -n "$id" ] && echo "k8s.io/$id"
+}
+
+# daemon_pid NODE: the host PID of the daemon, its container's PID 1.
+daemon_pid() {
+  local cg pid
+  cg=$(daemon_cgroup "$1") || return 1
+  while read -r pid; do
+    if [ "$(status_field "$pid" NSpid | awk '{print $NF}')" = 1 ]; then
+      echo "$pid"
+      return 0
+    fi
+  done <"/sys/fs/cgroup/pids/$cg/cgroup.procs"
+  return 1
+}
+
+# status_field PID FIELD: FIELD's value in /proc/PID/status.
+status_field() { sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status" 2>/dev/null; }
+
+# mount_options PID PATH: the per-mount options of the mount at PATH in
+# PID's mount namespace (the top one: the last listed).
+mount_options() { awk -v m="$2" '$5 == m {o = $6} END {print o}' "/proc/$1/mountinfo"; }
+
+# daemon_memory NODE: a line for the report: the daemon's RSS and peak RSS,
+# its container's memory cgroup usage and peak (eBPF maps are charged there
+# when the daemon creates them) and limit, in MiB.
+daemon_memory() {
+  local pid cg
+  pid=$(daemon_pid "$1") || fail "$1: no daemon process"
+  cg=/sys/fs/cgroup/memory/$(daemon_cgroup "$1")
+  printf '%s: RSS %s MiB (peak %s), cgroup %s MiB (peak %s), limit %s MiB\n' "$1" \
+    $(($(status_field "$pid" VmRSS | awk '{print $1}') / 1024)) \
+    $(($(status_field "$pid" VmHWM | awk '{print $1}') / 1024)) \
+    $(($(cat "$cg/memory.usage_in_bytes") >> 20)) $(($(cat "$cg/memory.max_usage_in_bytes") >> 20)) \
+    $(($(cat "$cg/memory.limit_in_bytes") >> 20))
+}
+
 # --- pods -------------------------------------------------------------------------
 
 # pod_table SELECTOR: "name ip node" per pod, sorted by name.

@@ -5,6 +5,10 @@
 # imported into each node's containerd, `kubectl apply -f deploy/kubernetes/`.
 # Then, through the API (kubectl; `sarena` in the daemon pods):
 #   the DaemonSet's pods Ready, the nodes Ready (NotReady before: no config);
+#   each daemon container as the kernel sees it: CapEff/CapPrm/CapBnd the
+#   manifest's capabilities (scripts/check-daemonset.py --cap-mask), seccomp
+#   filter, no_new_privs, / and /proc/sys read-only, the host's /proc/sys/net
+#   writable at /host/proc/sys/net; install-cni without an API token;
 #   a Deployment of 10 busybox pods Running on both nodes, distinct addresses
 #   from each node's podCIDR; every pod reaches every other (across nodes);
 #   a ClusterIP Service answers from backends on both nodes;
@@ -17,7 +21,8 @@
 #   the pods deleted: no address, endpoint or host link left;
 #   `sarena install-cni --uninstall`: the node NotReady; its daemon pod
 #   recreated: Ready again.
-# Measured, not asserted: pod sandbox-ready time (create -> Running) of 10
+# Measured, not asserted: the daemons' memory (RSS, cgroup usage; with 5
+# pods each, and after the measurement below); pod sandbox-ready time (create -> Running) of 10
 # pods (and 50 with SARENA_DEPLOY_PODS="10 50") on one node, the reference
 # bridge + host-local (on a node of its own, removed before Sarena is
 # installed) and Sarena, in this run.
@@ -70,12 +75,17 @@ finish() {
   k8s_down "$DIR" >/dev/null 2>&1
   for n in "$N1" "$N2" "$REF"; do rm -rf "/sys/fs/bpf/sarena-node/$n"; done
   rmdir /sys/fs/bpf/sarena-node 2>/dev/null
-  if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $DIR"; else rm -rf --one-file-system "$DIR"; fi
   phase_report
+  if [ -s "$DIR/memory" ]; then
+    log "the daemons' memory (measured, not asserted):"
+    sed 's/^/  /' "$DIR/memory" >&2
+  fi
   if [ -s "$DIR/measurements" ]; then
     log "pod sandbox-ready (create -> Running), same run:"
     sed 's/^/  /' "$DIR/measurements" >&2
   fi
+  # (the summaries above are read from DIR: removed only now)
+  if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $DIR"; else rm -rf --one-file-system "$DIR"; fi
   if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc)"; fi
   exit "$rc"
 }
@@ -137,6 +147,34 @@ for n in "$N1" "$N2"; do
     fail "$n: install-cni said '$(ks logs "$(ds_pod "$n")" -c install-cni)'"
 done
 
+phase "the daemon containers as the kernel sees them; no API token in install-cni"
+# the capabilities the manifest grants (scripts/check-daemonset.py checks the
+# manifest itself in scripts/test.sh)
+CAPS=$(python3 "$REPO/scripts/check-daemonset.py" --cap-mask)
+TOKEN_DIR=/var/run/secrets/kubernetes.io/serviceaccount
+for n in "$N1" "$N2"; do
+  pid=$(daemon_pid "$n") || fail "$n: no daemon process in the cgroup of its container"
+  for f in CapEff CapPrm CapBnd; do
+    [ "$(status_field "$pid" "$f")" = "$CAPS" ] || fail "$n: the daemon's $f is $(status_field "$pid" "$f"), not $CAPS"
+  done
+  [ "$(status_field "$pid" Seccomp)" = 2 ] || fail "$n: the daemon's Seccomp is $(status_field "$pid" Seccomp), not 2 (filter)"
+  [ "$(status_field "$pid" NoNewPrivs)" = 1 ] || fail "$n: the daemon runs without no_new_privs"
+  [[ $(mount_options "$pid" /) == ro,* ]] || fail "$n: the daemon's / is mounted $(mount_options "$pid" /)"
+  if touch "/proc/$pid/root/sarena-write-probe" 2>/dev/null; then
+    rm -f "/proc/$pid/root/sarena-write-probe"
+    fail "$n: a file could be written to the daemon's /"
+  fi
+  [[ $(mount_options "$pid" /proc/sys) == ro,* ]] || fail "$n: the daemon's /proc/sys is mounted $(mount_options "$pid" /proc/sys)"
+  [[ $(mount_options "$pid" /host/proc/sys/net) == rw,* ]] ||
+    fail "$n: the host's /proc/sys/net is not mounted read-write at /host/proc/sys/net: $(mount_options "$pid" /host/proc/sys/net)"
+  spec=$(ks get pod "$(ds_pod "$n")" -o json)
+  [ "$(jq -r --arg t "$TOKEN_DIR" '[.spec.initContainers[].volumeMounts[]? | select(.mountPath | startswith($t))] | length' <<<"$spec")" = 0 ] ||
+    fail "$n: install-cni has a volume at $TOKEN_DIR: $(jq -c '.spec.initContainers[].volumeMounts' <<<"$spec")"
+  [ "$(jq -r --arg t "$TOKEN_DIR" '[.spec.containers[] | select(.name == "sarena") | .volumeMounts[] | select(.mountPath == $t)] | length' <<<"$spec")" = 1 ] ||
+    fail "$n: the daemon container has no volume at $TOKEN_DIR"
+done
+log "daemons: CapEff $CAPS, seccomp filter, no_new_privs, / read-only; install-cni without a token"
+
 phase "a Deployment of 10 pods: Running on both nodes, addresses from their podCIDRs"
 k apply -f - >/dev/null <<'EOF'
 {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
@@ -166,6 +204,7 @@ B_IP=$(awk -v p="$B" '$1 == p {print $2}' <<<"$PODS")
 
 phase "every pod reaches every pod (across nodes)"
 mesh app=web
+for n in "$N1" "$N2"; do echo "with 5 pods, the daemon that made the maps: $(daemon_memory "$n")" >>"$DIR/memory"; done
 
 phase "a ClusterIP Service with backends on both nodes"
 k expose deployment web --port=80 --target-port=8080 >/dev/null
@@ -293,6 +332,7 @@ wait_until 60 is_ready "$N2" || fail "$N2 not Ready again after its daemon rewro
 if [ "${#SIZES[@]}" -gt 0 ]; then
   phase "Sarena: sandbox-ready of ${SIZES[*]} pods on one node"
   for n in "${SIZES[@]}"; do measure sarena "Sarena (eBPF dataplane)" "$N1" "$n"; done
+  echo "after the measurement, a restarted daemon: $(daemon_memory "$N1")" >>"$DIR/memory"
   wait_until 90 no_endpoints "$N1" || fail "$N1 still has endpoints after the measurement"
 fi
 

@@ -132,4 +132,5 @@ pub use sarena_plugin::{NetlinkError, SysctlError, error_chain};
 pub use sarena_plugin::{api, cni, delqueue, durable, links, mac, plugin};
 // The kernel and file-system plumbing both sides share, under the paths the
 // node-side modules use (`crate::netlink`, …).
-use sarena_plugin::{blocking, netlink, sysctl};
+pub use sarena_plugin::sysctl;
+use sarena_plugin::{blocking, netlink};

@@ -77,6 +77,9 @@ pub enum StartError {
     /// Kubernetes mode failed.
     #[error("Kubernetes mode")]
     Kubernetes(#[from] KubernetesError),
+    /// `--sysctl-dir` cannot be used.
+    #[error(transparent)]
+    SysctlDir(#[from] crate::sysctl_dir::SysctlDirError),
 }
 
 /// The config from `--config` ([`NodeConfig::load`]), or the embedded default.
@@ -120,6 +123,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
     if let Some(addr) = cli.listen_tcp {
         server::check_tcp_addr(addr, cli.allow_remote_tcp)?;
     }
+    crate::sysctl_dir::apply(cli.sysctl_dir.as_deref())?;
     let observed = metrics_for(cli)?;
     let config = load_config(cli)?;
     let cni_conf = CniConfWriter::from_cli(cli)?;
@@ -314,6 +318,7 @@ mod tests {
             tcp_token_file: None,
             delete_queue: None,
             bpf_pin_dir: "/sys/fs/bpf/sarena-unused".into(),
+            sysctl_dir: None,
             log_level: "info".into(),
             print_default_config: false,
             metrics: Default::default(),

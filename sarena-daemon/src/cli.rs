@@ -53,6 +53,12 @@ pub struct Cli {
     #[arg(long, value_name = "DIR", default_value = sarena_core::dataplane::ebpf::DEFAULT_PIN_DIR)]
     pub bpf_pin_dir: PathBuf,
 
+    /// Write sysctls under DIR instead of /proc/sys: in a non-privileged
+    /// container, where /proc/sys is read-only, the host's /proc/sys/net
+    /// mounted read-write at DIR/net (checked at start-up).
+    #[arg(long, value_name = "DIR", env = "SARENA_SYSCTL_DIR")]
+    pub sysctl_dir: Option<PathBuf>,
+
     /// Log filter: a level (error, warn, info, debug, trace) or tracing directives
     /// such as `sarena_daemon=debug,info`.
     #[arg(long, value_name = "LEVEL", default_value = "info")]
@@ -175,6 +181,7 @@ mod tests {
         assert_eq!(cli.cni_conf, CniConfArgs::default());
         assert!(!cli.kubernetes);
         assert_eq!(cli.kubeconfig, None);
+        assert_eq!(cli.sysctl_dir, None);
         assert_eq!(
             cli.delete_queue_dir(),
             PathBuf::from("/var/lib/sarena/delete-queue")
@@ -196,8 +203,11 @@ mod tests {
             "/tmp/q",
             "--log-level",
             "debug",
+            "--sysctl-dir",
+            "/host/proc/sys",
         ])
         .unwrap();
+        assert_eq!(cli.sysctl_dir, Some(PathBuf::from("/host/proc/sys")));
         assert_eq!(cli.socket, PathBuf::from("/tmp/s.sock"));
         assert_eq!(cli.listen_tcp, Some("[::1]:7070".parse().unwrap()));
         assert!(cli.allow_remote_tcp);

@@ -19,3 +19,4 @@ pub mod metrics;
 pub mod operated;
 pub mod routes;
 pub mod server;
+pub mod sysctl_dir;

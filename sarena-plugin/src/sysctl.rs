@@ -1,7 +1,22 @@
 //! Kernel parameters under `/proc/sys`: the one writer that links and both
 //! dataplanes use (`rp_filter`, `proxy_arp`, forwarding).
+//!
+//! The directory written under is `/proc/sys` unless the process chose
+//! another one at start-up ([`set_root`]): a daemon in a non-privileged
+//! container sees `/proc/sys` read-only, so it is given the host's
+//! `/proc/sys/net` mounted read-write elsewhere (every key Sarena writes is
+//! under `net/`). What a key names stays the writer's network namespace's:
+//! the kernel resolves `net/` entries by the netns of the task that opens
+//! them, whatever mount they are reached through.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The directory keys are written under unless [`set_root`] says otherwise.
+pub const DEFAULT_ROOT: &str = "/proc/sys";
+
+/// The root chosen by [`set_root`], if any.
+static ROOT: OnceLock<PathBuf> = OnceLock::new();
 
 /// A sysctl write that failed.
 #[derive(Debug, thiserror::Error)]
@@ -23,10 +38,30 @@ impl SysctlError {
     }
 }
 
+/// Makes `dir` stand for `/proc/sys` in every later [`write()`] of this
+/// process (a directory holding the host's `/proc/sys/net` as `net`). Set
+/// once, at start-up: a second call changes nothing and returns the root
+/// already in force.
+pub fn set_root(dir: PathBuf) -> Result<(), PathBuf> {
+    ROOT.set(dir)
+        .map_err(|_| ROOT.get().cloned().unwrap_or_default())
+}
+
+/// The directory [`write()`] writes under: [`set_root`]'s, else [`DEFAULT_ROOT`].
+pub fn root() -> &'static Path {
+    ROOT.get().map_or(Path::new(DEFAULT_ROOT), PathBuf::as_path)
+}
+
 /// `sysctl KEY=VALUE`, with `key` as its path under `/proc/sys`
-/// (`net/ipv4/ip_forward`; `/`, not `.`, since interface names may hold dots).
+/// (`net/ipv4/ip_forward`; `/`, not `.`, since interface names may hold dots),
+/// written under [`root`].
 pub fn write(key: &str, value: &'static str) -> Result<(), SysctlError> {
-    let path = PathBuf::from("/proc/sys").join(key);
+    write_under(root(), key, value)
+}
+
+/// [`write()`] under `root` instead of the process's root.
+fn write_under(root: &Path, key: &str, value: &'static str) -> Result<(), SysctlError> {
+    let path = root.join(key);
     std::fs::write(&path, value).map_err(|source| SysctlError {
         path,
         value,
@@ -56,5 +91,25 @@ mod tests {
             "{text}"
         );
         assert!(err.errno().is_some());
+    }
+
+    #[test]
+    fn keys_are_written_under_the_given_root() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("net/ipv4")).unwrap();
+        std::fs::write(dir.path().join("net/ipv4/ip_forward"), "0").unwrap();
+        write_under(dir.path(), "net/ipv4/ip_forward", "1").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("net/ipv4/ip_forward")).unwrap(),
+            "1"
+        );
+        let err = write_under(dir.path(), &ipv4_conf("eth0", "rp_filter"), "0").unwrap_err();
+        assert_eq!(err.path, dir.path().join("net/ipv4/conf/eth0/rp_filter"));
+    }
+
+    #[test]
+    fn the_default_root_is_proc_sys() {
+        // No test of this crate calls set_root.
+        assert_eq!(root(), Path::new("/proc/sys"));
     }
 }
