@@ -41,8 +41,8 @@ async fn a_full_state_disk_makes_the_daemon_not_ready_and_freeing_it_recovers_wi
     let fs = Tmpfs::new(STATE_FS_BYTES);
     let host = TestNetns::new();
     let pods = TestNetns::new();
-    let site = Site::with_state_dir(fs.path().join("state"));
-    let daemon = site.start_in_netns(&[], &host.path()).await;
+    let site = Site::with_state_dir(fs.path().join("state")).in_netns(&host.name);
+    let daemon = site.start(&[]).await;
     let client = site.client();
     let cni = Cni::new(&site.socket(), site.dir.path());
     let (host_ns, pods_ns) = (host.path(), pods.path());

@@ -1,7 +1,7 @@
 //! One daemon's private site, and the running daemon.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -151,26 +151,6 @@ impl Site {
             .envs(env.iter().copied())
             .spawn()
             .unwrap();
-        self.wait_ready(child).await
-    }
-
-    /// [`Site::start`] with the daemon in the network namespace at `netns`
-    /// (a [`crate::TestNetns`]'s path): whatever it does to links, routes
-    /// and sysctls stays there.
-    pub async fn start_in_netns(&self, extra: &[&str], netns: &Path) -> Running {
-        use std::os::unix::process::CommandExt;
-        let ns = fs::File::open(netns)
-            .unwrap_or_else(|e| panic!("cannot open netns {}: {e}", netns.display()));
-        let mut cmd = self.command(extra);
-        // SAFETY: between fork and exec the child only calls setns(2) on a
-        // descriptor opened before the fork: no allocation, no lock.
-        unsafe {
-            cmd.pre_exec(move || {
-                nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
-                    .map_err(std::io::Error::from)
-            });
-        }
-        let child = cmd.spawn().unwrap();
         self.wait_ready(child).await
     }
 
