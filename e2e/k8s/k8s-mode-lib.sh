@@ -208,7 +208,9 @@ sm_serve() {
   mkdir -p "$www"
   echo "$pod" >"$www/index.html"
   head -c 1048576 /dev/urandom >"$www/big"
-  in_pod "$pod" busybox httpd -f -p 8080 -h "$www" &
+  # not through in_pod: `&` on a function forks a subshell, whose pid is not
+  # the server's (sm_cleanup would kill the subshell and leave httpd running)
+  ip netns exec "$(sm_podns "$pod")" busybox httpd -f -p 8080 -h "$www" &
   echo $! >>"$DIR/servers"
   wait_until 10 in_pod "$pod" curl -sf --max-time 1 http://127.0.0.1:8080/index.html ||
     fail "httpd did not start in $pod"
