@@ -72,22 +72,12 @@ sm_finish() {
   exit "$rc"
 }
 
-# sm_service_account: the daemon's service account kube-system/sarena (nodes,
-# pods, namespaces, nodes/status, events) and its kubeconfig, in
-# SARENA_KUBECONFIG.
+# sm_service_account: the daemon's service account kube-system/sarena with
+# the deployment's own RBAC (deploy/kubernetes/00-rbac.yaml: list and watch
+# nodes, pods, namespaces; patch nodes/status; create events in default) and
+# its kubeconfig, in SARENA_KUBECONFIG.
 sm_service_account() {
-  k apply -f - >/dev/null <<'EOF2'
-{"apiVersion": "v1", "kind": "List", "items": [
- {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "sarena", "namespace": "kube-system"}},
- {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "sarena"},
-  "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["get", "list", "watch"]},
-            {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
-            {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}]},
- {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "sarena"},
-  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "sarena"},
-  "subjects": [{"kind": "ServiceAccount", "name": "sarena", "namespace": "kube-system"}]}]}
-EOF2
+  k apply -f "$REPO/deploy/kubernetes/00-rbac.yaml" >/dev/null
   SARENA_KUBECONFIG=$DIR/sarena.kubeconfig
   for _ in $(seq 40); do # the controller-manager writes the token secret
     k8s_sa_kubeconfig "$DIR" kube-system sarena "$SARENA_KUBECONFIG" 2>/dev/null && break

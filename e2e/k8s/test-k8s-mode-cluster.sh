@@ -13,6 +13,9 @@
 #   get`, following `kubectl label`;
 #   a cross-node ClusterIP Service: kube-proxy's iptables rules on node1 DNAT
 #   a pod on node1 to a backend pod on node2;
+#   (vxlan) a hostile Node object (node1's InternalIP, podCIDR 128.0.0.0/1):
+#   rejected by both daemons (not routed, no FDB entry, PeerRejected Event,
+#   error log, counted by reason in the status);
 #   the daemon SIGKILLed and restarted under a 10/s ping: at most one lost,
 #   routes untouched;
 # in vxlan: node2's Node re-created with another podCIDR under a live pod:
@@ -39,7 +42,7 @@ sm_begin "${1:-sarena}" k8s-mode
 phase "control plane up"
 k8s_up "$DIR"
 
-phase "RBAC: the daemon's service account (nodes, pods, namespaces, nodes/status, events)"
+phase "RBAC: the daemon's service account (deploy/kubernetes/00-rbac.yaml)"
 sm_service_account
 
 phase "two netns nodes registered, podCIDRs from the controller-manager"
@@ -89,6 +92,48 @@ start_kube_proxy() {
 EOF
 }
 
+# rejected_for NODE REASON: NODE's daemon reports a peer rejected for REASON.
+rejected_for() {
+  [ "$(sm_api "$1" vxlan daemon/status | jq -r --arg r "$2" '.network.peers.rejections[$r] // 0')" -ge 1 ]
+}
+
+# hostile_node (vxlan): a Node object claiming node1's address and the podCIDR
+# 128.0.0.0/1 (through the API server, as a compromised node's token could):
+# neither daemon routes it or gives it a neighbour entry, node1 no FDB entry
+# to itself; each logs the rejection,
+# records a PeerRejected Event on it and counts it by reason; then it goes.
+hostile_node() {
+  local evil=evil-$RID n other
+  phase "vxlan: a hostile Node (node1's InternalIP, podCIDR 128.0.0.0/1) is rejected, not routed"
+  k apply -f - >/dev/null <<EOF
+{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "$evil"},
+ "spec": {"podCIDR": "128.0.0.0/1", "podCIDRs": ["128.0.0.0/1"]},
+ "status": {"addresses": [{"type": "InternalIP", "address": "${IP[node1]}"}]}}
+EOF
+  k get node "$evil" -o 'jsonpath={.spec.podCIDR} {.status.addresses[0].address}' | grep -xF "128.0.0.0/1 ${IP[node1]}" >/dev/null ||
+    fail "the API server did not keep the hostile Node as written"
+  wait_until 20 has_event "$evil" PeerRejected || fail "no PeerRejected Event on $evil"
+  wait_until 10 rejected_for node1 own_address || fail "node1's status: $(sm_api node1 vxlan daemon/status | jq -c .network)"
+  wait_until 10 rejected_for node2 pod_cidr_too_wide || fail "node2's status: $(sm_api node2 vxlan daemon/status | jq -c .network)"
+  for n in node1 node2; do
+    no_route "$n" 128.0.0.0/1 || fail "$n routes the hostile podCIDR: $(sm_peer_routes "$n")"
+    if k8s_exec "$DIR" "$n" ip neigh show dev sarena.vxlan | grep "^128\.0\.0\.0 "; then
+      fail "$n has a neighbour entry for the hostile Node's VTEP (above)"
+    fi
+    grep -q "ERROR.*does not route to node $evil" "$DIR/logs/$n.sarena.log" || fail "$n logged no rejection"
+    other=node1
+    [ "$n" = node1 ] && other=node2
+    expect_route "$n" "$other" vxlan || fail "$n lost its real peer's route: $(sm_peer_routes "$n")"
+  done
+  # node1 never sends overlay frames to itself (node2's entry to node1 is the real peer's).
+  if k8s_exec "$DIR" node1 bridge fdb show dev sarena.vxlan | grep -F "dst ${IP[node1]} "; then
+    fail "node1 has an FDB entry to its own address for the hostile Node (above)"
+  fi
+  sm_api node1 vxlan daemon/status | jq -e '.network.vxlan_filter.dropped_packets >= 0' >/dev/null ||
+    fail "node1 reports no VXLAN filter"
+  k delete node "$evil" >/dev/null
+}
+
 for ROUTING in native vxlan; do
   a=a-$ROUTING b=b-$ROUTING
   phase "$ROUTING: daemons ready, NetworkUnavailable=False, peer routes"
@@ -104,6 +149,7 @@ for ROUTING in native vxlan; do
   wait_until 10 expect_route node2 node1 "$ROUTING" || fail "node2 routes: $(sm_peer_routes node2)"
   if [ "$ROUTING" = vxlan ]; then
     k8s_exec "$DIR" node1 ip link show sarena.vxlan | grep "mtu 1450" >/dev/null || fail "sarena.vxlan's MTU is not 1450"
+    hostile_node
   fi
 
   phase "$ROUTING: pods on node1 and node2 by the plugin"
