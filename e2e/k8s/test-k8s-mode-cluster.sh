@@ -99,7 +99,8 @@ rejected_for() {
 
 # hostile_node (vxlan): a Node object claiming node1's address and the podCIDR
 # 128.0.0.0/1 (through the API server, as a compromised node's token could):
-# neither daemon routes it or gives it an FDB entry; each logs the rejection,
+# neither daemon routes it or gives it a neighbour entry, node1 no FDB entry
+# to itself; each logs the rejection,
 # records a PeerRejected Event on it and counts it by reason; then it goes.
 hostile_node() {
   local evil=evil-$RID n other
@@ -116,14 +117,18 @@ EOF
   wait_until 10 rejected_for node2 pod_cidr_too_wide || fail "node2's status: $(sm_api node2 vxlan daemon/status | jq -c .network)"
   for n in node1 node2; do
     no_route "$n" 128.0.0.0/1 || fail "$n routes the hostile podCIDR: $(sm_peer_routes "$n")"
-    if k8s_exec "$DIR" "$n" bridge fdb show dev sarena.vxlan | grep -F "dst ${IP[node1]} "; then
-      fail "$n has an FDB entry to node1's address for the hostile Node (above)"
+    if k8s_exec "$DIR" "$n" ip neigh show dev sarena.vxlan | grep "^128\.0\.0\.0 "; then
+      fail "$n has a neighbour entry for the hostile Node's VTEP (above)"
     fi
     grep -q "ERROR.*does not route to node $evil" "$DIR/logs/$n.sarena.log" || fail "$n logged no rejection"
     other=node1
     [ "$n" = node1 ] && other=node2
     expect_route "$n" "$other" vxlan || fail "$n lost its real peer's route: $(sm_peer_routes "$n")"
   done
+  # node1 never sends overlay frames to itself (node2's entry to node1 is the real peer's).
+  if k8s_exec "$DIR" node1 bridge fdb show dev sarena.vxlan | grep -F "dst ${IP[node1]} "; then
+    fail "node1 has an FDB entry to its own address for the hostile Node (above)"
+  fi
   sm_api node1 vxlan daemon/status | jq -e '.network.vxlan_filter.dropped_packets >= 0' >/dev/null ||
     fail "node1 reports no VXLAN filter"
   k delete node "$evil" >/dev/null
