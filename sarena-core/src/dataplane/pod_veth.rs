@@ -2,7 +2,9 @@
 //! interface: it must be one of Sarena's pod veths, i.e. a `veth` named
 //! `lxc…` in Sarena's link group ([`crate::links::LINK_GROUP`], set by the
 //! plugin in the very request that creates the pair), with the ifindex the
-//! endpoint names. Anything else (the uplink, `lo`, another plugin's veth,
+//! endpoint names (release 0.1.0's plugin, which did not mark its veths:
+//! unmarked, under the name derived from the endpoint's attachment).
+//! Anything else (the uplink, `lo`, another plugin's veth,
 //! Sarena's own gateway or VXLAN devices) is refused before any qdisc,
 //! filter, sysctl or route is changed on it.
 
@@ -11,7 +13,7 @@ use rtnetlink::packet_route::link::{InfoKind, LinkAttribute, LinkInfo, LinkMessa
 
 use super::DataplaneError;
 use crate::api::Endpoint;
-use crate::links::LINK_GROUP;
+use crate::links::{LINK_GROUP, host_ifname};
 use crate::netlink;
 
 /// The prefix of every pod veth's host end (see [`crate::links::host_ifname`]).
@@ -37,7 +39,7 @@ pub(crate) async fn check_pod_veth(
     if link.header.index != endpoint.spec.host_ifindex {
         return Err(refuse("its ifindex is not the endpoint's"));
     }
-    if netlink::link_group(&link) != LINK_GROUP {
+    if !marked_or_release_0_1(netlink::link_group(&link), endpoint) {
         return Err(refuse(
             "it is not in Sarena's link group (Sarena did not create it)",
         ));
@@ -48,6 +50,23 @@ pub(crate) async fn check_pod_veth(
     Ok(())
 }
 
+/// Whether a link in `group` can be `endpoint`'s host veth: in Sarena's
+/// link group, or, for the plugin of release 0.1.0 (which creates its veths
+/// in the default group 0; a new daemon serves it during an upgrade),
+/// unmarked but under the very name Sarena derives from the endpoint's
+/// attachment (`lxc` and the first 12 hex digits of sha256 of
+/// `containerid:ifname`, the same in every release), which another plugin's
+/// veth has only by a 48-bit accident.
+fn marked_or_release_0_1(group: u32, endpoint: &Endpoint) -> bool {
+    group == LINK_GROUP
+        || (group == 0
+            && endpoint.spec.host_ifname
+                == host_ifname(
+                    &endpoint.spec.owner.container_id,
+                    &endpoint.spec.owner.ifname,
+                ))
+}
+
 fn is_veth(link: &LinkMessage) -> bool {
     link.attributes.iter().any(|a| match a {
         LinkAttribute::LinkInfo(infos) => infos
@@ -55,4 +74,41 @@ fn is_veth(link: &LinkMessage) -> bool {
             .any(|i| matches!(i, LinkInfo::Kind(InfoKind::Veth))),
         _ => false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Attachment;
+
+    fn endpoint(host_ifname: &str) -> Endpoint {
+        let owner = Attachment {
+            container_id: "c1".into(),
+            ifname: "eth0".into(),
+        };
+        Endpoint {
+            spec: crate::api::EndpointSpec::for_tests(owner, host_ifname, vec![]),
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn marked_links_pass_and_unmarked_ones_only_under_the_derived_name() {
+        let derived = host_ifname("c1", "eth0");
+        assert!(marked_or_release_0_1(LINK_GROUP, &endpoint(&derived)));
+        assert!(marked_or_release_0_1(
+            LINK_GROUP,
+            &endpoint("lxc000000000000")
+        ));
+        // release 0.1.0's veth: group 0, Sarena's name for this attachment
+        assert!(marked_or_release_0_1(0, &endpoint(&derived)));
+        // another plugin's lxc veth, or another attachment's name
+        assert!(!marked_or_release_0_1(0, &endpoint("lxc000000000000")));
+        assert!(!marked_or_release_0_1(
+            0,
+            &endpoint(&host_ifname("c2", "eth0"))
+        ));
+        // another group altogether, even under the derived name
+        assert!(!marked_or_release_0_1(5, &endpoint(&derived)));
+    }
 }

@@ -146,7 +146,8 @@ pub enum DropReason {
     /// hop limit is not 255 or code not 0 (RFC 4861 7.1).
     MalformedNdp = 10,
     /// A frame of a bandwidth-limited pod that would have waited longer than
-    /// its pacer's horizon (see [`Pacer`]).
+    /// its pacer's horizon (see [`Pacer`]), or, from an egress-limited pod,
+    /// beyond its host-side policer's bucket.
     RateLimited = 11,
     /// An ARP packet for anything but IPv4 over Ethernet: a hardware type
     /// other than Ethernet (IEEE 802, type 6, which Linux accepts on
