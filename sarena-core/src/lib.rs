@@ -124,6 +124,7 @@ pub mod identity;
 pub mod install;
 pub mod ipam;
 pub mod node;
+pub mod policy;
 pub mod store;
 pub mod uplink;
 

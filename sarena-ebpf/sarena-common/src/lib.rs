@@ -12,6 +12,7 @@
 mod bandwidth;
 pub mod layouts;
 mod link_local;
+pub mod policy;
 pub mod v1;
 
 pub use bandwidth::*;
@@ -157,10 +158,19 @@ pub enum DropReason {
     /// (LLDP, EAPOL, PPPoE, MPLS, an 802.3 length), or that carries a VLAN
     /// tag.
     UnsupportedEtherType = 13,
+    /// A packet into an endpoint whose ingress a NetworkPolicy isolates,
+    /// that no allow entry of its ([`policy::POLICY_MAP`]) covers and that
+    /// answers no flow it opened. Also what an entry missing because the
+    /// map was full costs (the daemon counts the entries it could not write).
+    PolicyDeniedIngress = 14,
+    /// A packet out of an endpoint whose egress a NetworkPolicy isolates,
+    /// that no allow entry of its covers and that answers no flow opened
+    /// towards it.
+    PolicyDeniedEgress = 15,
 }
 
 /// Number of [`DropReason`]s in use.
-pub const DROP_REASONS: usize = 14;
+pub const DROP_REASONS: usize = 16;
 /// Slots in [`EndpointCounters::drops`]: room for later reasons without a
 /// new counters layout.
 pub const DROP_SLOTS: usize = 16;
@@ -431,7 +441,8 @@ mod tests {
 
     #[test]
     fn the_last_drop_reason_is_counted_by_drop_reasons() {
-        assert_eq!(DropReason::UnsupportedEtherType as usize, DROP_REASONS - 1);
+        assert_eq!(DropReason::PolicyDeniedEgress as usize, DROP_REASONS - 1);
+        assert_eq!(DropReason::UnsupportedEtherType as usize, 13);
         // Reasons keep their slots across versions (pinned counters).
         assert_eq!(DropReason::SpoofedArp as usize, 5);
         assert_eq!(DropReason::MalformedNdp as usize, 10);
