@@ -12,6 +12,7 @@
 mod error;
 pub mod kernel;
 mod pod_veth;
+pub mod policy_plan;
 mod updates;
 
 use std::net::{IpAddr, Ipv6Addr};

@@ -141,6 +141,10 @@ pub struct CompiledPolicy {
     pub rules: BTreeMap<RuleId, RuleRef>,
     /// What the allocated identities stand for.
     pub identities: BTreeMap<Identity, IdentityInfo>,
+    /// Namespace → whether some policy of it isolates for ingress, for
+    /// egress: what a local endpoint whose pod the engine has not seen yet
+    /// gets (it may be selected; until the pod is known, fail closed).
+    pub namespace_isolation: BTreeMap<String, (bool, bool)>,
 }
 
 /// Why a packet is allowed or denied in one direction.
