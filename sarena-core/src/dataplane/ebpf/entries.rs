@@ -25,27 +25,30 @@ impl AddressKey for Endpoint6Key {
     }
 }
 
-/// What every map entry of `endpoint` says (its veth's entry included).
-pub fn endpoint_info(endpoint: &Endpoint) -> EndpointInfo {
+/// What every map entry of `endpoint` says (its veth's entry included),
+/// with the isolation bits `isolation` (see `policy.rs`).
+pub fn endpoint_info(endpoint: &Endpoint, isolation: u32) -> EndpointInfo {
     EndpointInfo {
         ifindex: endpoint.spec.host_ifindex,
-        flags: ENDPOINT_F_ACTIVE | super::bandwidth::entry_flags(endpoint),
+        flags: ENDPOINT_F_ACTIVE
+            | super::bandwidth::entry_flags(endpoint)
+            | (isolation & super::policy::POLICY_BITS),
         pod_mac: endpoint.spec.pod_mac.octets(),
         host_mac: endpoint.spec.host_mac.octets(),
     }
 }
 
 /// The IPv4 endpoint map entries of `endpoint`: one per IPv4 address.
-pub fn ipv4_entries(endpoint: &Endpoint) -> Vec<(EndpointKey, EndpointInfo)> {
-    let info = endpoint_info(endpoint);
+pub fn ipv4_entries(endpoint: &Endpoint, isolation: u32) -> Vec<(EndpointKey, EndpointInfo)> {
+    let info = endpoint_info(endpoint, isolation);
     ipv4_addresses(&endpoint.spec.addresses)
         .map(|a| (EndpointKey::new(a.octets()), info))
         .collect()
 }
 
 /// The IPv6 endpoint map entries of `endpoint`: one per IPv6 address.
-pub fn ipv6_entries(endpoint: &Endpoint) -> Vec<(Endpoint6Key, EndpointInfo)> {
-    let info = endpoint_info(endpoint);
+pub fn ipv6_entries(endpoint: &Endpoint, isolation: u32) -> Vec<(Endpoint6Key, EndpointInfo)> {
+    let info = endpoint_info(endpoint, isolation);
     ipv6_addresses(&endpoint.spec.addresses)
         .map(|a| (Endpoint6Key::new(a.octets()), info))
         .collect()
@@ -97,7 +100,7 @@ pub(super) mod tests {
     #[test]
     fn one_entry_per_address_in_the_map_of_its_family() {
         let ep = endpoint("lxc1", 9, &["10.1.0.5/24", "fd00::5/64", "10.2.0.5/24"]);
-        let v4 = ipv4_entries(&ep);
+        let v4 = ipv4_entries(&ep, 0);
         assert_eq!(v4.len(), 2);
         assert_eq!(v4[0].0.addr, [10, 1, 0, 5]);
         assert_eq!(v4[1].0.addr, [10, 2, 0, 5]);
@@ -106,20 +109,26 @@ pub(super) mod tests {
         assert_eq!(info.host_mac, [2, 0, 0, 0, 0, 1]);
         assert_eq!(info.pod_mac, [0x0a, 0, 0, 0, 0, 2]);
         assert_eq!(info.flags, ENDPOINT_F_ACTIVE);
-        let v6 = ipv6_entries(&ep);
+        let v6 = ipv6_entries(&ep, 0);
         assert_eq!(v6.len(), 1);
         assert_eq!(v6[0].0.ip(), "fd00::5".parse::<IpAddr>().unwrap());
         assert_eq!(
             v6[0].1, info,
             "both families say the same about the endpoint"
         );
-        assert_eq!(endpoint_info(&ep), info);
+        assert_eq!(endpoint_info(&ep, 0), info);
+        let isolated = endpoint_info(&ep, sarena_common::policy::ENDPOINT_F_INGRESS_ISOLATED | 0x100);
+        assert_eq!(
+            isolated.flags,
+            ENDPOINT_F_ACTIVE | sarena_common::policy::ENDPOINT_F_INGRESS_ISOLATED,
+            "only the isolation bits are taken"
+        );
     }
 
     #[test]
     fn an_ipv6_only_endpoint_has_no_ipv4_entry() {
         let ep = endpoint("lxc2", 4, &["fd00:1::7/64"]);
-        assert!(ipv4_entries(&ep).is_empty());
-        assert_eq!(ipv6_entries(&ep).len(), 1);
+        assert!(ipv4_entries(&ep, 0).is_empty());
+        assert_eq!(ipv6_entries(&ep, 0).len(), 1);
     }
 }

@@ -26,6 +26,10 @@ pub(super) struct Maps {
     counters: PerCpuHashMap<MapData, u32, EndpointCounters>,
     /// Each endpoint's flows table.
     pub(super) flows: FlowTables,
+    /// Isolation bits by host ifindex, as the policy loader decided them
+    /// (`policy.rs`); an endpoint it has not decided keeps the bits its
+    /// entry has (a restart).
+    pub(super) isolation: BTreeMap<u32, u32>,
 }
 
 /// One endpoint map: pod addresses of one family → endpoint.
@@ -142,7 +146,28 @@ impl Maps {
             veths,
             counters,
             flows,
+            isolation: BTreeMap::new(),
         })
+    }
+
+    /// The isolation bits of `ifindex`'s entries: the loader's, else
+    /// what its veth entry holds.
+    fn isolation_of(&self, ifindex: u32) -> u32 {
+        match self.isolation.get(&ifindex) {
+            Some(bits) => *bits,
+            None => self
+                .veth(ifindex)
+                .map_or(0, |v| v.flags & super::policy::POLICY_BITS),
+        }
+    }
+
+    /// The isolation bits every veth entry holds, by host ifindex.
+    pub(super) fn pinned_isolation(&self) -> BTreeMap<u32, u32> {
+        self.veths
+            .iter()
+            .filter_map(Result::ok)
+            .map(|(ifindex, info)| (ifindex, info.flags & super::policy::POLICY_BITS))
+            .collect()
     }
 
     /// The counters of `host_ifindex`, summed over CPUs; `None` when absent.
@@ -216,15 +241,20 @@ impl Maps {
                 .map_err(map_error("insert counters", ifname))?;
             changed = true;
         }
-        let info = entries::endpoint_info(endpoint);
+        let isolation = self.isolation_of(ifindex);
+        let info = entries::endpoint_info(endpoint, isolation);
         if self.veth(ifindex) != Some(info) {
             self.veths
                 .insert(ifindex, info, 0)
                 .map_err(map_error("insert veth", ifname))?;
             changed = true;
         }
-        changed |= self.endpoints.write(entries::ipv4_entries(endpoint))?;
-        changed |= self.endpoints6.write(entries::ipv6_entries(endpoint))?;
+        changed |= self
+            .endpoints
+            .write(entries::ipv4_entries(endpoint, isolation))?;
+        changed |= self
+            .endpoints6
+            .write(entries::ipv6_entries(endpoint, isolation))?;
         Ok(changed)
     }
 
@@ -251,6 +281,7 @@ impl Maps {
             errors.push(map_error("remove counters", ifname)(e));
         }
         self.flows.remove(ifindex, ifname, errors);
+        self.isolation.remove(&ifindex);
     }
 
     /// Removes every entry, counter and flows table that `endpoints` do not
@@ -260,14 +291,25 @@ impl Maps {
         &mut self,
         endpoints: &[Endpoint],
     ) -> Result<BTreeSet<String>, BpfError> {
-        let v4: BTreeMap<_, _> = endpoints.iter().flat_map(entries::ipv4_entries).collect();
-        let v6: BTreeMap<_, _> = endpoints.iter().flat_map(entries::ipv6_entries).collect();
+        let bits: BTreeMap<u32, u32> = endpoints
+            .iter()
+            .map(|e| (e.spec.host_ifindex, self.isolation_of(e.spec.host_ifindex)))
+            .collect();
+        let isolation = |e: &Endpoint| bits.get(&e.spec.host_ifindex).copied().unwrap_or(0);
+        let v4: BTreeMap<_, _> = endpoints
+            .iter()
+            .flat_map(|e| entries::ipv4_entries(e, isolation(e)))
+            .collect();
+        let v6: BTreeMap<_, _> = endpoints
+            .iter()
+            .flat_map(|e| entries::ipv6_entries(e, isolation(e)))
+            .collect();
         let mut removed = self.endpoints.remove_unknown(&v4)?;
         removed.extend(self.endpoints6.remove_unknown(&v6)?);
 
         let wanted: BTreeMap<u32, EndpointInfo> = endpoints
             .iter()
-            .map(|e| (e.spec.host_ifindex, entries::endpoint_info(e)))
+            .map(|e| (e.spec.host_ifindex, entries::endpoint_info(e, isolation(e))))
             .collect();
         let veths: Vec<u32> = self.veths.keys().filter_map(Result::ok).collect();
         for ifindex in veths {

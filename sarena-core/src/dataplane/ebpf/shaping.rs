@@ -177,8 +177,8 @@ impl AyaDataplane {
                 policer.map_or("nothing".to_string(), |p| limits_of(&p).to_string())
             ));
         }
-        flag_problems(&ipv4_entries(endpoint), &entries, &mut problems);
-        flag_problems(&ipv6_entries(endpoint), &entries6, &mut problems);
+        flag_problems(&ipv4_entries(endpoint, 0), &entries, &mut problems);
+        flag_problems(&ipv6_entries(endpoint, 0), &entries6, &mut problems);
         let host = self.host_netlink().await?;
         let want = if mode == ShapingMode::Paced && paces_ingress(endpoint) {
             Root::Fq
@@ -239,7 +239,11 @@ fn flag_problems<K: AddressKey>(
     problems: &mut Vec<String>,
 ) {
     for (key, info) in want {
-        let found = have.iter().find(|(k, _)| k == key).map(|(_, i)| i.flags);
+        // The isolation bits are policy's, not shaping's.
+        let found = have
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, i)| i.flags & !super::policy::POLICY_BITS);
         if found != Some(info.flags) {
             problems.push(format!(
                 "the endpoint entry of {} has flags {found:?}, not {}",
