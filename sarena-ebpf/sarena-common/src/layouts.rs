@@ -28,6 +28,8 @@ pub const MAP_TYPE_ARRAY: u32 = 2;
 pub const MAP_TYPE_PERCPU_HASH: u32 = 5;
 /// `BPF_MAP_TYPE_LRU_HASH`.
 pub const MAP_TYPE_LRU_HASH: u32 = 9;
+/// `BPF_MAP_TYPE_LPM_TRIE`.
+pub const MAP_TYPE_LPM_TRIE: u32 = 11;
 /// `BPF_MAP_TYPE_HASH_OF_MAPS`.
 pub const MAP_TYPE_HASH_OF_MAPS: u32 = 13;
 /// `BPF_F_NO_PREALLOC`: a hash map's entries are allocated on insert.
@@ -111,6 +113,7 @@ impl fmt::Display for MapLayout {
             MAP_TYPE_PERCPU_HASH => f.write_str("per-CPU hash")?,
             MAP_TYPE_LRU_HASH => f.write_str("LRU hash")?,
             MAP_TYPE_HASH_OF_MAPS => f.write_str("hash of maps")?,
+            MAP_TYPE_LPM_TRIE => f.write_str("LPM trie")?,
             other => write!(f, "map type {other}")?,
         }
         write!(
@@ -245,6 +248,44 @@ pub const PINNED: &[PinnedLayout] = &[
         None,
     ),
     pinned(MARK_MAP, layout(MAP_TYPE_ARRAY, 4, 8, 1, 0), 2, None),
+    // NetworkPolicy (issue 26): new names, so generation 3 keeps its number
+    // (a daemon without them leaves them alone as unknown pins).
+    pinned(
+        crate::policy::IPCACHE_MAP,
+        layout(
+            MAP_TYPE_LPM_TRIE,
+            core::mem::size_of::<crate::policy::IpcacheKey>(),
+            core::mem::size_of::<crate::policy::IpcacheValue>(),
+            crate::policy::MAX_IPCACHE_ENTRIES,
+            NO_PREALLOC,
+        ),
+        3,
+        None,
+    ),
+    pinned(
+        crate::policy::POLICY_MAP,
+        layout(
+            MAP_TYPE_LPM_TRIE,
+            core::mem::size_of::<crate::policy::PolicyKey>(),
+            core::mem::size_of::<crate::policy::PolicyValue>(),
+            crate::policy::MAX_POLICY_ENTRIES,
+            NO_PREALLOC,
+        ),
+        3,
+        None,
+    ),
+    pinned(
+        crate::policy::POLICY_FLOWS_MAP,
+        layout(
+            MAP_TYPE_HASH_OF_MAPS,
+            4,
+            4,
+            crate::MAX_ENDPOINTS,
+            NO_PREALLOC,
+        ),
+        3,
+        None,
+    ),
 ];
 
 /// The entry of `name` in [`PINNED`].

@@ -41,6 +41,11 @@ pub const POLICY_MAP: &str = "SARENA_POLICY";
 /// maps created by user space at attach, like the host-stack flows').
 pub const POLICY_FLOWS_MAP: &str = "SARENA_POLICY_FLOWS";
 
+/// Name of the program on the tc egress of the node's network devices (the
+/// vxlan device, the uplink): the deferred egress decision
+/// ([`MARK_EGRESS_DEFERRED`]) of a pod's packet leaving the node.
+pub const TO_NETWORK_PROG: &str = "to_network";
+
 /// Capacity of [`IPCACHE_MAP`]: pod addresses of the whole cluster, policy
 /// prefixes, Service addresses.
 pub const MAX_IPCACHE_ENTRIES: u32 = 262_144;
@@ -222,6 +227,17 @@ pub struct PolicyFlow {
     /// Zero.
     pub pad: [u8; 7],
 }
+
+/// The layout of each endpoint's answerable-flows table, an inner map of
+/// [`POLICY_FLOWS_MAP`]: what user space creates at attach (and what the
+/// kernel insists every inner map matches).
+pub const POLICY_FLOWS_TABLE: crate::layouts::MapLayout = crate::layouts::MapLayout {
+    map_type: crate::layouts::MAP_TYPE_LRU_HASH,
+    key_size: core::mem::size_of::<FlowKey>() as u32,
+    value_size: core::mem::size_of::<PolicyFlow>() as u32,
+    max_entries: MAX_POLICY_FLOWS_PER_ENDPOINT,
+    flags: 0,
+};
 
 /// The key of the answer to `key`.
 pub const fn answer(key: &FlowKey) -> FlowKey {

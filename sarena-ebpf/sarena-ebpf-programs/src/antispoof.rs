@@ -28,8 +28,8 @@ pub fn pod_address6(addr: [u8; 16], ifindex: u32) -> Option<EndpointInfo> {
 /// What an IPv6 source address the pod used is.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Source6 {
-    /// One of the pod's own addresses.
-    Pod,
+    /// One of the pod's own addresses; its entry's flags.
+    Pod(u32),
     /// The pod's own link-local address ([`is_own_link_local`]): it names
     /// the pod's end of its own veth, the only other end of which is the
     /// host, and the kernel never forwards a packet with such a source off
@@ -76,8 +76,8 @@ pub fn source6(addr: &[u8; 16], ifindex: u32) -> Result<Source6, DropReason> {
         } else {
             Err(DropReason::SpoofedSourceIpv6)
         }
-    } else if pod_address6(*addr, ifindex).is_some() {
-        Ok(Source6::Pod)
+    } else if let Some(entry) = pod_address6(*addr, ifindex) {
+        Ok(Source6::Pod(entry.flags))
     } else {
         Err(DropReason::SpoofedSourceIpv6)
     }

@@ -40,24 +40,30 @@ use crate::{
 const IPPROTO_ICMP: u8 = 1;
 /// ICMPv6's protocol number.
 pub const IPPROTO_ICMPV6: u8 = 58;
-const ICMPV6_ECHO_REQUEST: u8 = 128;
-const ICMPV6_ECHO_REPLY: u8 = 129;
+/// ICMPv6 echo request.
+pub const ICMPV6_ECHO_REQUEST: u8 = 128;
+/// ICMPv6 echo reply.
+pub const ICMPV6_ECHO_REPLY: u8 = 129;
 const IPPROTO_TCP: u8 = 6;
 const IPPROTO_UDP: u8 = 17;
 const IPPROTO_SCTP: u8 = 132;
-const ICMP_ECHO_REPLY: u8 = 0;
-const ICMP_ECHO_REQUEST: u8 = 8;
+/// ICMP echo reply.
+pub const ICMP_ECHO_REPLY: u8 = 0;
+/// ICMP echo request.
+pub const ICMP_ECHO_REQUEST: u8 = 8;
 /// More-fragments flag and fragment offset, in the host-order `frags` word.
 const IP_MF_OFFSET: u16 = 0x3fff;
 
 /// The first bytes of an ICMP or ICMPv6 header: type, code, checksum, identifier.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct IcmpEcho {
-    kind: u8,
+pub struct IcmpEcho {
+    /// Type.
+    pub kind: u8,
     code: u8,
     check: [u8; 2],
-    id: [u8; 2],
+    /// Echo identifier.
+    pub id: [u8; 2],
 }
 
 /// The key of the frame's own direction, or `None` when its flow cannot be

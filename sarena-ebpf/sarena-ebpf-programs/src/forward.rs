@@ -10,9 +10,11 @@ use crate::{
     packet::{ifindex, ptr_at, pull_headers, verdict},
 };
 
-const ETH_P_IP: u16 = 0x0800;
+/// IPv4's EtherType.
+pub const ETH_P_IP: u16 = 0x0800;
 const ETH_P_ARP: u16 = 0x0806;
-const ETH_P_IPV6: u16 = 0x86dd;
+/// IPv6's EtherType.
+pub const ETH_P_IPV6: u16 = 0x86dd;
 
 /// What to do with a frame the pod behind `ifindex` sent. A pod speaks
 /// IPv4, IPv6 and ARP, untagged: any other EtherType (LLDP, EAPOL, PPPoE,
@@ -42,19 +44,19 @@ fn vlan_tagged(ctx: &TcContext) -> bool {
     unsafe { (*ctx.skb.skb).vlan_present != 0 }
 }
 
-/// Frames the host stack sends to the pod: counted, the flow recorded when it
-/// comes from another pod of this node, and passed.
+/// Frames the host stack sends to the pod: counted, judged by
+/// NetworkPolicy (dropped when denied), the flow recorded when it comes
+/// from another pod of this node, and passed. A verdict.
 #[inline(always)]
-pub fn try_to_container(ctx: &TcContext) -> Result<i32, i32> {
+pub fn try_to_container(ctx: &TcContext) -> i32 {
     let ifindex = ifindex(ctx);
     counters::to_pod(ifindex, ctx.len());
     pull_headers(ctx);
     match ether_type(ctx) {
-        Ok(ETH_P_IP) => ipv4::record_host_flow(ctx, ifindex),
-        Ok(ETH_P_IPV6) => ipv6::record_host_flow(ctx, ifindex),
-        _ => {}
+        Ok(ETH_P_IP) => ipv4::to_container(ctx, ifindex),
+        Ok(ETH_P_IPV6) => ipv6::to_container(ctx, ifindex),
+        _ => verdict::OK,
     }
-    Ok(verdict::OK)
 }
 
 /// The frame's EtherType (host order).

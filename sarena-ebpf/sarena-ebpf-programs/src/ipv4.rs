@@ -7,6 +7,7 @@ use sarena_common::{DropReason, ENDPOINT_F_ACTIVE, EndpointKey};
 use crate::{
     SARENA_ENDPOINTS, antispoof, counters, flows, forward,
     packet::{ptr_at, verdict},
+    policy,
 };
 
 /// IPv4 from one of the pod's own addresses: to another local endpoint
@@ -21,8 +22,19 @@ pub fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
     if !well_formed(ip) {
         return Err(DropReason::MalformedIpv4);
     }
-    if antispoof::pod_address(ip.src_addr, ifindex).is_none() {
+    let Some(src) = antispoof::pod_address(ip.src_addr, ifindex) else {
         return Err(DropReason::SpoofedSource);
+    };
+    if src.flags & policy::ISOLATED != 0 {
+        let flow = policy::flow4(ctx, ip);
+        match policy::leave(&flow.key, flow.port, ifindex, src.flags, false) {
+            policy::PASS => {}
+            policy::DEFER => {
+                policy::defer(ctx);
+                return Ok(verdict::OK);
+            }
+            _ => return Err(DropReason::PolicyDeniedEgress),
+        }
     }
     let Some(dst) = SARENA_ENDPOINTS.get_ptr(EndpointKey::new(ip.dst_addr)) else {
         return Ok(verdict::OK);
@@ -44,6 +56,13 @@ pub fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
         }
         None => return Ok(verdict::OK),
     }
+    if dst.flags & policy::ISOLATED != 0 {
+        let flow = policy::flow4(ctx, ip);
+        if !policy::enter(&flow.key, flow.port, dst.ifindex, dst.flags) {
+            counters::dropped(dst.ifindex, DropReason::PolicyDeniedIngress);
+            return Ok(verdict::SHOT);
+        }
+    }
     decrement_ttl(ip);
     forward::into_pod(ctx, eth, ifindex, &dst)
 }
@@ -64,31 +83,45 @@ fn decrement_ttl(ip: &mut Ipv4Hdr) {
     ip.ttl -= 1;
 }
 
-/// Records the flow of an IPv4 frame the host stack delivers to the pod
-/// behind `ifindex` from another pod of this node (whose answer
-/// `from_container` could otherwise redirect). Frames from elsewhere are not
-/// recorded: their answers never take the redirect, and they would only
-/// crowd the map.
+/// An IPv4 frame the host stack delivers to the pod behind `ifindex`:
+/// NetworkPolicy first (the deferred egress check of a local sender, the
+/// pod's ingress; see [`policy::to_pod`]), then, when it comes from
+/// another pod of this node, its flow recorded (whose answer
+/// `from_container` could otherwise redirect). Frames from elsewhere are
+/// not recorded: their answers never take the redirect, and they would
+/// only crowd the map. A verdict.
 #[inline(always)]
-pub fn record_host_flow(ctx: &TcContext, ifindex: u32) {
+pub fn to_container(ctx: &TcContext, ifindex: u32) -> i32 {
     let Ok(ip) = ptr_at::<Ipv4Hdr>(ctx, EthHdr::LEN, DropReason::MalformedIpv4) else {
-        return;
+        return verdict::OK;
     };
     // SAFETY: bounds-checked above.
     let ip = unsafe { &*ip };
     if !well_formed(ip) {
-        return;
+        return verdict::OK;
+    }
+    let dst = SARENA_ENDPOINTS
+        .get_ptr(EndpointKey::new(ip.dst_addr))
+        // SAFETY: a map value pointer returned by the lookup helper.
+        .map(|p| unsafe { *p });
+    if policy::deferred_mark(ctx) || dst.is_some_and(|d| d.flags & policy::ISOLATED != 0) {
+        let flow = policy::flow4(ctx, ip);
+        let action = policy::to_pod(ctx, &flow, ifindex, dst);
+        if action != verdict::OK {
+            return action;
+        }
     }
     let Some(src) = SARENA_ENDPOINTS.get_ptr(EndpointKey::new(ip.src_addr)) else {
-        return;
+        return verdict::OK;
     };
     // SAFETY: a map value pointer returned by the lookup helper.
     let from = unsafe { (*src).ifindex };
     if from == ifindex {
         // The pod itself (hairpin): its answers go to itself, never redirected.
-        return;
+        return verdict::OK;
     }
     if let Some(key) = flows::key_of(ctx, ip) {
         flows::record(&key, from, ifindex);
     }
+    verdict::OK
 }

@@ -12,6 +12,7 @@ use crate::{
     flows::{self, IPPROTO_ICMPV6},
     forward, ndp,
     packet::{ptr_at, read, verdict},
+    policy,
 };
 
 /// Where the IPv6 payload starts.
@@ -51,9 +52,20 @@ pub fn try_ipv6(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
     } else if source == Source6::Unspecified {
         return Err(DropReason::SpoofedSourceIpv6);
     }
-    if source != Source6::Pod {
+    let Source6::Pod(flags) = source else {
         // Link-local and unspecified sources never leave the link.
         return Ok(verdict::OK);
+    };
+    if flags & policy::ISOLATED != 0 {
+        let flow = policy::flow6(ctx, ip, &upper);
+        match policy::leave(&flow.key, flow.port, ifindex, flags, false) {
+            policy::PASS => {}
+            policy::DEFER => {
+                policy::defer(ctx);
+                return Ok(verdict::OK);
+            }
+            _ => return Err(DropReason::PolicyDeniedEgress),
+        }
     }
     let Some(dst) = SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(ip.dst_addr)) else {
         return Ok(verdict::OK);
@@ -77,6 +89,13 @@ pub fn try_ipv6(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
         }
         None => return Ok(verdict::OK),
     }
+    if dst.flags & policy::ISOLATED != 0 {
+        let flow = policy::flow6(ctx, ip, &upper);
+        if !policy::enter(&flow.key, flow.port, dst.ifindex, dst.flags) {
+            counters::dropped(dst.ifindex, DropReason::PolicyDeniedIngress);
+            return Ok(verdict::SHOT);
+        }
+    }
     ip.hop_limit -= 1;
     counters::ipv6_redirected(ifindex);
     forward::into_pod(ctx, eth, ifindex, &dst)
@@ -86,7 +105,7 @@ pub fn try_ipv6(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
 /// is not 6 or the payload length runs past the frame. (A payload length of
 /// 0 on a frame too big for one is a BIG TCP packet: it ends with the frame.)
 #[inline(always)]
-fn packet_end(ctx: &TcContext, ip: &Ipv6Hdr) -> Option<usize> {
+pub fn packet_end(ctx: &TcContext, ip: &Ipv6Hdr) -> Option<usize> {
     if ip.vcf[0] >> 4 != 6 {
         return None;
     }
@@ -99,33 +118,50 @@ fn packet_end(ctx: &TcContext, ip: &Ipv6Hdr) -> Option<usize> {
     (end <= frame).then_some(end)
 }
 
-/// Records the flow of an IPv6 frame the host stack delivers to the pod
-/// behind `ifindex` from another pod of this node, as
-/// [`crate::ipv4::record_host_flow`] does for IPv4. (A frame from a local
-/// pod passed that pod's `from_container`, so its header chain parses here
-/// too.)
+/// An IPv6 frame the host stack delivers to the pod behind `ifindex`:
+/// NetworkPolicy (the deferred egress check of a local sender, the pod's
+/// ingress; see [`policy::to_pod`]), then the flow recorded when it comes
+/// from another pod of this node, as [`crate::ipv4::to_container`] does
+/// for IPv4. A verdict. (A frame from a local pod passed that pod's
+/// `from_container`, so its header chain parses here too.)
 #[inline(always)]
-pub fn record_host_flow(ctx: &TcContext, ifindex: u32) {
+pub fn to_container(ctx: &TcContext, ifindex: u32) -> i32 {
     let Ok(ip) = ptr_at::<Ipv6Hdr>(ctx, EthHdr::LEN, DropReason::MalformedIpv6) else {
-        return;
+        return verdict::OK;
     };
     // SAFETY: bounds-checked above.
     let ip = unsafe { &*ip };
     let Some(end) = packet_end(ctx, ip) else {
-        return;
+        return verdict::OK;
     };
+    let upper = exthdr::upper(ctx, ip, end).ok();
+    let dst = SARENA_ENDPOINTS6
+        .get_ptr(Endpoint6Key::new(ip.dst_addr))
+        // SAFETY: a map value pointer returned by the lookup helper.
+        .map(|p| unsafe { *p });
+    if policy::deferred_mark(ctx) || dst.is_some_and(|d| d.flags & policy::ISOLATED != 0) {
+        let Some(upper) = upper else {
+            // A chain the policy cannot read into a checked pod.
+            return verdict::SHOT;
+        };
+        let flow = policy::flow6(ctx, ip, &upper);
+        let action = policy::to_pod(ctx, &flow, ifindex, dst);
+        if action != verdict::OK {
+            return action;
+        }
+    }
     let Some(src) = SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(ip.src_addr)) else {
-        return;
+        return verdict::OK;
     };
     // SAFETY: a map value pointer returned by the lookup helper.
     let from = unsafe { (*src).ifindex };
     if from == ifindex {
-        return;
+        return verdict::OK;
     }
-    let Ok(upper) = exthdr::upper(ctx, ip, end) else {
-        return;
-    };
-    if let Some(key) = flows::key_of6(ctx, ip, &upper) {
+    if let Some(upper) = upper
+        && let Some(key) = flows::key_of6(ctx, ip, &upper)
+    {
         flows::record(&key, from, ifindex);
     }
+    verdict::OK
 }

@@ -32,6 +32,7 @@ mod ipv4;
 mod ipv6;
 mod ndp;
 mod packet;
+mod policy;
 
 use aya_ebpf::{
     Global,
@@ -126,9 +127,7 @@ pub fn from_container(ctx: TcContext) -> i32 {
 /// Egress of a pod's host-side veth: what the host stack sends to the pod.
 #[classifier]
 pub fn to_container(ctx: TcContext) -> i32 {
-    match forward::try_to_container(&ctx) {
-        Ok(action) | Err(action) => action,
-    }
+    forward::try_to_container(&ctx)
 }
 
 /// Egress of an ingress-limited pod's host-side veth (instead of
@@ -137,8 +136,8 @@ pub fn to_container(ctx: TcContext) -> i32 {
 /// already counted); both paced.
 #[classifier]
 pub fn to_container_bw(ctx: TcContext) -> i32 {
-    if !bandwidth::take_redirect_mark(&ctx) {
-        let _ = forward::try_to_container(&ctx);
+    if !bandwidth::take_redirect_mark(&ctx) && forward::try_to_container(&ctx) != verdict::OK {
+        return verdict::SHOT;
     }
     bandwidth::pace(&ctx, packet::ifindex(&ctx), bandwidth::Way::ToPod)
 }
@@ -149,6 +148,15 @@ pub fn to_container_bw(ctx: TcContext) -> i32 {
 #[classifier]
 pub fn pod_egress(ctx: TcContext) -> i32 {
     bandwidth::pace(&ctx, POD_HOST_IFINDEX.load(), bandwidth::Way::FromPod)
+}
+
+/// Egress of the node's network devices (the vxlan device, the uplink):
+/// the deferred NetworkPolicy egress check of a pod's packet that the host
+/// stack translated and sends off the node (see [`policy`]); everything
+/// else passes untouched.
+#[classifier]
+pub fn to_network(ctx: TcContext) -> i32 {
+    policy::to_network(&ctx)
 }
 
 #[cfg(not(test))]

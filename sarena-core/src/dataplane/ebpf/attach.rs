@@ -31,6 +31,7 @@ impl State {
         }
         // Counters, pacers and entries first, then the programs: frames only
         // meet fully set-up maps.
+        self.attach_policy(endpoint)?;
         let mut changed = self.maps.write(endpoint)?;
         let mode = self.shaping.unwrap_or(ShapingMode::Paced);
         self.pacing.write(endpoint, mode, &mut changed)?;
@@ -71,6 +72,7 @@ impl State {
             }
         }
         self.maps.remove(endpoint, &mut errors);
+        self.detach_policy(endpoint, &mut errors);
         if let Err(e) = self.pacing.remove(endpoint.spec.host_ifindex) {
             errors.push(e);
         }

@@ -131,6 +131,59 @@ pub enum BpfError {
         #[source]
         source: Box<MapError>,
     },
+    /// A map refused a new entry because it holds as many as it can
+    /// (`ENOSPC`): the NetworkPolicy loader counts these.
+    #[error("eBPF {call} {object}: {map} is full")]
+    MapFull {
+        /// What was asked, e.g. `set ipcache entry`.
+        call: &'static str,
+        /// The map.
+        map: &'static str,
+        /// The entry.
+        object: String,
+        /// aya's error.
+        #[source]
+        source: Box<MapError>,
+    },
+    /// An entry that no map key can express (a port prefix longer than 16
+    /// bits, an ipcache prefix the trie cannot hold).
+    #[error("eBPF {call} {object}: {reason}")]
+    BadEntry {
+        /// What was asked.
+        call: &'static str,
+        /// The entry.
+        object: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// Another program than Sarena's sits at Sarena's position on a hook
+    /// Sarena shares with others (a node device): left alone.
+    #[error("eBPF attach {program} on {direction} of {ifname}: the filter there runs {found}")]
+    ForeignFilter {
+        /// The device.
+        ifname: String,
+        /// The hook.
+        direction: Direction,
+        /// The program Sarena would attach.
+        program: &'static str,
+        /// The program found.
+        found: String,
+    },
+    /// Some policy entries of an endpoint being attached could not be
+    /// written (a full map): what they allow is denied.
+    #[error("eBPF policy entries of {ifname}: {failed} not written")]
+    PolicyEntries {
+        /// The endpoint's host veth.
+        ifname: String,
+        /// How many writes failed.
+        failed: usize,
+    },
+    /// The host has no device of that name.
+    #[error("eBPF attach {ifname}: no such device")]
+    NoDevice {
+        /// The device's name.
+        ifname: String,
+    },
     /// The per-CPU counters of an interface could not be made.
     #[error("eBPF per-CPU counters for {ifname}")]
     Cpus {
@@ -218,7 +271,9 @@ impl BpfError {
             BpfError::Program { source, .. } | BpfError::Filter { source, .. } => {
                 program_errno(source)
             }
-            BpfError::Map { source, .. } | BpfError::Pin { source, .. } => map_errno(source),
+            BpfError::Map { source, .. }
+            | BpfError::Pin { source, .. }
+            | BpfError::MapFull { source, .. } => map_errno(source),
             BpfError::Clsact { source, .. } => tc_errno(source),
             BpfError::Cpus { source, .. }
             | BpfError::FindFilter { source, .. }
@@ -232,7 +287,11 @@ impl BpfError {
             | BpfError::NoProgram { .. }
             | BpfError::NoMap { .. }
             | BpfError::IfindexMismatch { .. }
-            | BpfError::IfindexRange { .. } => None,
+            | BpfError::IfindexRange { .. }
+            | BpfError::BadEntry { .. }
+            | BpfError::NoDevice { .. }
+            | BpfError::PolicyEntries { .. }
+            | BpfError::ForeignFilter { .. } => None,
         }
     }
 

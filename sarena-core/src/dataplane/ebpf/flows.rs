@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 
 use aya::Ebpf;
 use aya::maps::{HashMap as BpfHashMap, HashOfMaps, Map, MapData};
-use sarena_common::layouts::HOST_FLOWS_TABLE;
+use sarena_common::layouts::{HOST_FLOWS_TABLE, MapLayout};
 use sarena_common::{FlowKey, FlowState, HOST_FLOWS_MAP};
 
 use super::AyaDataplane;
@@ -27,19 +27,37 @@ use crate::dataplane::DataplaneError;
 /// The name the kernel shows for each endpoint's table (`bpftool map`).
 const TABLE_NAME: &str = "sarena_flows";
 
-/// The outer map, as pinned.
+/// The outer map, as pinned (the host-stack flows', or another hash of
+/// per-endpoint LRU tables: NetworkPolicy's answerable flows).
 pub(super) struct FlowTables {
     outer: HashOfMaps<MapData, u32, MapData>,
+    /// The layout of each inner table.
+    layout: MapLayout,
+    /// The name the kernel shows for each inner table.
+    table_name: &'static str,
 }
 
 impl FlowTables {
-    /// Takes the outer map out of the loaded object.
+    /// Takes the host-stack flows map out of the loaded object.
     pub(super) fn take(ebpf: &mut Ebpf) -> Result<Self, BpfError> {
-        let map = ebpf.take_map(HOST_FLOWS_MAP).ok_or(BpfError::NoMap {
-            map: HOST_FLOWS_MAP,
-        })?;
-        let outer = HashOfMaps::try_from(map).map_err(map_error("open map", HOST_FLOWS_MAP))?;
-        Ok(FlowTables { outer })
+        Self::take_named(ebpf, HOST_FLOWS_MAP, HOST_FLOWS_TABLE, TABLE_NAME)
+    }
+
+    /// Takes the hash of maps `name`, whose inner tables have `layout`, out
+    /// of the loaded object.
+    pub(super) fn take_named(
+        ebpf: &mut Ebpf,
+        name: &'static str,
+        layout: MapLayout,
+        table_name: &'static str,
+    ) -> Result<Self, BpfError> {
+        let map = ebpf.take_map(name).ok_or(BpfError::NoMap { map: name })?;
+        let outer = HashOfMaps::try_from(map).map_err(map_error("open map", name))?;
+        Ok(FlowTables {
+            outer,
+            layout,
+            table_name,
+        })
     }
 
     /// The table of `ifindex`, if it has one.
@@ -59,7 +77,7 @@ impl FlowTables {
         if self.table(ifindex)?.is_some() {
             return Ok(false);
         }
-        let layout = HOST_FLOWS_TABLE;
+        let layout = self.layout;
         let definition = aya_obj::Map::new_from_params(
             layout.map_type,
             layout.key_size,
@@ -67,7 +85,7 @@ impl FlowTables {
             layout.max_entries,
             layout.flags,
         );
-        let table = MapData::create(definition, TABLE_NAME, None)
+        let table = MapData::create(definition, self.table_name, None)
             .map_err(map_error("create flows table", ifname))?;
         self.outer
             .insert(ifindex, &table, 0)
@@ -95,14 +113,14 @@ impl FlowTables {
     }
 
     /// Every entry of the table of `ifindex`; `None` when it has none.
-    pub(super) fn entries(
+    pub(super) fn entries<V: aya::Pod>(
         &self,
         ifindex: u32,
-    ) -> Result<Option<Vec<(FlowKey, FlowState)>>, BpfError> {
+    ) -> Result<Option<Vec<(FlowKey, V)>>, BpfError> {
         let Some(table) = self.table(ifindex)? else {
             return Ok(None);
         };
-        let table: BpfHashMap<MapData, FlowKey, FlowState> =
+        let table: BpfHashMap<MapData, FlowKey, V> =
             BpfHashMap::try_from(Map::LruHashMap(table))
                 .map_err(map_error("open flows table", ifindex))?;
         let mut out = Vec::new();

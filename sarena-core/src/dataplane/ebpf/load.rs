@@ -10,6 +10,7 @@ use aya::programs::tc::SchedClassifier;
 use aya::{Ebpf, EbpfLoader};
 use tokio::sync::OnceCell;
 
+use sarena_common::policy::TO_NETWORK_PROG;
 use sarena_common::{
     FROM_CONTAINER_PROG, POD_EGRESS_PROG, TO_CONTAINER_BW_PROG, TO_CONTAINER_PROG,
 };
@@ -59,6 +60,7 @@ impl AyaDataplane {
             })?;
         let (tags, map_ids) = load_programs(&mut ebpf)?;
         let maps = Maps::take(&mut ebpf)?;
+        let policy = super::policy::PolicyLoader::open(super::policy::held_tables(&maps)?);
         let pacing = PacingMap::take(&mut ebpf)?;
         let upgrade = Upgrade::open(inspection)?;
         let kill_at = KillAt::from_env();
@@ -78,6 +80,7 @@ impl AyaDataplane {
                 pacing,
                 shaping: None,
                 upgrade,
+                policy,
             }),
             host_stack: None,
             host_updates: None,
@@ -101,13 +104,15 @@ pub(super) fn loader<'a>(pin_dir: &Path) -> EbpfLoader<'a> {
 }
 
 /// Every program of the object: the two of every host veth, the paced
-/// egress one, and `pod_egress` (loaded here only for its tag: each limited
-/// pod gets an instance of its own, see `pod_side.rs`).
-const PROGRAMS: [&str; 4] = [
+/// egress one, `pod_egress` (loaded here only for its tag: each limited
+/// pod gets an instance of its own, see `pod_side.rs`), and `to_network`
+/// (the node devices' egress, see `network_hook.rs`).
+const PROGRAMS: [&str; 5] = [
     FROM_CONTAINER_PROG,
     TO_CONTAINER_PROG,
     TO_CONTAINER_BW_PROG,
     POD_EGRESS_PROG,
+    TO_NETWORK_PROG,
 ];
 
 /// Loads the programs into the kernel; returns their tags by name and the

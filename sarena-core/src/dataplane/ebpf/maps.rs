@@ -13,6 +13,7 @@ use sarena_common::{
 use super::entries::{self, AddressKey};
 use super::error::{BpfError, is_not_found};
 use super::flows::FlowTables;
+use super::policy_maps::PolicyMaps;
 use crate::api::Endpoint;
 
 /// `SARENA_ENDPOINTS` and `SARENA_ENDPOINTS6` (pod address → endpoint),
@@ -26,6 +27,8 @@ pub(super) struct Maps {
     counters: PerCpuHashMap<MapData, u32, EndpointCounters>,
     /// Each endpoint's flows table.
     pub(super) flows: FlowTables,
+    /// NetworkPolicy's maps (each endpoint's answerable-flows table among them).
+    pub(super) policy: PolicyMaps,
     /// Isolation bits by host ifindex, as the policy loader decided them
     /// (`policy.rs`); an endpoint it has not decided keeps the bits its
     /// entry has (a restart).
@@ -140,12 +143,14 @@ impl Maps {
         let counters = PerCpuHashMap::try_from(take(ebpf, COUNTERS_MAP)?)
             .map_err(map_error("open map", COUNTERS_MAP))?;
         let flows = FlowTables::take(ebpf)?;
+        let policy = PolicyMaps::take(ebpf)?;
         Ok(Maps {
             endpoints,
             endpoints6,
             veths,
             counters,
             flows,
+            policy,
             isolation: BTreeMap::new(),
         })
     }
@@ -228,6 +233,7 @@ impl Maps {
         let ifname = &endpoint.spec.host_ifname;
         let ifindex = endpoint.spec.host_ifindex;
         let mut changed = self.flows.ensure(ifindex, ifname)?;
+        changed |= self.policy.flows.ensure(ifindex, ifname)?;
         if self.counters.get(&ifindex, 0).is_err() {
             let cpus_error = |source| BpfError::Cpus {
                 ifname: ifname.clone(),
@@ -281,7 +287,28 @@ impl Maps {
             errors.push(map_error("remove counters", ifname)(e));
         }
         self.flows.remove(ifindex, ifname, errors);
+        self.policy.flows.remove(ifindex, ifname, errors);
         self.isolation.remove(&ifindex);
+    }
+
+    /// Sets the `mask` bits of the flags of every entry of the endpoint
+    /// behind `ifindex` (address entries of both families, veth entry) to
+    /// `bits`.
+    pub(super) fn set_flags(&mut self, ifindex: u32, mask: u32, bits: u32) -> Result<(), BpfError> {
+        let update = |info: EndpointInfo| EndpointInfo {
+            flags: (info.flags & !mask) | (bits & mask),
+            ..info
+        };
+        let v4: Vec<_> = self.entries()?.into_iter().filter(|(_, i)| i.ifindex == ifindex).collect();
+        self.endpoints.write(v4.into_iter().map(|(k, i)| (k, update(i))).collect())?;
+        let v6: Vec<_> = self.entries6()?.into_iter().filter(|(_, i)| i.ifindex == ifindex).collect();
+        self.endpoints6.write(v6.into_iter().map(|(k, i)| (k, update(i))).collect())?;
+        if let Some(info) = self.veth(ifindex) {
+            self.veths
+                .insert(ifindex, update(info), 0)
+                .map_err(map_error("update veth", ifindex))?;
+        }
+        Ok(())
     }
 
     /// Removes every entry, counter and flows table that `endpoints` do not
@@ -324,7 +351,9 @@ impl Maps {
                 let _ = self.counters.remove(&ifindex);
             }
         }
-        self.flows.remove_unknown(&wanted.keys().copied().collect());
+        let ifindexes = wanted.keys().copied().collect();
+        self.flows.remove_unknown(&ifindexes);
+        self.policy.flows.remove_unknown(&ifindexes);
         Ok(removed)
     }
 }

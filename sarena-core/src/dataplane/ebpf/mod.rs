@@ -42,7 +42,10 @@ mod handover;
 mod inspect;
 mod load;
 mod maps;
+mod network_hook;
 pub mod pins;
+mod policy;
+mod policy_maps;
 mod pod_side;
 pub mod qdisc;
 mod reconcile;
@@ -61,6 +64,7 @@ pub use bandwidth::{BASE_HORIZON_NS, MAX_BURST_NS, MAX_HORIZON_NS, as_enforced};
 pub use error::BpfError;
 pub use fault::KILL_AT_ENV;
 pub use pins::{Direction, PinnedAttachment};
+pub use policy_maps::PolicyMaps;
 pub use sarena_common::{
     BandwidthState, DropReason, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, Pacer,
 };
@@ -137,6 +141,8 @@ struct State {
     shaping: Option<ShapingMode>,
     /// An older generation's pins being taken over (see `upgrade.rs`).
     upgrade: upgrade::Upgrade,
+    /// NetworkPolicy: what the maps hold and the engine's last state.
+    policy: policy::PolicyLoader,
 }
 
 impl State {

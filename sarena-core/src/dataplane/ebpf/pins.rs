@@ -7,6 +7,9 @@
 //! <pin_dir>/maps/SARENA_COUNTERS_V2          host ifindex → per-CPU counters
 //! <pin_dir>/maps/SARENA_HOST_FLOWS_V2        host ifindex → its flows table (LRU): the pod ↔ pod
 //!                                            flows the host stack handled, by the pod that started them
+//! <pin_dir>/maps/SARENA_IPCACHE              address prefix → identity (NetworkPolicy)
+//! <pin_dir>/maps/SARENA_POLICY               allow entries of every endpoint (NetworkPolicy)
+//! <pin_dir>/maps/SARENA_POLICY_FLOWS         host ifindex → its answerable flows (LRU)
 //! <pin_dir>/maps/SARENA_HOST_FLOWS           generation 2's node-wide flows table (upgrade.rs)
 //! <pin_dir>/maps/SARENA_LAYOUT               the layout generation of the pins (upgrade.rs)
 //! <pin_dir>/maps/SARENA_COUNTERS             release 0.1.0's counters (upgrade.rs, handover.rs)
@@ -32,7 +35,10 @@ use aya::programs::tc::TcAttachType;
 /// The object's maps pinned by path rather than by their definition: BTF
 /// map definitions (the only ones that can describe a map of maps) carry no
 /// pinning attribute in aya-ebpf, so the loader is told where each goes.
-pub const PINNED_BY_PATH: [&str; 1] = [sarena_common::HOST_FLOWS_MAP];
+pub const PINNED_BY_PATH: [&str; 2] = [
+    sarena_common::HOST_FLOWS_MAP,
+    sarena_common::policy::POLICY_FLOWS_MAP,
+];
 
 /// Which hook of the host-side veth a link sits on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

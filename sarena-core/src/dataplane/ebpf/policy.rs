@@ -32,6 +32,26 @@ use crate::api::Endpoint;
 use crate::dataplane::policy_plan::{self, EndpointTables, PolicyOp, PolicyTables};
 use crate::policy::{CompiledPolicy, EndpointPolicy, EntryKey, Identity, IpcacheEntry, PodKey};
 
+/// What the pinned maps hold: address entries, allow entries, and each
+/// veth entry's isolation bits.
+pub(super) fn held_tables(maps: &super::maps::Maps) -> Result<PolicyTables, BpfError> {
+    let mut held = PolicyTables {
+        ipcache: maps.policy.ipcache()?.into_iter().collect(),
+        ..Default::default()
+    };
+    for (ifindex, key, rule) in maps.policy.entries()? {
+        held.endpoints
+            .entry(ifindex)
+            .or_default()
+            .entries
+            .insert(key, rule);
+    }
+    for (ifindex, bits) in maps.pinned_isolation() {
+        held.endpoints.entry(ifindex).or_default().isolation = bits;
+    }
+    Ok(held)
+}
+
 /// Both isolation bits.
 pub(super) const POLICY_BITS: u32 = ENDPOINT_F_INGRESS_ISOLATED | ENDPOINT_F_EGRESS_ISOLATED;
 

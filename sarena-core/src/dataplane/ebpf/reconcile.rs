@@ -300,6 +300,9 @@ fn remove_stale(
         }
     }
     removed.extend(state.maps.remove_unknown(endpoints)?);
+    let mut errors = Vec::new();
+    state.reconcile_policy(endpoints, &mut errors);
+    BpfError::collect("remove stale policy entries", "the policy map", errors)?;
     state.pacing.remove_unknown(endpoints)?;
     Ok(removed.into_iter().collect())
 }
