@@ -15,7 +15,7 @@ use ipnet::IpNet;
 
 use super::DataplaneError;
 use super::KernelDataplane;
-use super::ebpf::AyaDataplane;
+use super::ebpf::{AyaDataplane, BpfError};
 use crate::api::{Attachment, PodIdentity};
 use crate::policy::CompiledPolicy;
 
@@ -90,13 +90,16 @@ impl NodeUpdates for KernelDataplane {
         match update {
             NodeUpdate::Identity { .. } => Ok(UpdateOutcome::Ignored),
             NodeUpdate::ClusterNetworks(networks) => self.set_cluster_networks(networks).await,
-            // wired by the policy loader
+            // Not enforced by the kernel dataplane yet (issue 26, point 4).
             NodeUpdate::Policy(_) => Ok(UpdateOutcome::Ignored),
         }
     }
 }
 
-/// The programs carry no identity yet (NetworkPolicy will). Egress to the
+/// NetworkPolicy goes into the programs' maps (`ebpf/policy.rs`); a
+/// failed write (a full map) is an error, and what it would have allowed
+/// stays denied. Pod identities reach the programs through the policy
+/// state, not one by one. Egress to the
 /// cluster's networks and beyond goes through the host stack (the
 /// programs short-cut only pod -> pod on this node), whose masquerading
 /// takes the cluster's networks.
@@ -109,8 +112,27 @@ impl NodeUpdates for AyaDataplane {
                 Some(host) => host.apply(update).await,
                 None => Ok(UpdateOutcome::Ignored),
             },
-            // wired by the policy loader
-            NodeUpdate::Policy(_) => Ok(UpdateOutcome::Ignored),
+            NodeUpdate::Policy(compiled) => {
+                let applied = self.apply_policy(compiled.clone());
+                // The deferred egress check where traffic leaves the node:
+                // only once some policy isolates egress (the node's own
+                // devices are left alone otherwise).
+                if compiled.isolates_egress()
+                    && let Err(error) = self.ensure_network_hooks().await
+                {
+                    tracing::warn!(
+                        error = %crate::error_chain(&error),
+                        "NetworkPolicy: the exit devices could not be listed"
+                    );
+                }
+                if applied.failed > 0 {
+                    return Err(DataplaneError::Ebpf(BpfError::PolicyWrites {
+                        failed: applied.failed,
+                        writes: applied.writes,
+                    }));
+                }
+                Ok(UpdateOutcome::Applied)
+            }
         }
     }
 }

@@ -147,6 +147,15 @@ pub struct CompiledPolicy {
     pub namespace_isolation: BTreeMap<String, (bool, bool)>,
 }
 
+impl CompiledPolicy {
+    /// Whether some policy isolates some pod for egress (a local one, or
+    /// one not seen yet in a namespace where a policy does).
+    pub fn isolates_egress(&self) -> bool {
+        self.endpoints.values().any(|e| e.egress_isolated)
+            || self.namespace_isolation.values().any(|(_, egress)| *egress)
+    }
+}
+
 /// Why a packet is allowed or denied in one direction.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {

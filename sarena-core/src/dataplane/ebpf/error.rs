@@ -178,6 +178,15 @@ pub enum BpfError {
         /// How many writes failed.
         failed: usize,
     },
+    /// Some writes of a policy update failed (a full map): what they
+    /// would allow is denied until an update succeeds.
+    #[error("eBPF policy update: {failed} of {} writes failed", failed + writes)]
+    PolicyWrites {
+        /// Writes that failed.
+        failed: usize,
+        /// Writes made.
+        writes: usize,
+    },
     /// The host has no device of that name.
     #[error("eBPF attach {ifname}: no such device")]
     NoDevice {
@@ -291,6 +300,7 @@ impl BpfError {
             | BpfError::BadEntry { .. }
             | BpfError::NoDevice { .. }
             | BpfError::PolicyEntries { .. }
+            | BpfError::PolicyWrites { .. }
             | BpfError::ForeignFilter { .. } => None,
         }
     }

@@ -8,6 +8,9 @@
 //! the rest of the node: a filter of another program at that position is
 //! left alone (an error), and detaching removes only Sarena's own.
 
+use std::collections::BTreeSet;
+
+use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage, RouteProtocol};
 use sarena_common::policy::TO_NETWORK_PROG;
 
 use super::AyaDataplane;
@@ -23,7 +26,56 @@ fn on_egress(current: &[TcAttachment]) -> Option<&TcAttachment> {
     current.iter().find(|a| a.direction == Direction::Egress)
 }
 
+/// The ifindexes of the devices pod traffic leaves the node by, among
+/// `routes`: those of the default routes and of Sarena's peer routes (both
+/// routing modes: the uplink in native routing, the VXLAN device in vxlan).
+pub(super) fn exit_devices(routes: &[RouteMessage]) -> BTreeSet<u32> {
+    let peer = RouteProtocol::Other(crate::cluster::SARENA_PEER_ROUTE_PROTOCOL);
+    routes
+        .iter()
+        .filter(|r| r.header.destination_prefix_length == 0 || r.header.protocol == peer)
+        .flat_map(|r| {
+            r.attributes.iter().filter_map(|a| match a {
+                RouteAttribute::Oif(index) => Some(*index),
+                _ => None,
+            })
+        })
+        .collect()
+}
+
 impl AyaDataplane {
+    /// Puts `to_network` on every device pod traffic leaves the node by
+    /// ([`exit_devices`], and the VXLAN device when there is one), so the
+    /// egress decision deferred past the host stack's translation is taken
+    /// there. Idempotent; a device that cannot take it is reported and the
+    /// others still get it. Returns the devices that have it.
+    pub async fn ensure_network_hooks(&self) -> Result<Vec<String>, DataplaneError> {
+        let routes = {
+            let host = self.host_netlink().await?;
+            crate::netlink::all_routes(&host, "exit devices").await?
+        };
+        let mut names: BTreeSet<String> = exit_devices(&routes)
+            .into_iter()
+            .filter_map(|index| nix::net::if_::if_indextoname(index).ok())
+            .filter_map(|name| name.into_string().ok())
+            .collect();
+        if host_ifindex(crate::cluster::VXLAN_DEVICE).is_some() {
+            names.insert(crate::cluster::VXLAN_DEVICE.to_owned());
+        }
+        let mut hooked = Vec::new();
+        for name in names {
+            match self.attach_network_hook(&name).await {
+                Ok(()) => hooked.push(name),
+                Err(error) => tracing::warn!(
+                    device = %name,
+                    error = %crate::error_chain(&error),
+                    "NetworkPolicy: the deferred egress check is not on this device"
+                ),
+            }
+        }
+        Ok(hooked)
+    }
+
     /// Puts `to_network` on the tc egress of the device `ifname`. Idempotent:
     /// a filter already running this dataplane's `to_network` is kept, an
     /// older `to_network` replaced; another program at Sarena's position is
@@ -79,5 +131,32 @@ impl AyaDataplane {
             }
             _ => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rtnetlink::packet_route::route::RouteMessage;
+
+    use super::*;
+
+    fn route(prefix_len: u8, protocol: RouteProtocol, oif: u32) -> RouteMessage {
+        let mut r = RouteMessage::default();
+        r.header.destination_prefix_length = prefix_len;
+        r.header.protocol = protocol;
+        r.attributes.push(RouteAttribute::Oif(oif));
+        r
+    }
+
+    #[test]
+    fn traffic_leaves_by_the_default_and_the_peer_routes_devices() {
+        let peer = RouteProtocol::Other(crate::cluster::SARENA_PEER_ROUTE_PROTOCOL);
+        let routes = [
+            route(0, RouteProtocol::Boot, 2),
+            route(24, peer, 7),
+            route(24, RouteProtocol::Kernel, 9),
+            route(32, RouteProtocol::Static, 11),
+        ];
+        assert_eq!(exit_devices(&routes), BTreeSet::from([2, 7]));
     }
 }

@@ -197,10 +197,6 @@ impl PolicyLoader {
         wanted
     }
 
-    /// The isolation bits the maps hold (or are about to) for `ifindex`.
-    pub(super) fn isolation(&self, ifindex: u32) -> Option<u32> {
-        self.held.endpoints.get(&ifindex).map(|e| e.isolation)
-    }
 }
 
 /// Isolation bits of the two directions.
@@ -213,6 +209,18 @@ fn bits(ingress: bool, egress: bool) -> u32 {
         bits |= ENDPOINT_F_EGRESS_ISOLATED;
     }
     bits
+}
+
+impl super::AyaDataplane {
+    /// Takes the engine's new state (see the [module docs](self)).
+    pub fn apply_policy(&self, compiled: Arc<CompiledPolicy>) -> PolicyApplied {
+        self.lock().apply_policy(compiled)
+    }
+
+    /// Policy writes that failed since the dataplane opened (full maps).
+    pub fn policy_failed_writes(&self) -> u64 {
+        self.lock().policy.failed_writes
+    }
 }
 
 impl State {
