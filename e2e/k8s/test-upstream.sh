@@ -16,8 +16,9 @@
 #
 # Usage (root): e2e/k8s/test-upstream.sh [conformance|netpol]
 #   conformance  `[sig-network] ... [Conformance]` (32 tests), asserted
-#   netpol       `[Feature:NetworkPolicy]`, reported only (nothing enforces
-#                NetworkPolicy yet: the table is the starting line)
+#   netpol       `[Feature:NetworkPolicy]`, asserted: every test passes on
+#                every Sarena pass, and the control (which enforces nothing)
+#                fails some, proof that they test enforcement
 # Environment:
 #   SARENA_UPSTREAM_PASSES="control native vxlan"  the passes, in order
 #   SARENA_UPSTREAM_FOCUS=REGEX  only the tests whose full name matches (one
@@ -103,7 +104,7 @@ done
 
 phase "table"
 verdict_args=()
-[ "$SUITE" = conformance ] || verdict_args+=(--report-only)
+[ "$SUITE" = netpol ] && verdict_args+=(--enforcing)
 tables=()
 for pass in "${PASSES[@]}"; do tables+=("$OUT/$pass.tsv"); done
 python3 "$HERE/upstream-table.py" table --expected "$HERE/upstream-expected.tsv" \
