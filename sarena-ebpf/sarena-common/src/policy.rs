@@ -62,11 +62,12 @@ pub const POLICY_FLOW_REFRESH_NS: u64 = 1_000_000_000;
 /// [`crate::EndpointInfo::flags`]: a policy selects the endpoint for
 /// ingress; what enters it must be allowed by an entry or answer a flow it
 /// opened.
-pub const ENDPOINT_F_INGRESS_ISOLATED: u32 = 1 << 1;
+/// (Bit 1 is [`crate::ENDPOINT_F_INGRESS_PACED`].)
+pub const ENDPOINT_F_INGRESS_ISOLATED: u32 = 1 << 2;
 /// [`crate::EndpointInfo::flags`]: a policy selects the endpoint for
 /// egress; what leaves it must be allowed by an entry or answer a flow
 /// opened towards it.
-pub const ENDPOINT_F_EGRESS_ISOLATED: u32 = 1 << 2;
+pub const ENDPOINT_F_EGRESS_ISOLATED: u32 = 1 << 3;
 
 /// Identity 0: no identity; in a [`PolicyKey`], any peer.
 pub const IDENTITY_ANY: u32 = 0;
@@ -271,6 +272,22 @@ mod tests {
         assert_eq!(core::mem::size_of::<PolicyValue>(), 8);
         assert_eq!(core::mem::size_of::<PolicyFlow>(), 16);
         assert_eq!(POLICY_PREFIX_FULL, 96);
+    }
+
+    #[test]
+    fn endpoint_flags_are_distinct_bits() {
+        let all = [
+            crate::ENDPOINT_F_ACTIVE,
+            crate::ENDPOINT_F_INGRESS_PACED,
+            ENDPOINT_F_INGRESS_ISOLATED,
+            ENDPOINT_F_EGRESS_ISOLATED,
+        ];
+        for (i, a) in all.iter().enumerate() {
+            assert_eq!(a.count_ones(), 1);
+            for b in &all[i + 1..] {
+                assert_eq!(a & b, 0, "{a:#x} {b:#x}");
+            }
+        }
     }
 
     #[test]

@@ -103,8 +103,11 @@ pub fn to_container(ctx: &TcContext, ifindex: u32) -> i32 {
     let dst = SARENA_ENDPOINTS
         .get_ptr(EndpointKey::new(ip.dst_addr))
         // SAFETY: a map value pointer returned by the lookup helper.
-        .map(|p| unsafe { *p });
-    if policy::deferred_mark(ctx) || dst.is_some_and(|d| d.flags & policy::ISOLATED != 0) {
+        .map(|p| unsafe { *p })
+        // Zeroes when absent (ifindex 0 is no device's): an `Option` of it
+        // leaves registers undefined that the verifier will not read.
+        .unwrap_or_default();
+    if policy::deferred_mark(ctx) || dst.flags & policy::ISOLATED != 0 {
         let flow = policy::flow4(ctx, ip);
         let action = policy::to_pod(ctx, &flow, ifindex, dst);
         if action != verdict::OK {

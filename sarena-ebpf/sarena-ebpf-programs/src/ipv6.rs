@@ -138,8 +138,11 @@ pub fn to_container(ctx: &TcContext, ifindex: u32) -> i32 {
     let dst = SARENA_ENDPOINTS6
         .get_ptr(Endpoint6Key::new(ip.dst_addr))
         // SAFETY: a map value pointer returned by the lookup helper.
-        .map(|p| unsafe { *p });
-    if policy::deferred_mark(ctx) || dst.is_some_and(|d| d.flags & policy::ISOLATED != 0) {
+        .map(|p| unsafe { *p })
+        // Zeroes when absent (ifindex 0 is no device's): an `Option` of it
+        // leaves registers undefined that the verifier will not read.
+        .unwrap_or_default();
+    if policy::deferred_mark(ctx) || dst.flags & policy::ISOLATED != 0 {
         let Some(upper) = upper else {
             // A chain the policy cannot read into a checked pod.
             return verdict::SHOT;

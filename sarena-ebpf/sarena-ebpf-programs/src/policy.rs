@@ -323,17 +323,21 @@ fn take_deferred(ctx: &TcContext) -> bool {
     true
 }
 
-/// The endpoint entry of a flow's source address, if a local endpoint has it.
+/// The endpoint entry of a flow's source address; zeroes when no local
+/// endpoint has it.
 #[inline(always)]
-fn source_endpoint(key: &FlowKey) -> Option<EndpointInfo> {
+fn source_endpoint(key: &FlowKey) -> EndpointInfo {
     let entry = if key.family == sarena_common::FLOW_FAMILY_IPV4 {
         let addr = [key.saddr[0], key.saddr[1], key.saddr[2], key.saddr[3]];
-        SARENA_ENDPOINTS.get_ptr(EndpointKey::new(addr))?
+        SARENA_ENDPOINTS.get_ptr(EndpointKey::new(addr))
     } else {
-        SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(key.saddr))?
+        SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(key.saddr))
     };
-    // SAFETY: a map value pointer returned by the lookup helper.
-    Some(unsafe { *entry })
+    match entry {
+        // SAFETY: a map value pointer returned by the lookup helper.
+        Some(entry) => unsafe { *entry },
+        None => EndpointInfo::default(),
+    }
 }
 
 /// The deferred egress check of a packet carrying [`MARK_EGRESS_DEFERRED`]
@@ -344,9 +348,7 @@ pub fn deferred(ctx: &TcContext, flow: &Flow) -> bool {
     if !take_deferred(ctx) {
         return true;
     }
-    let Some(src) = source_endpoint(&flow.key) else {
-        return true;
-    };
+    let src = source_endpoint(&flow.key);
     if src.flags & ENDPOINT_F_EGRESS_ISOLATED == 0 {
         return true;
     }
@@ -358,16 +360,14 @@ pub fn deferred(ctx: &TcContext, flow: &Flow) -> bool {
 }
 
 /// What the host stack delivers to the pod behind `ifindex` (to its
-/// address `dst`, an endpoint entry): the deferred egress check of its
-/// sender, then the pod's own ingress check. A verdict.
+/// address, whose endpoint entry is `dst`, zeroes when it has none): the
+/// deferred egress check of its sender, then the pod's own ingress check.
+/// A verdict.
 #[inline(always)]
-pub fn to_pod(ctx: &TcContext, flow: &Flow, ifindex: u32, dst: Option<EndpointInfo>) -> i32 {
+pub fn to_pod(ctx: &TcContext, flow: &Flow, ifindex: u32, dst: EndpointInfo) -> i32 {
     if !deferred(ctx, flow) {
         return verdict::SHOT;
     }
-    let Some(dst) = dst else {
-        return verdict::OK;
-    };
     if dst.ifindex != ifindex || dst.flags & ISOLATED == 0 {
         return verdict::OK;
     }

@@ -1,0 +1,364 @@
+//! NetworkPolicy enforcement by the eBPF programs, against the real kernel:
+//! pods in throwaway netns, the maps filled through
+//! [`AyaDataplane::policy_maps`] and the isolation bits set with
+//! [`AyaDataplane::set_isolation`]. No host route to the pods exists (but
+//! where a test adds one), so pod ↔ pod traffic goes through the programs
+//! alone; every denial is checked to be the programs' by lifting the
+//! isolation and seeing the same connection succeed.
+//!
+//! Privileged (root and the eBPF object): `#[ignore]`d unless included.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod ebpf;
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use ebpf::TestDataplane;
+use sarena_core::dataplane::ebpf::{AyaDataplane, DropReason};
+use sarena_core::links::RtnetlinkLinks;
+use sarena_core::policy::{Direction, EntryKey, IpcacheEntry, RuleId};
+use sarena_test_support::{Pod, in_netns, run, succeeds};
+
+const IGNORE: &str = "privileged: needs root and the eBPF object";
+
+/// Identities the tests give their pods.
+const ID_A: u32 = 300;
+const ID_B: u32 = 301;
+const ID_C: u32 = 302;
+/// `sarena_common::policy::IDENTITY_HOST`.
+const IDENTITY_HOST: u32 = 1;
+/// `sarena_common::policy::IPCACHE_F_POD`.
+const IPCACHE_F_POD: u32 = 2;
+
+/// The dual-stack pod `10.246.0.<host>/24` + `fd00:246::<host>/64`.
+async fn pod(links: &RtnetlinkLinks, host: u8) -> Pod {
+    Pod::with_addresses(
+        links,
+        &[
+            (&format!("10.246.0.{host}/24"), "10.246.0.1"),
+            (&format!("fd00:246::{host:x}/64"), "fd00:246::1"),
+        ],
+    )
+    .await
+}
+
+/// Both addresses of `pod` get `identity` in the ipcache.
+fn identify(dp: &AyaDataplane, pod: &Pod, identity: u32) {
+    dp.policy_maps(|m| {
+        for addr in &pod.endpoint.spec.addresses {
+            let host = ipnet::IpNet::new(addr.addr(), addr.max_prefix_len()).unwrap();
+            let entry = IpcacheEntry {
+                identity,
+                flags: IPCACHE_F_POD,
+            };
+            m.set_ipcache(host, entry).unwrap();
+        }
+    });
+}
+
+/// Allows `pod` `direction` traffic with `peer` (0: any) over TCP to `port`.
+fn allow_tcp(dp: &AyaDataplane, pod: &Pod, direction: Direction, peer: u32, port: u16) {
+    let key = EntryKey {
+        direction,
+        peer,
+        proto: 6,
+        port,
+        port_bits: 16,
+    };
+    dp.policy_maps(|m| m.set_entry(pod.endpoint.spec.host_ifindex, &key, RuleId(7)))
+        .unwrap();
+}
+
+fn isolate(dp: &AyaDataplane, pod: &Pod, ingress: bool, egress: bool) {
+    dp.set_isolation(pod.endpoint.spec.host_ifindex, ingress, egress)
+        .unwrap();
+}
+
+fn drops(t: &TestDataplane, pod: &Pod, reason: DropReason) -> u64 {
+    t.counters(pod).dropped(reason)
+}
+
+/// Whether a TCP connection from `from` to `to`'s address `addr` on `port`
+/// is established (a listener in `to`), with a byte each way: both
+/// directions of the flow passed.
+fn connects(from: &Pod, to: &Pod, addr: IpAddr, port: u16) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = in_netns(&to.netns.path(), move || {
+        let listener = TcpListener::bind(SocketAddr::new(addr, port)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        tx.send(()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Ok((mut conn, _)) = listener.accept() {
+                conn.set_nonblocking(false).unwrap();
+                conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let mut b = [0u8; 1];
+                if conn.read_exact(&mut b).is_ok() {
+                    let _ = conn.write_all(&b);
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let client = in_netns(&from.netns.path(), move || {
+        let target = SocketAddr::new(addr, port);
+        let Ok(mut conn) = TcpStream::connect_timeout(&target, Duration::from_millis(1500)) else {
+            return false;
+        };
+        conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut b = [0x5au8; 1];
+        conn.write_all(&b).is_ok() && conn.read_exact(&mut b).is_ok() && b == [0x5a]
+    });
+    let ok = client.join().unwrap();
+    server.join().unwrap();
+    ok
+}
+
+fn v4(pod: &Pod) -> IpAddr {
+    IpAddr::V4(pod.ip())
+}
+
+fn v6(pod: &Pod) -> IpAddr {
+    IpAddr::V6(pod.ip6())
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn ingress_on_the_redirect_path_is_allowed_by_port_and_identity() {
+    let _ = IGNORE;
+    let t = TestDataplane::open("ingress_on_the_redirect_path_is_allowed_by_port_and_identity");
+    let links = RtnetlinkLinks::new().unwrap();
+    let (a, b, c) = (pod(&links, 2).await, pod(&links, 3).await, pod(&links, 4).await);
+    t.attach(&[&a, &b, &c]).await;
+    identify(&t.dp, &a, ID_A);
+    identify(&t.dp, &b, ID_B);
+    identify(&t.dp, &c, ID_C);
+    allow_tcp(&t.dp, &b, Direction::Ingress, ID_A, 8080);
+    isolate(&t.dp, &b, true, false);
+
+    assert!(
+        connects(&a, &b, v4(&b), 8080),
+        "a → b:8080 is allowed: {:?} {:?} {:?}",
+        t.counters(&a),
+        t.counters(&b),
+        t.dp.policy_maps(|m| (m.entries(), m.ipcache()))
+    );
+    assert!(!connects(&a, &b, v4(&b), 8081), "a → b:8081 is not");
+    assert!(!connects(&c, &b, v4(&b), 8080), "c is not a");
+    assert!(!a.ping(&b, 1), "ICMP is not allowed");
+    assert!(drops(&t, &b, DropReason::PolicyDeniedIngress) >= 3);
+    assert_eq!(drops(&t, &a, DropReason::PolicyDeniedIngress), 0);
+    assert_eq!(drops(&t, &c, DropReason::PolicyDeniedIngress), 0);
+    // c is not isolated: anyone reaches it on any port.
+    assert!(connects(&a, &c, v4(&c), 8081));
+    assert!(connects(&b, &c, v4(&c), 9000));
+    assert!(a.ping(&c, 1));
+    let redirected = t.counters(&a).redirected_packets;
+    assert!(redirected > 0, "the redirect path was taken");
+
+    // The same connections succeed once b is no longer isolated: the
+    // denials above were the programs'.
+    isolate(&t.dp, &b, false, false);
+    assert!(connects(&a, &b, v4(&b), 8081));
+    assert!(connects(&c, &b, v4(&b), 8080));
+
+    // Any peer on the port.
+    isolate(&t.dp, &b, true, false);
+    assert!(!connects(&c, &b, v4(&b), 8080));
+    allow_tcp(&t.dp, &b, Direction::Ingress, 0, 8080);
+    assert!(connects(&c, &b, v4(&b), 8080));
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender() {
+    let t = TestDataplane::open("replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender");
+    let links = RtnetlinkLinks::new().unwrap();
+    let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
+    t.attach(&[&a, &b]).await;
+    identify(&t.dp, &a, ID_A);
+    identify(&t.dp, &b, ID_B);
+    // The client may only send to b:8080 and receives nothing unasked;
+    // the server may receive a's connections on 8080 and sends nothing unasked.
+    allow_tcp(&t.dp, &a, Direction::Egress, ID_B, 8080);
+    allow_tcp(&t.dp, &b, Direction::Ingress, ID_A, 8080);
+    isolate(&t.dp, &a, true, true);
+    isolate(&t.dp, &b, true, true);
+
+    assert!(connects(&a, &b, v4(&b), 8080), "replies pass both ends");
+    let answers = t
+        .dp
+        .policy_maps(|m| m.answerable_flows(a.endpoint.spec.host_ifindex))
+        .unwrap()
+        .unwrap();
+    assert!(!answers.is_empty(), "a recorded the answer direction");
+
+    assert!(!connects(&a, &b, v4(&b), 9090), "a's egress to 9090 is denied");
+    assert!(drops(&t, &a, DropReason::PolicyDeniedEgress) >= 1);
+    assert!(!connects(&b, &a, v4(&a), 8080), "b's egress is denied");
+    assert!(drops(&t, &b, DropReason::PolicyDeniedEgress) >= 1);
+    assert_eq!(drops(&t, &a, DropReason::PolicyDeniedIngress), 0);
+    // (b's ingress never saw the denied packets: they died on a's egress.)
+    assert_eq!(drops(&t, &b, DropReason::PolicyDeniedIngress), 0);
+
+    isolate(&t.dp, &a, false, false);
+    isolate(&t.dp, &b, false, false);
+    assert!(connects(&b, &a, v4(&a), 8080), "without isolation b reaches a");
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn ipv6_is_enforced_like_ipv4() {
+    let t = TestDataplane::open("ipv6_is_enforced_like_ipv4");
+    let links = RtnetlinkLinks::new().unwrap();
+    let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
+    t.attach(&[&a, &b]).await;
+    identify(&t.dp, &a, ID_A);
+    identify(&t.dp, &b, ID_B);
+    allow_tcp(&t.dp, &b, Direction::Ingress, ID_A, 8080);
+    isolate(&t.dp, &b, true, false);
+    // a is isolated for ingress only: b's answers still reach it.
+    isolate(&t.dp, &a, true, false);
+
+    assert!(connects(&a, &b, v6(&b), 8080));
+    assert!(!connects(&a, &b, v6(&b), 8081));
+    assert!(!a.ping6(&b, 1));
+    assert!(drops(&t, &b, DropReason::PolicyDeniedIngress) >= 2);
+    assert!(t.counters(&a).ipv6_redirected_packets > 0);
+
+    isolate(&t.dp, &b, false, false);
+    assert!(connects(&a, &b, v6(&b), 8081), "the denial was the programs'");
+    assert!(!connects(&b, &a, v6(&a), 8081), "a's ingress is isolated");
+    assert!(drops(&t, &a, DropReason::PolicyDeniedIngress) >= 1);
+}
+
+/// A host route to `pod` via its veth, and an address of the node on that
+/// veth, which the node then uses as its source towards the pod. Both go
+/// with the veth.
+fn host_path(pod: &Pod, node_addr: &str) {
+    assert!(succeeds(&["ip", "addr", "add", &format!("{node_addr}/32"), "dev", pod.ifname()]));
+    assert!(succeeds(&[
+        "ip",
+        "route",
+        "add",
+        &format!("{}/32", pod.ip()),
+        "dev",
+        pod.ifname(),
+        "src",
+        node_addr,
+    ]));
+}
+
+/// Whether the node (this netns) connects to `pod` on `port`.
+fn node_connects(pod: &Pod, port: u16) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let addr = v4(pod);
+    let server = in_netns(&pod.netns.path(), move || {
+        let listener = TcpListener::bind(SocketAddr::new(addr, port)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        tx.send(()).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if listener.accept().is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    let target = SocketAddr::new(addr, port);
+    let ok = TcpStream::connect_timeout(&target, Duration::from_millis(1500)).is_ok();
+    server.join().unwrap();
+    ok
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn the_host_stack_path_is_checked_and_the_node_is_allowed() {
+    let t = TestDataplane::open("the_host_stack_path_is_checked_and_the_node_is_allowed");
+    let links = RtnetlinkLinks::new().unwrap();
+    let b = pod(&links, 3).await;
+    t.attach(&[&b]).await;
+    identify(&t.dp, &b, ID_B);
+    // A node address unique to this run: 10.245.<x>.<y>.
+    let n = std::process::id();
+    let node_addr = format!("10.245.{}.{}", (n >> 8) & 0xff, (n & 0xfe) + 1);
+    host_path(&b, &node_addr);
+    assert!(node_connects(&b, 8080), "the host path works");
+    isolate(&t.dp, &b, true, false);
+
+    // Unknown to the ipcache, the node's address is the world's: denied
+    // by to_container.
+    assert!(!node_connects(&b, 8080));
+    assert!(drops(&t, &b, DropReason::PolicyDeniedIngress) >= 1);
+    assert_eq!(t.counters(&b).redirected_packets, 0);
+
+    // As this node's own address, it is always allowed (kubelet's probes).
+    t.dp.policy_maps(|m| {
+        let entry = IpcacheEntry {
+            identity: IDENTITY_HOST,
+            flags: 1,
+        };
+        m.set_ipcache(format!("{node_addr}/32").parse().unwrap(), entry)
+    })
+    .unwrap();
+    assert!(node_connects(&b, 8080));
+    assert!(node_connects(&b, 9999));
+    let listed = t.dp.policy_maps(|m| m.ipcache()).unwrap();
+    assert!(listed.iter().any(|(p, e)| p.to_string() == format!("{node_addr}/32")
+        && e.identity == IDENTITY_HOST));
+    let _ = run(&["ip", "route", "del", &format!("{}/32", b.ip())]);
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn entries_and_tables_are_listed_and_removed() {
+    let t = TestDataplane::open("entries_and_tables_are_listed_and_removed");
+    let links = RtnetlinkLinks::new().unwrap();
+    let a = pod(&links, 2).await;
+    t.attach(&[&a]).await;
+    let ifindex = a.endpoint.spec.host_ifindex;
+    let key = EntryKey {
+        direction: Direction::Egress,
+        peer: ID_B,
+        proto: 17,
+        port: 5300,
+        port_bits: 12,
+    };
+    t.dp.policy_maps(|m| m.set_entry(ifindex, &key, RuleId(9))).unwrap();
+    let entries = t.dp.policy_maps(|m| m.entries()).unwrap();
+    let stored = EntryKey { port: 5296, ..key };
+    assert_eq!(entries, vec![(ifindex, stored, RuleId(9))]);
+    t.dp.policy_maps(|m| m.remove_entry(ifindex, &key)).unwrap();
+    t.dp.policy_maps(|m| m.remove_entry(ifindex, &key)).unwrap();
+    assert!(t.dp.policy_maps(|m| m.entries()).unwrap().is_empty());
+    let prefix: ipnet::IpNet = "fd00:246::/64".parse().unwrap();
+    t.dp.policy_maps(|m| m.remove_ipcache(prefix)).unwrap();
+
+    let table = t.dp.policy_maps(|m| m.answerable_flows(ifindex)).unwrap();
+    assert_eq!(table, Some(Vec::new()), "attach made the table");
+    use sarena_core::dataplane::Dataplane;
+    t.dp.detach(&a.endpoint).await.unwrap();
+    let table = t.dp.policy_maps(|m| m.answerable_flows(ifindex)).unwrap();
+    assert_eq!(table, None, "detach removed it");
+}
+
+#[tokio::test]
+#[ignore = "debug"]
+async fn zz_debug() {
+    let t = TestDataplane::open("zz_debug");
+    let links = RtnetlinkLinks::new().unwrap();
+    let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
+    t.attach(&[&a, &b]).await;
+    let ok = a.ping(&b, 2);
+    let tc = run(&["tc", "filter", "show", "dev", a.ifname(), "ingress"]);
+    let addr = a.netns.exec(&["ip", "addr"]);
+    let route = a.netns.exec(&["ip", "route"]);
+    let link = run(&["ip", "-s", "link", "show", a.ifname()]);
+    let link = format!("{link}\n{}\n{}", a.netns.exec(&["ip", "neigh"]), run(&["sysctl", "net.core.bpf_jit_enable", "kernel.bpf_stats_enabled"]));
+    panic!("{ok} {:?}\n{:?}\n{tc}\n{addr}\n{route}\n{link}", t.counters(&a), t.counters(&b));
+}
