@@ -14,11 +14,12 @@
 # test that passes on the control fails on Sarena, or when the control fails
 # a test that e2e/k8s/upstream-expected.tsv does not explain.
 #
-# Usage (root): e2e/k8s/test-upstream.sh [conformance|netpol]
+# Usage (root): e2e/k8s/test-upstream.sh [conformance|netpol|all]
 #   conformance  `[sig-network] ... [Conformance]` (32 tests), asserted
 #   netpol       `[Feature:NetworkPolicy]`, asserted: every test passes on
 #                every Sarena pass, and the control (which enforces nothing)
 #                fails some, proof that they test enforcement
+#   all          both, in one run of the suite per pass (one cluster each)
 # Environment:
 #   SARENA_UPSTREAM_PASSES="control native vxlan"  the passes, in order
 #   SARENA_UPSTREAM_FOCUS=REGEX  only the tests whose full name matches (one
@@ -47,8 +48,9 @@ SUITE=${1:-conformance}
 case $SUITE in
   conformance) SUITE_FOCUS='\[sig-network\].*\[Conformance\]' ;;
   netpol) SUITE_FOCUS='\[Feature:NetworkPolicy\]' ;;
+  all) SUITE_FOCUS='(\[sig-network\].*\[Conformance\]|\[Feature:NetworkPolicy\])' ;;
   -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//' && exit 0 ;;
-  *) fail "unknown suite '$SUITE' (conformance or netpol)" ;;
+  *) fail "unknown suite '$SUITE' (conformance, netpol or all)" ;;
 esac
 read -r -a PASSES <<<"${SARENA_UPSTREAM_PASSES:-control native vxlan}"
 PHASE_WIDTH=60
@@ -103,8 +105,7 @@ for pass in "${PASSES[@]}"; do
 done
 
 phase "table"
-verdict_args=()
-[ "$SUITE" = netpol ] && verdict_args+=(--enforcing)
+verdict_args=(--enforcing '\[Feature:NetworkPolicy\]')
 tables=()
 for pass in "${PASSES[@]}"; do tables+=("$OUT/$pass.tsv"); done
 python3 "$HERE/upstream-table.py" table --expected "$HERE/upstream-expected.tsv" \

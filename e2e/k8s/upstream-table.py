@@ -8,16 +8,17 @@
       time); fails when the directory holds no report.
   upstream-table.py explained --expected TSV CONTROL.tsv
       exit 0 when every failure of the control is explained by TSV.
-  upstream-table.py table --expected TSV [--report-only|--enforcing] PASS.tsv...
+  upstream-table.py table --expected TSV [--report-only] [--enforcing RE] PASS.tsv...
       the table: a row per test, a column per pass (the first is the control;
       a pass is named by its file's base name). The DNS tests come apart:
       they test the cluster's DNS server (a fixture of this project) as much
       as the CNI. Fails (exit 1) unless --report-only when a test that passes
       on the control does not pass on every other pass, or when the control
-      fails a test that TSV does not explain. With --enforcing (the
-      NetworkPolicy suite) every test must pass on every pass but the
-      control, and the control must fail some (else the suite proves no
-      enforcement: the control plugin enforces nothing).
+      fails a test that TSV does not explain. The tests whose name matches
+      --enforcing RE (the NetworkPolicy suite) must pass on every pass but
+      the control whatever the control did, and the control must fail some
+      of them (else they prove no enforcement: the control plugin enforces
+      nothing).
 
 The expected file: "REGEX<TAB>reason" lines (# comments); a control failure
 whose name matches REGEX prints the reason instead of failing the run.
@@ -125,14 +126,15 @@ def table(args):
 
     def judge(name):
         base = control.get(name)
-        if args.enforcing:
+        enforcing = args.enforcing is not None and re.search(args.enforcing, name)
+        if enforcing:
             for p, rows in passes[1:]:
                 got = rows.get(name)
                 if got is None or got[0] != "passed":
                     problems.append(f"{p}: {name} does not pass")
         if base is None:
             return
-        if base[0] == "passed" and not args.enforcing:
+        if base[0] == "passed" and not enforcing:
             for p, rows in passes[1:]:
                 got = rows.get(name)
                 if got is None or got[0] != "passed":
@@ -154,8 +156,10 @@ def table(args):
         for r, _ in rows.values():
             counts[r] = counts.get(r, 0) + 1
         print(f"  {p:<10} " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
-    if args.enforcing and not any(r == "failed" for r, _ in control.values()):
-        problems.append(f"the {control_name} fails no test: the suite proves no enforcement")
+    if args.enforcing is not None:
+        judged = [r for n, (r, _) in control.items() if re.search(args.enforcing, n)]
+        if judged and "failed" not in judged:
+            problems.append(f"the {control_name} fails none of the enforcement tests: they prove nothing")
     for reason in sorted(set(notes)):
         print(f"  note: {notes.count(reason)} fail on the {control_name}, as expected: {reason}")
     for problem in problems:
@@ -176,9 +180,8 @@ def main():
     e.add_argument("control")
     t = sub.add_parser("table")
     t.add_argument("--expected")
-    mode = t.add_mutually_exclusive_group()
-    mode.add_argument("--report-only", action="store_true")
-    mode.add_argument("--enforcing", action="store_true")
+    t.add_argument("--report-only", action="store_true")
+    t.add_argument("--enforcing", metavar="RE")
     t.add_argument("passes", nargs="+")
     args = ap.parse_args()
     {"junit": junit, "explained": explained, "table": table}[args.cmd](args)
