@@ -64,11 +64,20 @@ impl PolicyEngine {
             };
             endpoints.insert(key.clone(), policy);
         }
+        let mut namespace_isolation = std::collections::BTreeMap::new();
+        for ((namespace, _), policy) in &self.objects.policies {
+            let entry: &mut (bool, bool) = namespace_isolation
+                .entry(namespace.clone())
+                .or_default();
+            entry.0 |= policy.ingress_isolation;
+            entry.1 |= policy.egress_isolation;
+        }
         CompiledPolicy {
             ipcache: std::mem::take(&mut cx.ipcache),
             endpoints,
             rules: std::mem::take(&mut cx.rules),
             identities: std::mem::take(&mut cx.identities),
+            namespace_isolation,
         }
     }
 
