@@ -132,7 +132,11 @@ async fn ingress_on_the_redirect_path_is_allowed_by_port_and_identity() {
     let _ = IGNORE;
     let t = TestDataplane::open("ingress_on_the_redirect_path_is_allowed_by_port_and_identity");
     let links = RtnetlinkLinks::new().unwrap();
-    let (a, b, c) = (pod(&links, 2).await, pod(&links, 3).await, pod(&links, 4).await);
+    let (a, b, c) = (
+        pod(&links, 2).await,
+        pod(&links, 3).await,
+        pod(&links, 4).await,
+    );
     t.attach(&[&a, &b, &c]).await;
     identify(&t.dp, &a, ID_A);
     identify(&t.dp, &b, ID_B);
@@ -176,7 +180,8 @@ async fn ingress_on_the_redirect_path_is_allowed_by_port_and_identity() {
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender() {
-    let t = TestDataplane::open("replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender");
+    let t =
+        TestDataplane::open("replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender");
     let links = RtnetlinkLinks::new().unwrap();
     let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
     t.attach(&[&a, &b]).await;
@@ -190,14 +195,16 @@ async fn replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender() {
     isolate(&t.dp, &b, true, true);
 
     assert!(connects(&a, &b, v4(&b), 8080), "replies pass both ends");
-    let answers = t
-        .dp
-        .policy_maps(|m| m.answerable_flows(a.endpoint.spec.host_ifindex))
-        .unwrap()
-        .unwrap();
+    let answers =
+        t.dp.policy_maps(|m| m.answerable_flows(a.endpoint.spec.host_ifindex))
+            .unwrap()
+            .unwrap();
     assert!(!answers.is_empty(), "a recorded the answer direction");
 
-    assert!(!connects(&a, &b, v4(&b), 9090), "a's egress to 9090 is denied");
+    assert!(
+        !connects(&a, &b, v4(&b), 9090),
+        "a's egress to 9090 is denied"
+    );
     assert!(drops(&t, &a, DropReason::PolicyDeniedEgress) >= 1);
     assert!(!connects(&b, &a, v4(&a), 8080), "b's egress is denied");
     assert!(drops(&t, &b, DropReason::PolicyDeniedEgress) >= 1);
@@ -207,7 +214,10 @@ async fn replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender() {
 
     isolate(&t.dp, &a, false, false);
     isolate(&t.dp, &b, false, false);
-    assert!(connects(&b, &a, v4(&a), 8080), "without isolation b reaches a");
+    assert!(
+        connects(&b, &a, v4(&a), 8080),
+        "without isolation b reaches a"
+    );
 }
 
 #[tokio::test]
@@ -224,14 +234,22 @@ async fn ipv6_is_enforced_like_ipv4() {
     // a is isolated for ingress only: b's answers still reach it.
     isolate(&t.dp, &a, true, false);
 
-    assert!(connects(&a, &b, v6(&b), 8080));
+    assert!(
+        connects(&a, &b, v6(&b), 8080),
+        "{:?}\n{:?}",
+        t.counters(&a),
+        t.counters(&b)
+    );
     assert!(!connects(&a, &b, v6(&b), 8081));
     assert!(!a.ping6(&b, 1));
     assert!(drops(&t, &b, DropReason::PolicyDeniedIngress) >= 2);
     assert!(t.counters(&a).ipv6_redirected_packets > 0);
 
     isolate(&t.dp, &b, false, false);
-    assert!(connects(&a, &b, v6(&b), 8081), "the denial was the programs'");
+    assert!(
+        connects(&a, &b, v6(&b), 8081),
+        "the denial was the programs'"
+    );
     assert!(!connects(&b, &a, v6(&a), 8081), "a's ingress is isolated");
     assert!(drops(&t, &a, DropReason::PolicyDeniedIngress) >= 1);
 }
@@ -240,7 +258,14 @@ async fn ipv6_is_enforced_like_ipv4() {
 /// veth, which the node then uses as its source towards the pod. Both go
 /// with the veth.
 fn host_path(pod: &Pod, node_addr: &str) {
-    assert!(succeeds(&["ip", "addr", "add", &format!("{node_addr}/32"), "dev", pod.ifname()]));
+    assert!(succeeds(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("{node_addr}/32"),
+        "dev",
+        pod.ifname()
+    ]));
     assert!(succeeds(&[
         "ip",
         "route",
@@ -329,7 +354,8 @@ async fn entries_and_tables_are_listed_and_removed() {
         port: 5300,
         port_bits: 12,
     };
-    t.dp.policy_maps(|m| m.set_entry(ifindex, &key, RuleId(9))).unwrap();
+    t.dp.policy_maps(|m| m.set_entry(ifindex, &key, RuleId(9)))
+        .unwrap();
     let entries = t.dp.policy_maps(|m| m.entries()).unwrap();
     let stored = EntryKey { port: 5296, ..key };
     assert_eq!(entries, vec![(ifindex, stored, RuleId(9))]);
@@ -345,20 +371,4 @@ async fn entries_and_tables_are_listed_and_removed() {
     t.dp.detach(&a.endpoint).await.unwrap();
     let table = t.dp.policy_maps(|m| m.answerable_flows(ifindex)).unwrap();
     assert_eq!(table, None, "detach removed it");
-}
-
-#[tokio::test]
-#[ignore = "debug"]
-async fn zz_debug() {
-    let t = TestDataplane::open("zz_debug");
-    let links = RtnetlinkLinks::new().unwrap();
-    let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
-    t.attach(&[&a, &b]).await;
-    let ok = a.ping(&b, 2);
-    let tc = run(&["tc", "filter", "show", "dev", a.ifname(), "ingress"]);
-    let addr = a.netns.exec(&["ip", "addr"]);
-    let route = a.netns.exec(&["ip", "route"]);
-    let link = run(&["ip", "-s", "link", "show", a.ifname()]);
-    let link = format!("{link}\n{}\n{}", a.netns.exec(&["ip", "neigh"]), run(&["sysctl", "net.core.bpf_jit_enable", "kernel.bpf_stats_enabled"]));
-    panic!("{ok} {:?}\n{:?}\n{tc}\n{addr}\n{route}\n{link}", t.counters(&a), t.counters(&b));
 }
