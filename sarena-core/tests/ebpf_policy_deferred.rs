@@ -19,7 +19,9 @@ use sarena_core::dataplane::ebpf::DropReason;
 use sarena_core::dataplane::{Dataplane, KernelDataplane, NodeNetwork};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_core::policy::{Direction, EntryKey, IpcacheEntry};
-use sarena_test_support::{HostStack, SysctlGuard, tcp_exchange_at};
+use sarena_test_support::{
+    HostLinkGuard, HostStack, SysctlGuard, run, succeeds, tc_programs, tcp_exchange_at,
+};
 
 /// `sarena_common::policy::IPCACHE_F_TRANSLATED`.
 const IPCACHE_F_TRANSLATED: u32 = 1;
@@ -101,4 +103,29 @@ async fn egress_to_a_service_is_judged_after_translation() {
         connects_at(&a, &b, v4(&b), IpAddr::V4(service), 80),
         "the denial was the programs'"
     );
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn to_network_attaches_once_and_detaches_only_itself() {
+    let t = TestDataplane::open("to_network_attaches_once_and_detaches_only_itself");
+    // A veth pair of the test's own, in the host netns, gone on drop.
+    let name = sarena_test_support::unique("srup");
+    let peer = sarena_test_support::unique("srpe");
+    let _guard = HostLinkGuard(name.clone());
+    assert!(succeeds(&[
+        "ip", "link", "add", &name, "type", "veth", "peer", "name", &peer
+    ]));
+    let egress = || run(&["tc", "filter", "show", "dev", &name, "egress"]);
+
+    t.dp.attach_network_hook(&name).await.unwrap();
+    t.dp.attach_network_hook(&name).await.unwrap();
+    assert_eq!(tc_programs(&name), (0, 1), "{}", egress());
+    assert!(egress().contains("to_network"), "{}", egress());
+    t.dp.detach_network_hook(&name).await.unwrap();
+    assert_eq!(tc_programs(&name), (0, 0), "{}", egress());
+    t.dp.detach_network_hook(&name).await.unwrap();
+    // A missing device: nothing to detach, nothing to attach to.
+    assert!(t.dp.detach_network_hook("srnosuchdev0").await.is_ok());
+    assert!(t.dp.attach_network_hook("srnosuchdev0").await.is_err());
 }
