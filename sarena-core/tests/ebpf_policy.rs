@@ -11,128 +11,26 @@
 
 mod ebpf;
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use ebpf::TestDataplane;
-use sarena_core::dataplane::ebpf::{AyaDataplane, DropReason};
+use ebpf::policy::*;
+use sarena_core::dataplane::ebpf::DropReason;
 use sarena_core::links::RtnetlinkLinks;
 use sarena_core::policy::{Direction, EntryKey, IpcacheEntry, RuleId};
 use sarena_test_support::{Pod, in_netns, run, succeeds};
 
-const IGNORE: &str = "privileged: needs root and the eBPF object";
-
-/// Identities the tests give their pods.
-const ID_A: u32 = 300;
-const ID_B: u32 = 301;
-const ID_C: u32 = 302;
-/// `sarena_common::policy::IDENTITY_HOST`.
-const IDENTITY_HOST: u32 = 1;
-/// `sarena_common::policy::IPCACHE_F_POD`.
-const IPCACHE_F_POD: u32 = 2;
-
-/// The dual-stack pod `10.246.0.<host>/24` + `fd00:246::<host>/64`.
-async fn pod(links: &RtnetlinkLinks, host: u8) -> Pod {
-    Pod::with_addresses(
-        links,
-        &[
-            (&format!("10.246.0.{host}/24"), "10.246.0.1"),
-            (&format!("fd00:246::{host:x}/64"), "fd00:246::1"),
-        ],
-    )
-    .await
-}
-
-/// Both addresses of `pod` get `identity` in the ipcache.
-fn identify(dp: &AyaDataplane, pod: &Pod, identity: u32) {
-    dp.policy_maps(|m| {
-        for addr in &pod.endpoint.spec.addresses {
-            let host = ipnet::IpNet::new(addr.addr(), addr.max_prefix_len()).unwrap();
-            let entry = IpcacheEntry {
-                identity,
-                flags: IPCACHE_F_POD,
-            };
-            m.set_ipcache(host, entry).unwrap();
-        }
-    });
-}
-
-/// Allows `pod` `direction` traffic with `peer` (0: any) over TCP to `port`.
-fn allow_tcp(dp: &AyaDataplane, pod: &Pod, direction: Direction, peer: u32, port: u16) {
-    let key = EntryKey {
-        direction,
-        peer,
-        proto: 6,
-        port,
-        port_bits: 16,
-    };
-    dp.policy_maps(|m| m.set_entry(pod.endpoint.spec.host_ifindex, &key, RuleId(7)))
-        .unwrap();
-}
-
-fn isolate(dp: &AyaDataplane, pod: &Pod, ingress: bool, egress: bool) {
-    dp.set_isolation(pod.endpoint.spec.host_ifindex, ingress, egress)
-        .unwrap();
-}
-
-fn drops(t: &TestDataplane, pod: &Pod, reason: DropReason) -> u64 {
-    t.counters(pod).dropped(reason)
-}
-
-/// Whether a TCP connection from `from` to `to`'s address `addr` on `port`
-/// is established (a listener in `to`), with a byte each way: both
-/// directions of the flow passed.
-fn connects(from: &Pod, to: &Pod, addr: IpAddr, port: u16) -> bool {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let server = in_netns(&to.netns.path(), move || {
-        let listener = TcpListener::bind(SocketAddr::new(addr, port)).unwrap();
-        listener.set_nonblocking(true).unwrap();
-        tx.send(()).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok((mut conn, _)) = listener.accept() {
-                conn.set_nonblocking(false).unwrap();
-                conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-                let mut b = [0u8; 1];
-                if conn.read_exact(&mut b).is_ok() {
-                    let _ = conn.write_all(&b);
-                }
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    });
-    rx.recv_timeout(Duration::from_secs(5)).unwrap();
-    let client = in_netns(&from.netns.path(), move || {
-        let target = SocketAddr::new(addr, port);
-        let Ok(mut conn) = TcpStream::connect_timeout(&target, Duration::from_millis(1500)) else {
-            return false;
-        };
-        conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        let mut b = [0x5au8; 1];
-        conn.write_all(&b).is_ok() && conn.read_exact(&mut b).is_ok() && b == [0x5a]
-    });
-    let ok = client.join().unwrap();
-    server.join().unwrap();
-    ok
-}
-
-fn v4(pod: &Pod) -> IpAddr {
-    IpAddr::V4(pod.ip())
-}
-
-fn v6(pod: &Pod) -> IpAddr {
-    IpAddr::V6(pod.ip6())
-}
-
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn ingress_on_the_redirect_path_is_allowed_by_port_and_identity() {
-    let _ = IGNORE;
     let t = TestDataplane::open("ingress_on_the_redirect_path_is_allowed_by_port_and_identity");
     let links = RtnetlinkLinks::new().unwrap();
-    let (a, b, c) = (pod(&links, 2).await, pod(&links, 3).await, pod(&links, 4).await);
+    let (a, b, c) = (
+        pod(&links, 2).await,
+        pod(&links, 3).await,
+        pod(&links, 4).await,
+    );
     t.attach(&[&a, &b, &c]).await;
     identify(&t.dp, &a, ID_A);
     identify(&t.dp, &b, ID_B);
@@ -176,7 +74,8 @@ async fn ingress_on_the_redirect_path_is_allowed_by_port_and_identity() {
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender() {
-    let t = TestDataplane::open("replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender");
+    let t =
+        TestDataplane::open("replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender");
     let links = RtnetlinkLinks::new().unwrap();
     let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
     t.attach(&[&a, &b]).await;
@@ -190,14 +89,16 @@ async fn replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender() {
     isolate(&t.dp, &b, true, true);
 
     assert!(connects(&a, &b, v4(&b), 8080), "replies pass both ends");
-    let answers = t
-        .dp
-        .policy_maps(|m| m.answerable_flows(a.endpoint.spec.host_ifindex))
-        .unwrap()
-        .unwrap();
+    let answers =
+        t.dp.policy_maps(|m| m.answerable_flows(a.endpoint.spec.host_ifindex))
+            .unwrap()
+            .unwrap();
     assert!(!answers.is_empty(), "a recorded the answer direction");
 
-    assert!(!connects(&a, &b, v4(&b), 9090), "a's egress to 9090 is denied");
+    assert!(
+        !connects(&a, &b, v4(&b), 9090),
+        "a's egress to 9090 is denied"
+    );
     assert!(drops(&t, &a, DropReason::PolicyDeniedEgress) >= 1);
     assert!(!connects(&b, &a, v4(&a), 8080), "b's egress is denied");
     assert!(drops(&t, &b, DropReason::PolicyDeniedEgress) >= 1);
@@ -207,7 +108,10 @@ async fn replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender() {
 
     isolate(&t.dp, &a, false, false);
     isolate(&t.dp, &b, false, false);
-    assert!(connects(&b, &a, v4(&a), 8080), "without isolation b reaches a");
+    assert!(
+        connects(&b, &a, v4(&a), 8080),
+        "without isolation b reaches a"
+    );
 }
 
 #[tokio::test]
@@ -224,14 +128,22 @@ async fn ipv6_is_enforced_like_ipv4() {
     // a is isolated for ingress only: b's answers still reach it.
     isolate(&t.dp, &a, true, false);
 
-    assert!(connects(&a, &b, v6(&b), 8080));
+    assert!(
+        connects(&a, &b, v6(&b), 8080),
+        "{:?}\n{:?}",
+        t.counters(&a),
+        t.counters(&b)
+    );
     assert!(!connects(&a, &b, v6(&b), 8081));
     assert!(!a.ping6(&b, 1));
     assert!(drops(&t, &b, DropReason::PolicyDeniedIngress) >= 2);
     assert!(t.counters(&a).ipv6_redirected_packets > 0);
 
     isolate(&t.dp, &b, false, false);
-    assert!(connects(&a, &b, v6(&b), 8081), "the denial was the programs'");
+    assert!(
+        connects(&a, &b, v6(&b), 8081),
+        "the denial was the programs'"
+    );
     assert!(!connects(&b, &a, v6(&a), 8081), "a's ingress is isolated");
     assert!(drops(&t, &a, DropReason::PolicyDeniedIngress) >= 1);
 }
@@ -240,7 +152,14 @@ async fn ipv6_is_enforced_like_ipv4() {
 /// veth, which the node then uses as its source towards the pod. Both go
 /// with the veth.
 fn host_path(pod: &Pod, node_addr: &str) {
-    assert!(succeeds(&["ip", "addr", "add", &format!("{node_addr}/32"), "dev", pod.ifname()]));
+    assert!(succeeds(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("{node_addr}/32"),
+        "dev",
+        pod.ifname()
+    ]));
     assert!(succeeds(&[
         "ip",
         "route",
@@ -329,7 +248,8 @@ async fn entries_and_tables_are_listed_and_removed() {
         port: 5300,
         port_bits: 12,
     };
-    t.dp.policy_maps(|m| m.set_entry(ifindex, &key, RuleId(9))).unwrap();
+    t.dp.policy_maps(|m| m.set_entry(ifindex, &key, RuleId(9)))
+        .unwrap();
     let entries = t.dp.policy_maps(|m| m.entries()).unwrap();
     let stored = EntryKey { port: 5296, ..key };
     assert_eq!(entries, vec![(ifindex, stored, RuleId(9))]);
@@ -345,20 +265,4 @@ async fn entries_and_tables_are_listed_and_removed() {
     t.dp.detach(&a.endpoint).await.unwrap();
     let table = t.dp.policy_maps(|m| m.answerable_flows(ifindex)).unwrap();
     assert_eq!(table, None, "detach removed it");
-}
-
-#[tokio::test]
-#[ignore = "debug"]
-async fn zz_debug() {
-    let t = TestDataplane::open("zz_debug");
-    let links = RtnetlinkLinks::new().unwrap();
-    let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
-    t.attach(&[&a, &b]).await;
-    let ok = a.ping(&b, 2);
-    let tc = run(&["tc", "filter", "show", "dev", a.ifname(), "ingress"]);
-    let addr = a.netns.exec(&["ip", "addr"]);
-    let route = a.netns.exec(&["ip", "route"]);
-    let link = run(&["ip", "-s", "link", "show", a.ifname()]);
-    let link = format!("{link}\n{}\n{}", a.netns.exec(&["ip", "neigh"]), run(&["sysctl", "net.core.bpf_jit_enable", "kernel.bpf_stats_enabled"]));
-    panic!("{ok} {:?}\n{:?}\n{tc}\n{addr}\n{route}\n{link}", t.counters(&a), t.counters(&b));
 }

@@ -20,6 +20,7 @@ pub async fn pod(links: &RtnetlinkLinks, host: u8) -> Pod {
 pub mod frames;
 pub mod frames6;
 pub mod ipv6;
+pub mod policy;
 pub mod raw;
 
 /// A dataplane over maps pinned under a directory unique to the test, both
@@ -39,6 +40,18 @@ impl TestDataplane {
         let pins = PinDir::new();
         let dp = AyaDataplane::open(&object, &pins.0).unwrap();
         TestDataplane { dp, _pins: pins }
+    }
+
+    /// The same dataplane with `host_stack` for what the programs leave to
+    /// the host (routes, gateways).
+    pub fn with_host_stack<H>(self, host_stack: std::sync::Arc<H>) -> TestDataplane
+    where
+        H: Dataplane + sarena_core::dataplane::NodeUpdates + 'static,
+    {
+        TestDataplane {
+            dp: self.dp.with_host_stack(host_stack),
+            _pins: self._pins,
+        }
     }
 
     /// Attaches each of `pods`.

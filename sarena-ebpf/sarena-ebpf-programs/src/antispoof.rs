@@ -42,7 +42,7 @@ pub enum Source6 {
 
 /// Whether `addr` is in `fe80::/10`.
 #[inline(always)]
-fn is_link_local(addr: &[u8; 16]) -> bool {
+pub fn is_link_local(addr: &[u8; 16]) -> bool {
     addr[0] == 0xfe && addr[1] & 0xc0 == 0x80
 }
 

@@ -118,6 +118,24 @@ pub fn packet_end(ctx: &TcContext, ip: &Ipv6Hdr) -> Option<usize> {
     (end <= frame).then_some(end)
 }
 
+/// Whether a frame the host stack delivers is the link's own business,
+/// never a NetworkPolicy's: from a link-local address (only the host and
+/// the pod share the link), or neighbour discovery (the programs' own
+/// advertisements, sent back out of the veth, among them).
+#[inline(always)]
+fn link_traffic(ctx: &TcContext, ip: &Ipv6Hdr, upper: Option<&exthdr::Upper>) -> bool {
+    if antispoof::is_link_local(&ip.src_addr) {
+        return true;
+    }
+    let Some(upper) = upper else {
+        return false;
+    };
+    if upper.proto != IPPROTO_ICMPV6 {
+        return false;
+    }
+    read::<[u8; 4]>(ctx, upper.offset).is_some_and(|head| ndp::is_ndp(head[0]))
+}
+
 /// An IPv6 frame the host stack delivers to the pod behind `ifindex`:
 /// NetworkPolicy (the deferred egress check of a local sender, the pod's
 /// ingress; see [`policy::to_pod`]), then the flow recorded when it comes
@@ -142,7 +160,9 @@ pub fn to_container(ctx: &TcContext, ifindex: u32) -> i32 {
         // Zeroes when absent (ifindex 0 is no device's): an `Option` of it
         // leaves registers undefined that the verifier will not read.
         .unwrap_or_default();
-    if policy::deferred_mark(ctx) || dst.flags & policy::ISOLATED != 0 {
+    if (policy::deferred_mark(ctx) || dst.flags & policy::ISOLATED != 0)
+        && !link_traffic(ctx, ip, upper.as_ref())
+    {
         let Some(upper) = upper else {
             // A chain the policy cannot read into a checked pod.
             return verdict::SHOT;

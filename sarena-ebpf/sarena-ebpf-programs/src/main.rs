@@ -9,9 +9,15 @@
 //!   any address but the pod's own are answered with the host end's MAC
 //!   ([`arp`], [`ndp`]); IPv4 and IPv6 to another local endpoint are forwarded
 //!   straight into that pod unless the host stack handled their flow (see
-//!   [`flows`]); everything else goes on to the host stack.
+//!   [`flows`]); everything else goes on to the host stack. NetworkPolicy
+//!   ([`policy`]) judges the pod's egress before any path, and the local
+//!   destination's ingress right before the redirect.
 //! - [`to_container`] (egress): frames the host stack sends to the pod;
-//!   counted, flows from other local pods recorded, and passed.
+//!   counted, judged by NetworkPolicy (the deferred egress check of a local
+//!   sender, the pod's ingress; dropped when denied), flows from other
+//!   local pods recorded, and passed.
+//! - [`to_network`] (egress of the node's vxlan device and uplink): the
+//!   deferred egress check of pods' translated packets leaving the node.
 //! - [`to_container_bw`] (egress, in place of `to_container` for a pod
 //!   whose incoming traffic is limited) and [`pod_egress`] (egress of the
 //!   pod's own interface, for a pod whose outgoing traffic is limited): see

@@ -97,24 +97,54 @@ pub struct Flow {
     pub key: FlowKey,
     /// Destination port, host order.
     pub port: u16,
+    /// An ICMP or ICMPv6 error (destination unreachable, fragmentation
+    /// needed or packet too big, time exceeded, parameter problem): it
+    /// enters an ingress-isolated pod whatever its policies (path MTU
+    /// discovery must work); a pod's own errors are judged like the rest.
+    pub related: bool,
 }
 
+/// ICMP error types (destination unreachable, time exceeded, parameter problem).
+const ICMP_ERRORS: [u8; 3] = [3, 11, 12];
+/// ICMPv6 error types (destination unreachable, packet too big, time
+/// exceeded, parameter problem).
+const ICMPV6_ERRORS: [u8; 4] = [1, 2, 3, 4];
+
 /// Ports of a TCP, UDP or SCTP header at `l4`, or an ICMP echo's
-/// identifier in both; zeros for anything else. Returns (sport, dport, port).
+/// identifier in both; zeros for anything else. Returns (sport, dport,
+/// port, whether it is an ICMP or ICMPv6 error).
 #[inline(always)]
-fn ports(ctx: &TcContext, proto: u8, l4: usize, icmp_echo: [u8; 2]) -> ([u8; 2], [u8; 2], u16) {
+fn ports(
+    ctx: &TcContext,
+    proto: u8,
+    l4: usize,
+    icmp_echo: [u8; 2],
+) -> ([u8; 2], [u8; 2], u16, bool) {
     match proto {
         IPPROTO_TCP | IPPROTO_UDP | IPPROTO_SCTP => match read::<[u8; 4]>(ctx, l4) {
-            Some(p) => ([p[0], p[1]], [p[2], p[3]], u16::from_be_bytes([p[2], p[3]])),
-            None => ([0; 2], [0; 2], 0),
+            Some(p) => (
+                [p[0], p[1]],
+                [p[2], p[3]],
+                u16::from_be_bytes([p[2], p[3]]),
+                false,
+            ),
+            None => ([0; 2], [0; 2], 0, false),
         },
         IPPROTO_ICMP | flows::IPPROTO_ICMPV6 => match read::<IcmpEcho>(ctx, l4) {
             Some(icmp) if icmp.kind == icmp_echo[0] || icmp.kind == icmp_echo[1] => {
-                (icmp.id, icmp.id, 0)
+                (icmp.id, icmp.id, 0, false)
             }
-            _ => ([0; 2], [0; 2], 0),
+            Some(icmp) => {
+                let error = if proto == IPPROTO_ICMP {
+                    ICMP_ERRORS.contains(&icmp.kind)
+                } else {
+                    ICMPV6_ERRORS.contains(&icmp.kind)
+                };
+                ([0; 2], [0; 2], 0, error)
+            }
+            None => ([0; 2], [0; 2], 0, false),
         },
-        _ => ([0; 2], [0; 2], 0),
+        _ => ([0; 2], [0; 2], 0, false),
     }
 }
 
@@ -122,8 +152,8 @@ fn ports(ctx: &TcContext, proto: u8, l4: usize, icmp_echo: [u8; 2]) -> ([u8; 2],
 /// ports: they are matched port-less.
 #[inline(always)]
 pub fn flow4(ctx: &TcContext, ip: &Ipv4Hdr) -> Flow {
-    let (sport, dport, port) = if u16::from_be_bytes(ip.frags) & IP_OFFSET != 0 {
-        ([0; 2], [0; 2], 0)
+    let (sport, dport, port, related) = if u16::from_be_bytes(ip.frags) & IP_OFFSET != 0 {
+        ([0; 2], [0; 2], 0, false)
     } else {
         let l4 = EthHdr::LEN + usize::from(ip.vihl & 0x0f) * 4;
         ports(
@@ -136,6 +166,7 @@ pub fn flow4(ctx: &TcContext, ip: &Ipv4Hdr) -> Flow {
     Flow {
         key: FlowKey::ipv4(ip.src_addr, ip.dst_addr, sport, dport, ip.proto),
         port,
+        related,
     }
 }
 
@@ -143,8 +174,8 @@ pub fn flow4(ctx: &TcContext, ip: &Ipv4Hdr) -> Flow {
 /// (fragments are matched port-less).
 #[inline(always)]
 pub fn flow6(ctx: &TcContext, ip: &Ipv6Hdr, upper: &exthdr::Upper) -> Flow {
-    let (sport, dport, port) = if upper.fragment {
-        ([0; 2], [0; 2], 0)
+    let (sport, dport, port, related) = if upper.fragment {
+        ([0; 2], [0; 2], 0, false)
     } else {
         ports(
             ctx,
@@ -156,6 +187,7 @@ pub fn flow6(ctx: &TcContext, ip: &Ipv6Hdr, upper: &exthdr::Upper) -> Flow {
     Flow {
         key: FlowKey::ipv6(ip.src_addr, ip.dst_addr, sport, dport, upper.proto),
         port,
+        related,
     }
 }
 
@@ -368,7 +400,7 @@ pub fn to_pod(ctx: &TcContext, flow: &Flow, ifindex: u32, dst: EndpointInfo) -> 
     if !deferred(ctx, flow) {
         return verdict::SHOT;
     }
-    if dst.ifindex != ifindex || dst.flags & ISOLATED == 0 {
+    if dst.ifindex != ifindex || dst.flags & ISOLATED == 0 || flow.related {
         return verdict::OK;
     }
     if enter(&flow.key, flow.port, ifindex, dst.flags) {

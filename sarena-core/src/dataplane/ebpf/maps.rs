@@ -299,10 +299,20 @@ impl Maps {
             flags: (info.flags & !mask) | (bits & mask),
             ..info
         };
-        let v4: Vec<_> = self.entries()?.into_iter().filter(|(_, i)| i.ifindex == ifindex).collect();
-        self.endpoints.write(v4.into_iter().map(|(k, i)| (k, update(i))).collect())?;
-        let v6: Vec<_> = self.entries6()?.into_iter().filter(|(_, i)| i.ifindex == ifindex).collect();
-        self.endpoints6.write(v6.into_iter().map(|(k, i)| (k, update(i))).collect())?;
+        let v4: Vec<_> = self
+            .entries()?
+            .into_iter()
+            .filter(|(_, i)| i.ifindex == ifindex)
+            .collect();
+        self.endpoints
+            .write(v4.into_iter().map(|(k, i)| (k, update(i))).collect())?;
+        let v6: Vec<_> = self
+            .entries6()?
+            .into_iter()
+            .filter(|(_, i)| i.ifindex == ifindex)
+            .collect();
+        self.endpoints6
+            .write(v6.into_iter().map(|(k, i)| (k, update(i))).collect())?;
         if let Some(info) = self.veth(ifindex) {
             self.veths
                 .insert(ifindex, update(info), 0)

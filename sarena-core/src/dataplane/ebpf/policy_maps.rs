@@ -129,7 +129,11 @@ fn policy_key(ifindex: u32, entry: &EntryKey) -> Result<Key<PolicyData>, BpfErro
         } else {
             u16::MAX << (16 - bits)
         };
-        (POLICY_PREFIX_ANY_PORT + bits, entry.proto, entry.port & mask)
+        (
+            POLICY_PREFIX_ANY_PORT + bits,
+            entry.proto,
+            entry.port & mask,
+        )
     };
     let key = PolicyKey {
         prefixlen,
@@ -160,7 +164,11 @@ fn policy_entry(key: &Key<PolicyData>) -> Option<(u32, EntryKey)> {
         (0, 0, 0)
     } else {
         let bits = len.checked_sub(POLICY_PREFIX_ANY_PORT)?;
-        (d[9], u16::from_be_bytes([d[10], d[11]]), u8::try_from(bits).ok()?)
+        (
+            d[9],
+            u16::from_be_bytes([d[10], d[11]]),
+            u8::try_from(bits).ok()?,
+        )
     };
     if port_bits > 16 {
         return None;
@@ -226,7 +234,12 @@ impl PolicyMaps {
     }
 
     /// Writes the allow entry `key` of the endpoint behind `ifindex`.
-    pub fn set_entry(&mut self, ifindex: u32, key: &EntryKey, rule: RuleId) -> Result<(), BpfError> {
+    pub fn set_entry(
+        &mut self,
+        ifindex: u32,
+        key: &EntryKey,
+        rule: RuleId,
+    ) -> Result<(), BpfError> {
         let value = PolicyValue {
             rule: rule.0,
             flags: 0,
@@ -241,9 +254,10 @@ impl PolicyMaps {
     /// absent one is fine.
     pub fn remove_entry(&mut self, ifindex: u32, key: &EntryKey) -> Result<(), BpfError> {
         match self.policy.remove(&policy_key(ifindex, key)?) {
-            Err(e) if !is_not_found(&e) => {
-                Err(map_error("remove policy entry", format!("{key:?} of ifindex {ifindex}"))(e))
-            }
+            Err(e) if !is_not_found(&e) => Err(map_error(
+                "remove policy entry",
+                format!("{key:?} of ifindex {ifindex}"),
+            )(e)),
             _ => Ok(()),
         }
     }
@@ -301,7 +315,10 @@ impl AyaDataplane {
             bits |= ENDPOINT_F_EGRESS_ISOLATED;
         }
         let mask = ENDPOINT_F_INGRESS_ISOLATED | ENDPOINT_F_EGRESS_ISOLATED;
-        Ok(self.lock().maps.set_flags(host_ifindex, mask, bits)?)
+        let mut state = self.lock();
+        // Kept by later rewrites of the entries (an attach, a reconcile).
+        state.maps.isolation.insert(host_ifindex, bits);
+        Ok(state.maps.set_flags(host_ifindex, mask, bits)?)
     }
 }
 
@@ -319,7 +336,11 @@ mod tests {
             ("::/0", "::/0"),
         ] {
             let key = ipcache_key(given.parse().unwrap());
-            assert_eq!(ipcache_prefix(&key), Some(stored.parse().unwrap()), "{given}");
+            assert_eq!(
+                ipcache_prefix(&key),
+                Some(stored.parse().unwrap()),
+                "{given}"
+            );
         }
         let v4 = ipcache_key("10.1.0.0/16".parse().unwrap());
         assert_eq!(v4.prefix_len(), 48);
@@ -362,6 +383,9 @@ mod tests {
             port_bits: 17,
             ..range
         };
-        assert!(matches!(policy_key(7, &bad), Err(BpfError::BadEntry { .. })));
+        assert!(matches!(
+            policy_key(7, &bad),
+            Err(BpfError::BadEntry { .. })
+        ));
     }
 }

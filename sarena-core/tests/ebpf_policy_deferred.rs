@@ -1,0 +1,131 @@
+//! NetworkPolicy's deferred egress decision, against the real kernel: a
+//! pod isolated for egress connects to a Service address (in the ipcache
+//! as translated), which the host stack DNATs to another pod. Its packets
+//! are not judged by `from_container` (the Service address is not the
+//! peer), but marked, and judged by `to_container` against the backend
+//! after translation.
+//!
+//! Privileged (root and the eBPF object): `#[ignore]`d unless included.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod ebpf;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use ebpf::policy::*;
+use ebpf::{NftTable, TestDataplane};
+use sarena_core::dataplane::ebpf::DropReason;
+use sarena_core::dataplane::{Dataplane, KernelDataplane, NodeNetwork};
+use sarena_core::links::RtnetlinkLinks;
+use sarena_core::policy::{Direction, EntryKey, IpcacheEntry};
+use sarena_test_support::{
+    HostLinkGuard, HostStack, SysctlGuard, run, succeeds, tc_programs, tcp_exchange_at,
+};
+
+/// `sarena_common::policy::IPCACHE_F_TRANSLATED`.
+const IPCACHE_F_TRANSLATED: u32 = 1;
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn egress_to_a_service_is_judged_after_translation() {
+    let test = "egress_to_a_service_is_judged_after_translation";
+    let t = TestDataplane::open(test);
+    let _forwarding = SysctlGuard::save("net/ipv4/ip_forward");
+    let host = HostStack::new();
+    let links = RtnetlinkLinks::new().unwrap();
+    let kernel = KernelDataplane::with_names(host.names.clone())
+        .unwrap()
+        .without_antispoof();
+    let t = t.with_host_stack(Arc::new(kernel));
+    t.dp.setup(&NodeNetwork {
+        gateways: vec!["10.246.0.1".parse().unwrap()],
+        pools: vec!["10.246.0.0/24".parse().unwrap()],
+        masquerade: false,
+        exempt: Vec::new(),
+    })
+    .await
+    .unwrap();
+    let (a, b) = (pod(&links, 0x22).await, pod(&links, 0x23).await);
+    t.attach(&[&a, &b]).await;
+    identify(&t.dp, &a, ID_A);
+    identify(&t.dp, &b, ID_B);
+
+    // A Service in kube-proxy's shape: DNAT in prerouting to b:80.
+    let service = Ipv4Addr::new(10, 246, 200, 10);
+    let _table = NftTable::load(
+        "ip",
+        &format!(
+            "chain pre {{\n type nat hook prerouting priority dstnat; policy accept;\n \
+             ip daddr {service} tcp dport 80 dnat to {b}\n}}\n",
+            b = b.ip(),
+        ),
+    );
+    t.dp.policy_maps(|m| {
+        let entry = IpcacheEntry {
+            identity: 400,
+            flags: IPCACHE_F_TRANSLATED,
+        };
+        m.set_ipcache(format!("{service}/32").parse().unwrap(), entry)
+    })
+    .unwrap();
+    let listen = SocketAddr::from((b.ip(), 80));
+    let through = SocketAddr::from((service, 80));
+    // Not isolated: the Service works.
+    assert_eq!(tcp_exchange_at(&a, &b, listen, Some(through), 1000), 1000);
+
+    // Isolated for egress, allowed to b on port 80 (not to the Service's
+    // identity): judged after translation, allowed.
+    allow_tcp(&t.dp, &a, Direction::Egress, ID_B, 80);
+    isolate(&t.dp, &a, false, true);
+    assert_eq!(tcp_exchange_at(&a, &b, listen, Some(through), 1000), 1000);
+    assert_eq!(drops(&t, &a, DropReason::PolicyDeniedEgress), 0);
+
+    // Without the entry, the same connection dies on a's egress, after
+    // translation, counted on a.
+    let key = EntryKey {
+        direction: Direction::Egress,
+        peer: ID_B,
+        proto: 6,
+        port: 80,
+        port_bits: 16,
+    };
+    t.dp.policy_maps(|m| m.remove_entry(a.endpoint.spec.host_ifindex, &key))
+        .unwrap();
+    assert!(!connects_at(&a, &b, v4(&b), IpAddr::V4(service), 80));
+    assert!(drops(&t, &a, DropReason::PolicyDeniedEgress) >= 1);
+    assert_eq!(drops(&t, &b, DropReason::PolicyDeniedIngress), 0);
+
+    // Direct to b (no translation), it is denied in from_container too.
+    assert!(!connects(&a, &b, v4(&b), 80));
+    isolate(&t.dp, &a, false, false);
+    assert!(
+        connects_at(&a, &b, v4(&b), IpAddr::V4(service), 80),
+        "the denial was the programs'"
+    );
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn to_network_attaches_once_and_detaches_only_itself() {
+    let t = TestDataplane::open("to_network_attaches_once_and_detaches_only_itself");
+    // A veth pair of the test's own, in the host netns, gone on drop.
+    let name = sarena_test_support::unique("srup");
+    let peer = sarena_test_support::unique("srpe");
+    let _guard = HostLinkGuard(name.clone());
+    assert!(succeeds(&[
+        "ip", "link", "add", &name, "type", "veth", "peer", "name", &peer
+    ]));
+    let egress = || run(&["tc", "filter", "show", "dev", &name, "egress"]);
+
+    t.dp.attach_network_hook(&name).await.unwrap();
+    t.dp.attach_network_hook(&name).await.unwrap();
+    assert_eq!(tc_programs(&name), (0, 1), "{}", egress());
+    assert!(egress().contains("to_network"), "{}", egress());
+    t.dp.detach_network_hook(&name).await.unwrap();
+    assert_eq!(tc_programs(&name), (0, 0), "{}", egress());
+    t.dp.detach_network_hook(&name).await.unwrap();
+    // A missing device: nothing to detach, nothing to attach to.
+    assert!(t.dp.detach_network_hook("srnosuchdev0").await.is_ok());
+    assert!(t.dp.attach_network_hook("srnosuchdev0").await.is_err());
+}
