@@ -100,7 +100,8 @@ fn no_intermediate_state_allows_what_neither_end_allows() {
                     for port in [80, 443] {
                         if allows(&held, ifindex, src, port) {
                             assert!(
-                                allows(&old, ifindex, src, port) || allows(&new, ifindex, src, port),
+                                allows(&old, ifindex, src, port)
+                                    || allows(&new, ifindex, src, port),
                                 "case {case}: after {op:?}, {src}:{port} into {ifindex} is allowed by neither state"
                             );
                         }

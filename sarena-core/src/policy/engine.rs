@@ -66,9 +66,8 @@ impl PolicyEngine {
         }
         let mut namespace_isolation = std::collections::BTreeMap::new();
         for ((namespace, _), policy) in &self.objects.policies {
-            let entry: &mut (bool, bool) = namespace_isolation
-                .entry(namespace.clone())
-                .or_default();
+            let entry: &mut (bool, bool) =
+                namespace_isolation.entry(namespace.clone()).or_default();
             entry.0 |= policy.ingress_isolation;
             entry.1 |= policy.egress_isolation;
         }

@@ -28,6 +28,7 @@ pub mod raw;
 pub struct TestDataplane {
     /// The dataplane.
     pub dp: AyaDataplane,
+    object: Vec<u8>,
     _pins: PinDir,
 }
 
@@ -39,7 +40,17 @@ impl TestDataplane {
         let object = require_ebpf_object(test);
         let pins = PinDir::new();
         let dp = AyaDataplane::open(&object, &pins.0).unwrap();
-        TestDataplane { dp, _pins: pins }
+        TestDataplane {
+            dp,
+            object,
+            _pins: pins,
+        }
+    }
+
+    /// Another dataplane on the same pins, as a restarted daemon opens them.
+    #[allow(dead_code)] // not every test binary restarts
+    pub fn reopen(&self) -> AyaDataplane {
+        AyaDataplane::open(&self.object, self.dp.pin_dir()).unwrap()
     }
 
     /// The same dataplane with `host_stack` for what the programs leave to
@@ -50,6 +61,7 @@ impl TestDataplane {
     {
         TestDataplane {
             dp: self.dp.with_host_stack(host_stack),
+            object: self.object,
             _pins: self._pins,
         }
     }

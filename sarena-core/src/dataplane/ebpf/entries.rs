@@ -117,7 +117,10 @@ pub(super) mod tests {
             "both families say the same about the endpoint"
         );
         assert_eq!(endpoint_info(&ep, 0), info);
-        let isolated = endpoint_info(&ep, sarena_common::policy::ENDPOINT_F_INGRESS_ISOLATED | 0x100);
+        let isolated = endpoint_info(
+            &ep,
+            sarena_common::policy::ENDPOINT_F_INGRESS_ISOLATED | 0x100,
+        );
         assert_eq!(
             isolated.flags,
             ENDPOINT_F_ACTIVE | sarena_common::policy::ENDPOINT_F_INGRESS_ISOLATED,

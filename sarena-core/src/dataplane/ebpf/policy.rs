@@ -26,8 +26,8 @@ use sarena_common::policy::{
     ENDPOINT_F_EGRESS_ISOLATED, ENDPOINT_F_INGRESS_ISOLATED, IDENTITY_FIRST_ALLOCATED,
 };
 
-use super::error::BpfError;
 use super::State;
+use super::error::BpfError;
 use crate::api::Endpoint;
 use crate::dataplane::policy_plan::{self, EndpointTables, PolicyOp, PolicyTables};
 use crate::policy::{CompiledPolicy, EndpointPolicy, EntryKey, Identity, IpcacheEntry, PodKey};
@@ -196,7 +196,6 @@ impl PolicyLoader {
         }
         wanted
     }
-
 }
 
 /// Isolation bits of the two directions.

@@ -60,14 +60,16 @@ fn engine_identities_get_numbers_above_every_pinned_one() {
     );
     let mut loader = PolicyLoader::open(held);
     loader.compiled = Some(compiled_with("web", 256));
-    loader
-        .attached
-        .insert(3, pod_endpoint(3, "ns", "web"));
+    loader.attached.insert(3, pod_endpoint(3, "ns", "web"));
     let wanted = loader.wanted();
     let address = wanted.ipcache.values().next().unwrap();
     assert_eq!(address.identity, 901, "fresh, above the pinned 900");
     let entries = &wanted.endpoints[&3].entries;
-    assert_eq!(entries.keys().next().unwrap().peer, 901, "the same translation");
+    assert_eq!(
+        entries.keys().next().unwrap().peer,
+        901,
+        "the same translation"
+    );
     // Stable for the loader's life; reserved identities untouched.
     assert_eq!(loader.identity(256), 901);
     assert_eq!(loader.identity(1), 1);
