@@ -8,6 +8,7 @@
 //! default that drops data silently.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use ipnet::IpNet;
@@ -16,6 +17,7 @@ use super::DataplaneError;
 use super::KernelDataplane;
 use super::ebpf::AyaDataplane;
 use crate::api::{Attachment, PodIdentity};
+use crate::policy::CompiledPolicy;
 
 /// Something the node learned that a dataplane may enforce.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +35,9 @@ pub enum NodeUpdate {
     /// The cluster's networks changed (Kubernetes mode: a Node came, went
     /// or got a podCIDR): traffic to them is never masqueraded.
     ClusterNetworks(ClusterNetworks),
+    /// NetworkPolicy compiled anew: the whole state the dataplane enforces
+    /// (address → identity, every local endpoint's isolation and entries).
+    Policy(Arc<CompiledPolicy>),
 }
 
 /// The cluster's networks: the destinations pod traffic reaches with its
@@ -85,6 +90,8 @@ impl NodeUpdates for KernelDataplane {
         match update {
             NodeUpdate::Identity { .. } => Ok(UpdateOutcome::Ignored),
             NodeUpdate::ClusterNetworks(networks) => self.set_cluster_networks(networks).await,
+            // wired by the policy loader
+            NodeUpdate::Policy(_) => Ok(UpdateOutcome::Ignored),
         }
     }
 }
@@ -102,6 +109,8 @@ impl NodeUpdates for AyaDataplane {
                 Some(host) => host.apply(update).await,
                 None => Ok(UpdateOutcome::Ignored),
             },
+            // wired by the policy loader
+            NodeUpdate::Policy(_) => Ok(UpdateOutcome::Ignored),
         }
     }
 }
