@@ -88,7 +88,11 @@ impl fmt::Display for RuleRef {
             Direction::Ingress => "ingress",
             Direction::Egress => "egress",
         };
-        write!(f, "{}/{} {}[{}]", self.namespace, self.name, list, self.index)
+        write!(
+            f,
+            "{}/{} {}[{}]",
+            self.namespace, self.name, list, self.index
+        )
     }
 }
 
