@@ -186,6 +186,8 @@ impl PolicyQuery {
                 .parse::<PolicyParty>()
                 .map_err(|e| err(name, e))
         };
+        let from = party("from", from)?;
+        let to = party("to", to)?;
         let port = port.ok_or_else(|| missing("port"))?;
         let port = port
             .parse::<u16>()
@@ -193,8 +195,8 @@ impl PolicyQuery {
             .filter(|p| *p != 0)
             .ok_or_else(|| err("port", format!("{port:?} is no port (1-65535)")))?;
         Ok(PolicyQuery {
-            from: party("from", from)?,
-            to: party("to", to)?,
+            from,
+            to,
             port,
             protocol: match protocol {
                 None => PolicyProtocol::Tcp,
