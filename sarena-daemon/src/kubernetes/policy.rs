@@ -11,9 +11,7 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sarena_core::api::{
-    ApiErrorKind, DaemonError, PolicyEndpoint, PolicyExplanation, PolicyQuery,
-};
+use sarena_core::api::{ApiErrorKind, DaemonError, PolicyEndpoint, PolicyExplanation, PolicyQuery};
 use sarena_core::dataplane::{NodeUpdate, NodeUpdates};
 use sarena_core::policy::{CompiledPolicy, Identity, Kind, PolicyEngine, PolicyEvent};
 use tokio::sync::{mpsc, oneshot};

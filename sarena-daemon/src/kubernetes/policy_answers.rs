@@ -75,10 +75,12 @@ fn decision_of(
         Decision::Denied => (PolicyVerdict::Denied, None),
         Decision::Allowed(id) => (
             PolicyVerdict::Allowed,
-            Some(compiled.rules.get(id).map_or_else(
-                || format!("rule #{}", id.0),
-                ToString::to_string,
-            )),
+            Some(
+                compiled
+                    .rules
+                    .get(id)
+                    .map_or_else(|| format!("rule #{}", id.0), ToString::to_string),
+            ),
         ),
     };
     let policies = match compiled.endpoints.get(pod) {

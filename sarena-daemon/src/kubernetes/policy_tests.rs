@@ -132,7 +132,10 @@ async fn nothing_is_compiled_or_answered_before_every_list_is_in() {
     assert!(hub.compiled().is_none());
     let e = hub.endpoints().await.unwrap_err();
     assert_eq!(e.kind(), Some(ApiErrorKind::Unavailable));
-    let e = hub.explain(query("ns/web", "ns/web", 80)).await.unwrap_err();
+    let e = hub
+        .explain(query("ns/web", "ns/web", 80))
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), Some(ApiErrorKind::Unavailable));
     send(&hub, listed().into_iter().skip(3)).await;
     assert_eq!(recorder.applied.lock().unwrap().len(), 1);
@@ -150,7 +153,11 @@ async fn a_burst_of_changes_is_one_compile_and_explain_names_the_rule() {
     assert_eq!(recorder.applied.lock().unwrap().len(), 1);
     let burst = (0..50)
         .map(|i| pod(&format!("other-{i}"), "other", &format!("10.0.1.{i}")))
-        .chain([pod("web", "web", "10.0.0.2"), pod("client", "client", "10.0.0.3"), web_policy()]);
+        .chain([
+            pod("web", "web", "10.0.0.2"),
+            pod("client", "client", "10.0.0.3"),
+            web_policy(),
+        ]);
     send(&hub, burst).await;
     let applied = recorder.applied.lock().unwrap().clone();
     assert_eq!(applied.len(), 2, "one compile for the whole burst");
@@ -163,7 +170,10 @@ async fn a_burst_of_changes_is_one_compile_and_explain_names_the_rule() {
     assert_eq!(ingress.rule.as_deref(), Some("ns/web-policy ingress[0]"));
     assert_eq!(allowed.egress.unwrap().verdict, PolicyVerdict::NotIsolated);
 
-    let denied = hub.explain(query("ns/other-1", "ns/web", 80)).await.unwrap();
+    let denied = hub
+        .explain(query("ns/other-1", "ns/web", 80))
+        .await
+        .unwrap();
     assert!(!denied.allowed);
     assert_eq!(denied.ingress.unwrap().verdict, PolicyVerdict::Denied);
     let wrong_port = hub.explain(query("10.0.0.3", "ns/web", 81)).await.unwrap();
@@ -171,7 +181,10 @@ async fn a_burst_of_changes_is_one_compile_and_explain_names_the_rule() {
     assert!(wrong_port.egress.is_none());
     assert!(matches!(wrong_port.query.from, PolicyParty::Address(_)));
 
-    let e = hub.explain(query("ns/ghost", "ns/web", 80)).await.unwrap_err();
+    let e = hub
+        .explain(query("ns/ghost", "ns/web", 80))
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), Some(ApiErrorKind::NotFound));
 }
 
@@ -182,9 +195,18 @@ async fn a_failed_apply_is_counted_and_retried() {
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = PolicyMetrics::register(&mut registry);
     let hub = hub(&recorder, Some(metrics));
-    send(&hub, [pod("web", "web", "10.0.0.2"), web_policy()].into_iter().chain(listed())).await;
+    send(
+        &hub,
+        [pod("web", "web", "10.0.0.2"), web_policy()]
+            .into_iter()
+            .chain(listed()),
+    )
+    .await;
     assert!(recorder.applied.lock().unwrap().is_empty());
-    assert!(hub.compiled().is_some(), "kept for queries even when not applied");
+    assert!(
+        hub.compiled().is_some(),
+        "kept for queries even when not applied"
+    );
     tokio::time::sleep(RETRY * 2).await;
     assert_eq!(recorder.applied.lock().unwrap().len(), 1);
     let mut out = String::new();

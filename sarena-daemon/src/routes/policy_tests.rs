@@ -24,7 +24,10 @@ async fn call(daemon: &MockNodeApi, method: &str, path: &str) -> (u16, Value) {
 #[test]
 fn policy_routes_and_their_templates() {
     let r = |m: &str, p: &str, q: Option<&str>| route(&m.parse().unwrap(), p, q);
-    assert_eq!(r("GET", "/v1/policy/endpoints", None), Ok(Route::PolicyEndpoints));
+    assert_eq!(
+        r("GET", "/v1/policy/endpoints", None),
+        Ok(Route::PolicyEndpoints)
+    );
     let explain = r(
         "GET",
         "/v1/policy/explain",
