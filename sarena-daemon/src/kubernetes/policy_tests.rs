@@ -219,3 +219,44 @@ async fn a_failed_apply_is_counted_and_retried() {
         assert!(out.lines().any(|l| l == line), "{line} missing in\n{out}");
     }
 }
+
+/// End to end from the API object: a rule whose every peer is unreadable
+/// allows nothing (not "any peer"), while the readable rule still allows.
+#[tokio::test(start_paused = true)]
+async fn an_unreadable_rule_from_the_api_server_allows_nothing() {
+    let np: k8s_openapi::api::networking::v1::NetworkPolicy =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": "ns", "name": "hostile"},
+            "spec": {
+                "podSelector": {"matchLabels": {"app": "web"}},
+                "ingress": [
+                    {"from": [{"podSelector": {"matchExpressions": [
+                        {"key": "app", "operator": "Resembles", "values": ["client"]}
+                    ]}}]},
+                    {"from": [{"podSelector": {"matchLabels": {"app": "client"}}}],
+                     "ports": [{"port": 443}]}
+                ]
+            }
+        }))
+        .unwrap();
+    let (policy, warnings) = sarena_k8s::policy::network_policy(&np).unwrap();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    let recorder = Arc::new(Recorder::default());
+    let hub = hub(&recorder, None);
+    let events = [
+        pod("web", "web", "10.0.0.2"),
+        pod("client", "client", "10.0.0.3"),
+        PolicyEvent::Policy(policy),
+    ];
+    send(&hub, events.into_iter().chain(listed())).await;
+    let on_80 = hub.explain(query("ns/client", "ns/web", 80)).await.unwrap();
+    assert!(!on_80.allowed, "{on_80:?}");
+    let on_443 = hub
+        .explain(query("ns/client", "ns/web", 443))
+        .await
+        .unwrap();
+    assert_eq!(
+        on_443.ingress.unwrap().rule.as_deref(),
+        Some("ns/hostile ingress[1]")
+    );
+}
