@@ -6,7 +6,10 @@
 //! node state with pools from this node's podCIDRs, keeps the routes to the
 //! other nodes in sync and marks the Node `NetworkUnavailable=False`. The
 //! Pods on this node and the Namespaces are watched too: their labels are
-//! the endpoints' identities ([`IdentityHub`]).
+//! the endpoints' identities ([`IdentityHub`]). Every Pod, Namespace,
+//! NetworkPolicy and Service, and this node's addresses, feed NetworkPolicy
+//! ([`PolicyHub`]), which compiles them for the dataplane and answers the
+//! API's policy queries.
 
 mod identity;
 mod policy;
