@@ -114,6 +114,17 @@ impl Inspect for OrdinalAddresses {
     async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
         self.node.endpoint_stats().await
     }
+
+    async fn policy_endpoints(&self) -> Result<Vec<sarena_core::api::PolicyEndpoint>, DaemonError> {
+        self.node.policy_endpoints().await
+    }
+
+    async fn policy_explain(
+        &self,
+        query: sarena_core::api::PolicyQuery,
+    ) -> Result<sarena_core::api::PolicyExplanation, DaemonError> {
+        self.node.policy_explain(query).await
+    }
 }
 
 /// The request the plugin's ADD makes for pod `namespace/name` in container `cid`.

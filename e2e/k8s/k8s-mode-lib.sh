@@ -74,7 +74,7 @@ sm_finish() {
 
 # sm_service_account: the daemon's service account kube-system/sarena with
 # the deployment's own RBAC (deploy/kubernetes/00-rbac.yaml: list and watch
-# nodes, pods, namespaces; patch nodes/status; create events in default) and
+# nodes, pods, namespaces, services, networkpolicies; patch nodes/status; create events in default) and
 # its kubeconfig, in SARENA_KUBECONFIG.
 sm_service_account() {
   k apply -f "$REPO/deploy/kubernetes/00-rbac.yaml" >/dev/null

@@ -78,6 +78,9 @@ pub enum Command {
     /// Pools, allocations and leases.
     #[command(subcommand)]
     Ipam(IpamCommand),
+    /// NetworkPolicy as this node enforces it (Kubernetes mode).
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Exits 0 when the daemon is ready to serve ADD, else 1 with the reason
     /// (a readiness probe).
     Health,
@@ -135,6 +138,28 @@ pub enum EndpointCommand {
         /// The pod-side interface (CNI_IFNAME).
         #[arg(long, default_value = "eth0")]
         ifname: String,
+    },
+}
+
+/// `sarena policy …`.
+#[derive(Debug, Clone, Subcommand)]
+pub enum PolicyCommand {
+    /// Every endpoint of this node: isolated for ingress and egress or
+    /// not, and the policies selecting it.
+    List,
+    /// Whether a packet passes (the sender's egress, the receiver's
+    /// ingress), naming the policy rule that allows it. Exits 0 when
+    /// allowed, 1 when denied (the explanation is printed either way).
+    Explain {
+        /// The sender: NAMESPACE/POD or an IP address.
+        #[arg(long, value_name = "NS/POD|IP")]
+        from: sarena_core::api::PolicyParty,
+        /// The receiver: NAMESPACE/POD or an IP address.
+        #[arg(long, value_name = "NS/POD|IP")]
+        to: sarena_core::api::PolicyParty,
+        /// The receiver's port, with its protocol (TCP, UDP, SCTP; default TCP).
+        #[arg(long, value_name = "PORT[/PROTOCOL]")]
+        port: crate::policy::PortArg,
     },
 }
 

@@ -55,6 +55,13 @@ pub enum CliError {
         /// The daemon's reason.
         message: String,
     },
+    /// `policy explain`: policy drops the packet (exit 1); `report` is the
+    /// explanation, printed on stdout.
+    #[error("denied by NetworkPolicy")]
+    Denied {
+        /// The explanation, as the output format renders it.
+        report: String,
+    },
     /// `install-cni` failed.
     #[error("install-cni")]
     Install {

@@ -3,7 +3,8 @@
 //! (`-o json`, the API's own types, documented in docs/api.md).
 //!
 //! - `cli.rs`: the arguments ([`Cli`]);
-//! - `status.rs` (also `health`), `endpoint.rs`, `ipam.rs`: one command each;
+//! - `status.rs` (also `health`), `endpoint.rs`, `ipam.rs`, `policy.rs`: one
+//!   command each;
 //! - `install.rs`: `install-cni`, the only command that does not talk to the
 //!   daemon (it writes the node's CNI dirs);
 //! - `table.rs`: tables, ages and sizes;
@@ -16,6 +17,7 @@ mod endpoint;
 mod error;
 mod install;
 mod ipam;
+mod policy;
 mod status;
 mod table;
 
@@ -24,8 +26,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use sarena_core::api::HttpDaemon;
 use serde::Serialize;
 
-pub use cli::{Cli, Command, EndpointCommand, InstallCniArgs, IpamCommand, OutputFormat};
+pub use cli::{
+    Cli, Command, EndpointCommand, InstallCniArgs, IpamCommand, OutputFormat, PolicyCommand,
+};
 pub use error::CliError;
+pub use policy::PortArg;
 
 /// Runs `cli`'s command against the daemon; `Ok` is what to print.
 pub async fn run(cli: &Cli) -> Result<String, CliError> {
@@ -47,6 +52,10 @@ pub async fn run(cli: &Cli) -> Result<String, CliError> {
             ifname,
         }) => endpoint::get(&connect()?, cli.output, container_id, ifname, now).await,
         Command::Ipam(IpamCommand::List) => ipam::list(&connect()?, cli.output, now).await,
+        Command::Policy(PolicyCommand::List) => policy::list(&connect()?, cli.output).await,
+        Command::Policy(PolicyCommand::Explain { from, to, port }) => {
+            policy::explain(&connect()?, cli.output, from.clone(), to.clone(), *port).await
+        }
         Command::Health => status::health(&connect()?, cli.output).await,
     };
     out.map_err(|e| match e {

@@ -221,3 +221,31 @@ fn no_daemon_is_one_line_naming_the_socket() {
         assert!(!err.contains("hyper"), "{err}");
     }
 }
+
+#[tokio::test]
+async fn policy_commands_outside_kubernetes_mode_say_so_in_one_line() {
+    let site = Site::new();
+    let config = site.config(SMALL_POOL);
+    let _daemon = site.start(&["--config", config.to_str().unwrap()]).await;
+    let socket = site.socket();
+    for args in [
+        &["policy", "list"][..],
+        &[
+            "policy", "explain", "--from", "ns/a", "--to", "10.0.0.1", "--port", "53/UDP",
+        ],
+    ] {
+        let out = sarena(&socket, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(out.stdout.is_empty());
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains("Kubernetes mode only"), "{err}");
+    }
+    let usage = sarena(
+        &socket,
+        &[
+            "policy", "explain", "--from", "ns/a", "--to", "ns/b", "--port", "80/ICMP",
+        ],
+    );
+    assert_eq!(usage.status.code(), Some(2));
+}

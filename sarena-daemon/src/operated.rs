@@ -10,11 +10,13 @@ use async_trait::async_trait;
 use sarena_core::api::{
     AllocateRequest, Allocation, Attachment, Daemon, DaemonConfig, DaemonError, DaemonStatus,
     DeleteQueueStatus, Deleted, Endpoint, EndpointCreate, EndpointStats, GcReport, GcRequest,
-    Health, Inspect, IpamState, KubernetesStatus, NodeApi,
+    Health, Inspect, IpamState, KubernetesStatus, NodeApi, PolicyEndpoint, PolicyExplanation,
+    PolicyQuery,
 };
 use sarena_core::delqueue::DeleteQueue;
 use sarena_core::node::NetworkCell;
 
+use crate::kubernetes::PolicyHub;
 use crate::metrics::Metrics;
 
 /// See the [module docs](self).
@@ -25,6 +27,7 @@ pub struct Operated {
     network: Option<NetworkCell>,
     metrics: Option<Arc<Metrics>>,
     registered: Option<RegisteredHook>,
+    policy: Option<PolicyHub>,
 }
 
 /// Called with the owner of every endpoint the API registers.
@@ -53,7 +56,14 @@ impl Operated {
             network: None,
             metrics: None,
             registered: None,
+            policy: None,
         }
+    }
+
+    /// Answers the NetworkPolicy queries from `hub` (Kubernetes mode).
+    pub fn with_policy(mut self, hub: PolicyHub) -> Self {
+        self.policy = Some(hub);
+        self
     }
 
     /// Reports the length of `queue` in the status.
@@ -231,6 +241,20 @@ impl Inspect for Operated {
 
     async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
         self.inner.endpoint_stats().await
+    }
+
+    async fn policy_endpoints(&self) -> Result<Vec<PolicyEndpoint>, DaemonError> {
+        match &self.policy {
+            Some(hub) => hub.endpoints().await,
+            None => self.inner.policy_endpoints().await,
+        }
+    }
+
+    async fn policy_explain(&self, query: PolicyQuery) -> Result<PolicyExplanation, DaemonError> {
+        match &self.policy {
+            Some(hub) => hub.explain(query).await,
+            None => self.inner.policy_explain(query).await,
+        }
     }
 }
 

@@ -41,6 +41,8 @@ enum Route {
     Status,
     EndpointStats,
     EndpointStatsOf(Attachment),
+    PolicyEndpoints,
+    PolicyExplain(sarena_core::api::PolicyQuery),
 }
 
 impl Route {
@@ -62,6 +64,8 @@ impl Route {
             Route::Gc => "/v1/gc",
             Route::EndpointStats => "/v1/stats/endpoints",
             Route::EndpointStatsOf(_) => "/v1/stats/endpoints/:container_id/:ifname",
+            Route::PolicyEndpoints => "/v1/policy/endpoints",
+            Route::PolicyExplain(_) => "/v1/policy/explain",
         }
     }
 }
@@ -254,6 +258,8 @@ where
             Some(stats) => json(StatusCode::OK, &stats),
             None => Err(no_endpoint(&owner)),
         },
+        Route::PolicyEndpoints => json(StatusCode::OK, &daemon.policy_endpoints().await?),
+        Route::PolicyExplain(query) => json(StatusCode::OK, &daemon.policy_explain(query).await?),
     }
 }
 
@@ -295,6 +301,12 @@ fn route(method: &Method, path: &str, query: Option<&str>) -> Result<Route, ApiE
             Ok(Route::EndpointStatsOf(owner_from_segments(cid, ifname)?))
         }
         ["ipam"] if get => Ok(Route::Ipam),
+        ["policy", "endpoints"] if get => Ok(Route::PolicyEndpoints),
+        ["policy", "explain"] if get => {
+            sarena_core::api::PolicyQuery::from_query(query.unwrap_or_default())
+                .map(Route::PolicyExplain)
+                .map_err(|e| ApiError::bad_request(e.to_string()))
+        }
         ["endpoints"] if get => Ok(Route::Endpoints),
         ["ipam", "allocate"] if post => Ok(Route::Allocate),
         ["endpoint", "create"] if post => Ok(Route::CreateEndpoint),
@@ -332,7 +344,9 @@ fn route(method: &Method, path: &str, query: Option<&str>) -> Result<Route, ApiE
         | ["ipam"]
         | ["endpoints"]
         | ["stats", "endpoints"]
-        | ["stats", "endpoints", _, _] => Err(not_allowed("GET")),
+        | ["stats", "endpoints", _, _]
+        | ["policy", "endpoints"]
+        | ["policy", "explain"] => Err(not_allowed("GET")),
         ["ipam", "allocate"] | ["endpoint", "create"] | ["gc"] => Err(not_allowed("POST")),
         ["ipam", "allocations", _, _] => Err(not_allowed("DELETE")),
         ["endpoints", _, _] => Err(not_allowed("GET, DELETE")),
@@ -491,5 +505,7 @@ fn response(
 
 #[cfg(test)]
 mod operator_tests;
+#[cfg(test)]
+mod policy_tests;
 #[cfg(test)]
 mod tests;

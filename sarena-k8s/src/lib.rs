@@ -9,16 +9,21 @@
 //!   publishes a view on every change (a watch, never polling);
 //! - `identity.rs`: [`watch_identity`], the Pods on this node and the
 //!   Namespaces, metadata-only, as `sarena_core::identity` events;
+//! - `policy/`: NetworkPolicy's adapters, [`policy::network_policy`] and
+//!   [`policy::watch_policy`] (every Pod, Namespace, NetworkPolicy and
+//!   Service as `sarena_core::policy` events);
 //! - `status.rs`: [`KubeClusterApi`], the `NetworkUnavailable` condition
 //!   and Warning Events on the Node.
 //!
-//! RBAC it needs: `get`, `list`, `watch` on `nodes`, `pods` and `namespaces`; `patch` on
+//! RBAC it needs: `get`, `list`, `watch` on `nodes`, `pods`, `namespaces`,
+//! `services` and `networking.k8s.io` `networkpolicies`; `patch` on
 //! `nodes/status`; `create` on `events` (core group).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 mod client;
 mod error;
 mod identity;
+pub mod policy;
 mod status;
 mod view;
 mod watch;

@@ -246,6 +246,17 @@ impl Inspect for ServingGate {
     async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
         self.node()?.endpoint_stats().await
     }
+
+    async fn policy_endpoints(&self) -> Result<Vec<crate::api::PolicyEndpoint>, DaemonError> {
+        self.node()?.policy_endpoints().await
+    }
+
+    async fn policy_explain(
+        &self,
+        query: crate::api::PolicyQuery,
+    ) -> Result<crate::api::PolicyExplanation, DaemonError> {
+        self.node()?.policy_explain(query).await
+    }
 }
 
 #[cfg(test)]

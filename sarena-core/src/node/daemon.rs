@@ -154,4 +154,15 @@ impl Inspect for Registry {
             .map(EndpointStats::registry_only)
             .collect())
     }
+
+    async fn policy_endpoints(&self) -> Result<Vec<crate::api::PolicyEndpoint>, DaemonError> {
+        Err(crate::api::no_policy())
+    }
+
+    async fn policy_explain(
+        &self,
+        _: crate::api::PolicyQuery,
+    ) -> Result<crate::api::PolicyExplanation, DaemonError> {
+        Err(crate::api::no_policy())
+    }
 }

@@ -325,6 +325,17 @@ impl Inspect for WithDataplane {
         let endpoints = self.registry.endpoints().await?;
         Ok(endpoints.into_iter().map(|e| self.stats(e)).collect())
     }
+
+    async fn policy_endpoints(&self) -> Result<Vec<crate::api::PolicyEndpoint>, DaemonError> {
+        self.registry.policy_endpoints().await
+    }
+
+    async fn policy_explain(
+        &self,
+        query: crate::api::PolicyQuery,
+    ) -> Result<crate::api::PolicyExplanation, DaemonError> {
+        self.registry.policy_explain(query).await
+    }
 }
 
 #[cfg(test)]

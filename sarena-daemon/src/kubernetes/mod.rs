@@ -6,9 +6,14 @@
 //! node state with pools from this node's podCIDRs, keeps the routes to the
 //! other nodes in sync and marks the Node `NetworkUnavailable=False`. The
 //! Pods on this node and the Namespaces are watched too: their labels are
-//! the endpoints' identities ([`IdentityHub`]).
+//! the endpoints' identities ([`IdentityHub`]). Every Pod, Namespace,
+//! NetworkPolicy and Service, and this node's addresses, feed NetworkPolicy
+//! ([`PolicyHub`]), which compiles them for the dataplane and answers the
+//! API's policy queries.
 
 mod identity;
+mod policy;
+mod policy_answers;
 mod state;
 
 use std::future::Future;
@@ -31,6 +36,7 @@ use crate::metrics::{Metrics, MetricsError};
 use crate::operated::{KubernetesCell, Operated};
 use crate::server::{self, DEFAULT_SHUTDOWN_GRACE, ServerError, TcpApi, UnixSocket};
 pub use identity::IdentityHub;
+pub use policy::{DEBOUNCE, PolicyHub, PolicyHubParts};
 pub use state::DaemonSessions;
 
 /// Why Kubernetes mode could not start or stopped.
@@ -108,6 +114,14 @@ pub async fn run(
     let dataplane = DataplaneParts::new(config.dataplane, &cli.bpf_pin_dir)?;
     let queue = DeleteQueue::new(cli.delete_queue_dir());
     let (identity, identity_task) = IdentityHub::spawn(dataplane.updates());
+    let (policy, policy_task) = PolicyHub::spawn(PolicyHubParts {
+        node: name.clone(),
+        // The engine's base; the policy loader passes what the pinned
+        // ipcache already holds once identities survive restarts.
+        first_identity: 0,
+        dataplane: dataplane.updates(),
+        metrics: metrics.as_ref().map(|m| m.policy().clone()),
+    });
     let state = DaemonSessions::new(
         cli.state_dir.clone(),
         queue.clone(),
@@ -147,6 +161,7 @@ pub async fn run(
         .with_delete_queue(queue)
         .with_kubernetes(status)
         .with_network(network)
+        .with_policy(policy.clone())
         .on_registered({
             let identity = identity.clone();
             Arc::new(move |owner: &Attachment| identity.registered(owner.clone()))
@@ -183,7 +198,10 @@ pub async fn run(
         );
     }
     let identity_watch = sarena_k8s::watch_identity(client.clone(), &name, identity.events());
+    let policy_watch = sarena_k8s::policy::watch_policy(client.clone(), policy.events());
     let (views, watcher) = sarena_k8s::watch_nodes(client, name);
+    let node_addresses = spawn_node_addresses(views.clone(), policy.events());
+    drop(policy);
     let mut on_stop = stopped;
     let run = supervisor.run(views, async move {
         let _ = on_stop.wait_for(|stop| *stop).await;
@@ -200,6 +218,9 @@ pub async fn run(
     watcher.abort();
     identity_watch.abort();
     identity_task.abort();
+    for task in [policy_watch, node_addresses, policy_task] {
+        task.abort();
+    }
     for task in [metrics_task, cni_conf_task].into_iter().flatten() {
         task.abort();
     }
@@ -212,6 +233,36 @@ pub async fn run(
     dataplane.hand_over();
     tracing::info!("stopped");
     Ok(outcome?)
+}
+
+/// Tells policy this node's addresses (its Node's `InternalIP`s) whenever
+/// the view of them changes.
+fn spawn_node_addresses(
+    mut views: watch::Receiver<Option<sarena_core::cluster::ClusterView>>,
+    events: tokio::sync::mpsc::Sender<sarena_core::policy::PolicyEvent>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut told = None;
+        loop {
+            let addresses = views
+                .borrow_and_update()
+                .as_ref()
+                .and_then(|v| v.local.as_ref())
+                .map(|local| local.internal_ips.clone());
+            if let Some(addresses) = addresses
+                && told.as_ref() != Some(&addresses)
+            {
+                let event = sarena_core::policy::PolicyEvent::NodeAddresses(addresses.clone());
+                if events.send(event).await.is_err() {
+                    return;
+                }
+                told = Some(addresses);
+            }
+            if views.changed().await.is_err() {
+                return;
+            }
+        }
+    })
 }
 
 #[cfg(test)]

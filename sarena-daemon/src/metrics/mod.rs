@@ -20,6 +20,7 @@
 
 mod cluster;
 mod labels;
+mod policy;
 mod serve;
 pub mod snapshot;
 
@@ -39,6 +40,7 @@ use sarena_core::delqueue::ReplayReport;
 
 use crate::routes::RequestObserver;
 pub use labels::{PodNames, method_label};
+pub use policy::PolicyMetrics;
 pub use serve::{DEFAULT_LIMITS, MetricsError, ServeOptions, bind, check_addr, serve};
 use snapshot::{Snapshot, SnapshotCollector};
 
@@ -63,6 +65,7 @@ pub struct Metrics {
     reconciles: Counter,
     reconcile_attached: Counter,
     reconcile_removed: Counter,
+    policy: PolicyMetrics,
     snapshot: SnapshotCollector,
     /// One scrape at a time: the snapshot is shared with the collector.
     scrape: tokio::sync::Mutex<()>,
@@ -122,6 +125,7 @@ impl Metrics {
             "sarena_dataplane_reconcile_removed",
             "Stale dataplane entries (ifnames, pod addresses) a reconciliation removed",
         );
+        let policy = PolicyMetrics::register(&mut registry);
         let snapshot = SnapshotCollector::new(endpoint_limit);
         registry.register_collector(Box::new(snapshot.clone()));
         Metrics {
@@ -133,6 +137,7 @@ impl Metrics {
             reconciles,
             reconcile_attached,
             reconcile_removed,
+            policy,
             snapshot,
             scrape: tokio::sync::Mutex::new(()),
         }
@@ -169,6 +174,11 @@ impl Metrics {
         self.reconciles.inc();
         self.reconcile_attached.inc_by(report.attached.len() as u64);
         self.reconcile_removed.inc_by(report.removed.len() as u64);
+    }
+
+    /// NetworkPolicy's series (the policy hub records them).
+    pub fn policy(&self) -> &PolicyMetrics {
+        &self.policy
     }
 
     /// One scrape: reads the snapshot from `daemon`, then encodes every series.

@@ -144,6 +144,17 @@ impl Inspect for Slow {
     async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
         Ok(vec![])
     }
+
+    async fn policy_endpoints(&self) -> Result<Vec<sarena_core::api::PolicyEndpoint>, DaemonError> {
+        Err(sarena_core::api::no_policy())
+    }
+
+    async fn policy_explain(
+        &self,
+        _: sarena_core::api::PolicyQuery,
+    ) -> Result<sarena_core::api::PolicyExplanation, DaemonError> {
+        Err(sarena_core::api::no_policy())
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -491,6 +491,18 @@ impl Inspect for HttpDaemon {
     async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError> {
         self.get(&format!("{API_BASE}/stats/endpoints")).await
     }
+
+    async fn policy_endpoints(&self) -> Result<Vec<super::PolicyEndpoint>, DaemonError> {
+        self.get(&format!("{API_BASE}/policy/endpoints")).await
+    }
+
+    async fn policy_explain(
+        &self,
+        query: super::PolicyQuery,
+    ) -> Result<super::PolicyExplanation, DaemonError> {
+        self.get(&format!("{API_BASE}/policy/explain?{}", query.to_query()))
+            .await
+    }
 }
 
 #[cfg(test)]

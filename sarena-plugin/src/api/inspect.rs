@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use super::daemon::Daemon;
 use super::endpoint::Endpoint;
 use super::error::DaemonError;
+use super::policy::{PolicyEndpoint, PolicyExplanation, PolicyQuery};
 use super::status::{DaemonStatus, EndpointStats};
 use super::types::IpamState;
 
@@ -25,6 +26,11 @@ pub trait Inspect: Send + Sync {
     async fn status(&self) -> Result<DaemonStatus, DaemonError>;
     /// `GET /stats/endpoints`: every endpoint with its dataplane counters.
     async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError>;
+    /// `GET /policy/endpoints`: every endpoint of this node with its
+    /// NetworkPolicy isolation (Kubernetes mode; elsewhere `unavailable`).
+    async fn policy_endpoints(&self) -> Result<Vec<PolicyEndpoint>, DaemonError>;
+    /// `GET /policy/explain`: whether policy lets a packet through, and why.
+    async fn policy_explain(&self, query: PolicyQuery) -> Result<PolicyExplanation, DaemonError>;
 }
 
 /// Both faces of a daemon: what `sarena-daemon` serves, and what the
@@ -87,5 +93,7 @@ mockall::mock! {
         async fn ipam_state(&self) -> Result<IpamState, DaemonError>;
         async fn status(&self) -> Result<DaemonStatus, DaemonError>;
         async fn endpoint_stats(&self) -> Result<Vec<EndpointStats>, DaemonError>;
+        async fn policy_endpoints(&self) -> Result<Vec<PolicyEndpoint>, DaemonError>;
+        async fn policy_explain(&self, query: PolicyQuery) -> Result<PolicyExplanation, DaemonError>;
     }
 }

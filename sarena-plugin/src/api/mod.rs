@@ -15,6 +15,7 @@ mod inspect;
 mod mode;
 mod network;
 mod path;
+mod policy;
 mod status;
 mod token;
 mod types;
@@ -42,6 +43,10 @@ pub use network::{
 pub use path::{
     MAX_BODY_BYTES, SegmentError, allocation_path, decode_segment, encode_segment, endpoint_path,
     endpoint_stats_path, validate_attachment, validate_container_id, validate_ifname,
+};
+pub use policy::{
+    PolicyDecision, PolicyEndpoint, PolicyExplanation, PolicyParty, PolicyProtocol, PolicyQuery,
+    PolicyQueryError, PolicyVerdict, no_policy,
 };
 pub use status::{
     DaemonStatus, DataplaneCounters, DataplaneStatus, DeleteQueueStatus, EndpointStats,
