@@ -4,6 +4,7 @@
 //! isolation bits in the endpoint entries), and real connections tell what
 //! passes. A dataplane opened again on the same pins (a daemon restart)
 //! keeps enforcing before and after it takes a fresh engine's state.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod ebpf;
 
