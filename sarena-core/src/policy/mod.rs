@@ -32,6 +32,8 @@ mod rule_ids;
 #[cfg(test)]
 mod engine_tests;
 #[cfg(test)]
+mod explain_tests;
+#[cfg(test)]
 mod model_tests;
 
 pub use compiled::*;
