@@ -30,7 +30,15 @@ mod prefixes;
 mod rule_ids;
 
 #[cfg(test)]
+mod address_tests;
+#[cfg(test)]
+mod engine_test_support;
+#[cfg(test)]
 mod engine_tests;
+#[cfg(test)]
+mod explain_tests;
+#[cfg(test)]
+mod model_gen;
 #[cfg(test)]
 mod model_tests;
 

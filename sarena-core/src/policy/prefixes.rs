@@ -47,9 +47,17 @@ pub(crate) fn host_net(addr: IpAddr) -> IpNet {
 
 /// The value of the longest prefix of `map` containing `addr`.
 pub(crate) fn longest_match<V>(map: &BTreeMap<IpNet, V>, addr: IpAddr) -> Option<&V> {
+    // Walking down from the address, the first prefix containing it is the
+    // longest: a longer one would sort after it, a shorter one before.
+    // Bounded (many host entries may sit between), then one probe per length.
+    for (k, v) in map.range(..=host_net(addr)).rev().take(64) {
+        if k.contains(&addr) {
+            return Some(v);
+        }
+    }
     let max = match addr {
-        IpAddr::V4(_) => 32u8,
-        IpAddr::V6(_) => 128u8,
+        IpAddr::V4(_) => 31u8,
+        IpAddr::V6(_) => 127u8,
     };
     (0..=max)
         .rev()
@@ -99,6 +107,14 @@ mod tests {
         assert_eq!(longest_match(&m, "10.1.2.4".parse().unwrap()), Some(&2));
         assert_eq!(longest_match(&m, "11.0.0.1".parse().unwrap()), Some(&1));
         assert_eq!(longest_match(&m, "fd00::1".parse().unwrap()), Some(&4));
+        // Past the bounded walk: many host entries below the address.
+        for i in 1..=200u8 {
+            m.insert(n(&format!("10.0.0.{i}/32")), 10);
+        }
+        m.insert(n("10.0.0.0/24"), 5);
+        assert_eq!(longest_match(&m, "10.0.0.250".parse().unwrap()), Some(&5));
+        assert_eq!(longest_match(&m, "10.0.0.7".parse().unwrap()), Some(&10));
+        assert_eq!(longest_match(&m, "10.0.1.7".parse().unwrap()), Some(&2));
         m.remove(&n("::/0"));
         assert_eq!(longest_match(&m, "fd00::1".parse().unwrap()), None);
     }
