@@ -18,10 +18,11 @@
 #   k8s-deploy is e2e/k8s/test-k8s-deploy.sh (Sarena installed by its
 #   DaemonSet on kubelet nodes; 10 measured pods, SARENA_DEPLOY_PODS="10 50"
 #   for the full measurement);
-#   upstream is e2e/k8s/test-upstream.sh all (Kubernetes' own
-#   [sig-network] [Conformance] and [Feature:NetworkPolicy] tests on the
-#   control, native and vxlan; the control's results are reused while their
-#   inputs are unchanged)
+#   upstream is e2e/k8s/test-upstream.sh conformance (Kubernetes' own
+#   [sig-network] [Conformance] tests on the control, native and vxlan; the
+#   control's results are reused while their inputs are unchanged). The
+#   NetworkPolicy suite (`test-upstream.sh netpol`, asserted) is not in this
+#   run yet: about 15 minutes a pass, it does not fit CI's time budget.
 set -uo pipefail
 cd "$(dirname "$0")" || exit 1
 # shellcheck source=e2e/lib.sh
@@ -82,7 +83,7 @@ run() {
         echo "skipped: test-upstream.sh runs the reference bridge itself, as its control"
         return 0
       fi
-      cmd=(env SARENA_UPSTREAM_CONTROL_CACHE="${SARENA_UPSTREAM_CONTROL_CACHE:-1}" bash ./k8s/test-upstream.sh all)
+      cmd=(env SARENA_UPSTREAM_CONTROL_CACHE="${SARENA_UPSTREAM_CONTROL_CACHE:-1}" bash ./k8s/test-upstream.sh conformance)
       ;;
     services | antispoof)
       case "$MODE" in
