@@ -4,7 +4,6 @@
 //! server is trusted: an object without a name is skipped, labels are
 //! bounded ([`sarena_core::api::bound_labels`]) before they are kept.
 
-use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PartialObjectMeta;
@@ -14,6 +13,8 @@ use sarena_core::api::bound_labels;
 use sarena_core::identity::{IdentityEvent, NamespaceMeta, PodMeta};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+use crate::forward::forward;
 
 /// Watches the Pods scheduled to `node_name` (field selector
 /// `spec.nodeName`) and the Namespaces through `client`, sending what
@@ -30,33 +31,10 @@ pub fn watch_identity(
     let namespaces = watcher(namespaces, watcher::Config::default()).default_backoff();
     let pod_events = events.clone();
     tokio::spawn(async move {
-        let pods = forward("Pod", pods, pod_event, pod_events);
-        let namespaces = forward("Namespace", namespaces, namespace_event, events);
+        let pods = forward("the Pod objects", pods, pod_event, pod_events);
+        let namespaces = forward("the Namespace objects", namespaces, namespace_event, events);
         tokio::join!(pods, namespaces);
     })
-}
-
-/// Sends the translation of every event of `stream` to `events`, until
-/// either ends.
-async fn forward<K>(
-    kind: &'static str,
-    stream: impl futures_util::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    translate: fn(watcher::Event<K>) -> Option<IdentityEvent>,
-    events: mpsc::Sender<IdentityEvent>,
-) {
-    let mut stream = std::pin::pin!(stream);
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(event) => {
-                if let Some(event) = translate(event)
-                    && events.send(event).await.is_err()
-                {
-                    return;
-                }
-            }
-            Err(e) => tracing::warn!("watching the {kind} objects: {e} (retrying)"),
-        }
-    }
 }
 
 /// A Pod watch event as identity sees it (`None`: nothing to tell).

@@ -7,6 +7,7 @@
 //! - `view.rs`: Node objects → [`sarena_core::cluster::ClusterView`];
 //! - `watch.rs`: [`watch_nodes`], a reflector over the Node objects that
 //!   publishes a view on every change (a watch, never polling);
+//! - `forward.rs`: a watch's events, translated, into a channel;
 //! - `identity.rs`: [`watch_identity`], the Pods on this node and the
 //!   Namespaces, metadata-only, as `sarena_core::identity` events;
 //! - `policy/`: NetworkPolicy's adapters, [`policy::network_policy`] and
@@ -22,6 +23,7 @@
 
 mod client;
 mod error;
+mod forward;
 mod identity;
 pub mod policy;
 mod status;

@@ -3,7 +3,6 @@
 //! kept here (no reflector): each object is reduced as it arrives, so
 //! memory is the engine's, not a copy of the cluster's objects.
 
-use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::PartialObjectMeta;
@@ -15,6 +14,7 @@ use tokio::task::JoinHandle;
 
 use super::network_policy::network_policy;
 use super::objects::{policy_namespace, policy_pod, service_addresses};
+use crate::forward::forward;
 
 /// Watches the Pods of every node, the Namespaces (metadata only), the
 /// NetworkPolicies and the Services through `client`, sending what policy
@@ -31,35 +31,32 @@ pub fn watch_policy(client: Client, events: mpsc::Sender<PolicyEvent>) -> JoinHa
     let services = watcher(Api::<Service>::all(client), config()).default_backoff();
     tokio::spawn(async move {
         tokio::join!(
-            forward("Pod", pods, pod_event, events.clone()),
-            forward("Namespace", namespaces, namespace_event, events.clone()),
-            forward("NetworkPolicy", policies, policy_event, events.clone()),
-            forward("Service", services, service_event, events),
+            forward(
+                "the Pod objects for policy",
+                pods,
+                pod_event,
+                events.clone()
+            ),
+            forward(
+                "the Namespace objects for policy",
+                namespaces,
+                namespace_event,
+                events.clone()
+            ),
+            forward(
+                "the NetworkPolicy objects",
+                policies,
+                policy_event,
+                events.clone()
+            ),
+            forward(
+                "the Service objects for policy",
+                services,
+                service_event,
+                events
+            ),
         );
     })
-}
-
-/// Sends the translation of every event of `stream` to `events`, until
-/// either ends.
-async fn forward<K>(
-    kind: &'static str,
-    stream: impl futures_util::Stream<Item = Result<watcher::Event<K>, watcher::Error>>,
-    translate: fn(watcher::Event<K>) -> Option<PolicyEvent>,
-    events: mpsc::Sender<PolicyEvent>,
-) {
-    let mut stream = std::pin::pin!(stream);
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(event) => {
-                if let Some(event) = translate(event)
-                    && events.send(event).await.is_err()
-                {
-                    return;
-                }
-            }
-            Err(e) => tracing::warn!("watching the {kind} objects for policy: {e} (retrying)"),
-        }
-    }
 }
 
 /// The list markers of `event`, or the translation of its object.
