@@ -64,6 +64,7 @@ pub use bandwidth::{BASE_HORIZON_NS, MAX_BURST_NS, MAX_HORIZON_NS, as_enforced};
 pub use error::BpfError;
 pub use fault::KILL_AT_ENV;
 pub use pins::{Direction, PinnedAttachment};
+pub use policy::PolicyApplied;
 pub use policy_maps::PolicyMaps;
 pub use sarena_common::{
     BandwidthState, DropReason, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, Pacer,

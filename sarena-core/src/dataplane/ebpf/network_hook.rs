@@ -45,7 +45,8 @@ pub(super) fn exit_devices(routes: &[RouteMessage]) -> BTreeSet<u32> {
 
 impl AyaDataplane {
     /// Puts `to_network` on every device pod traffic leaves the node by
-    /// ([`exit_devices`], and the VXLAN device when there is one), so the
+    /// (those of the default routes and of the peer routes, and the VXLAN
+    /// device when there is one), so the
     /// egress decision deferred past the host stack's translation is taken
     /// there. Idempotent; a device that cannot take it is reported and the
     /// others still get it. Returns the devices that have it.

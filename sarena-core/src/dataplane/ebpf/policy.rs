@@ -211,7 +211,9 @@ fn bits(ingress: bool, egress: bool) -> u32 {
 }
 
 impl super::AyaDataplane {
-    /// Takes the engine's new state (see the [module docs](self)).
+    /// Takes the engine's new state: identities translated, entries,
+    /// isolation bits and addresses written in the order of
+    /// [`crate::dataplane::policy_plan`].
     pub fn apply_policy(&self, compiled: Arc<CompiledPolicy>) -> PolicyApplied {
         self.lock().apply_policy(compiled)
     }
