@@ -37,16 +37,20 @@ use crate::{
     packet::{ptr_at, read},
 };
 
-const IPPROTO_ICMP: u8 = 1;
+/// IP protocol number.
+pub const IPPROTO_ICMP: u8 = 1;
 /// ICMPv6's protocol number.
 pub const IPPROTO_ICMPV6: u8 = 58;
 /// ICMPv6 echo request.
 pub const ICMPV6_ECHO_REQUEST: u8 = 128;
 /// ICMPv6 echo reply.
 pub const ICMPV6_ECHO_REPLY: u8 = 129;
-const IPPROTO_TCP: u8 = 6;
-const IPPROTO_UDP: u8 = 17;
-const IPPROTO_SCTP: u8 = 132;
+/// IP protocol number.
+pub const IPPROTO_TCP: u8 = 6;
+/// IP protocol number.
+pub const IPPROTO_UDP: u8 = 17;
+/// IP protocol number.
+pub const IPPROTO_SCTP: u8 = 132;
 /// ICMP echo reply.
 pub const ICMP_ECHO_REPLY: u8 = 0;
 /// ICMP echo request.

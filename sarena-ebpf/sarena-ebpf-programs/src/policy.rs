@@ -42,7 +42,7 @@ use sarena_common::{
 
 use crate::{
     NO_PREALLOC, SARENA_ENDPOINTS, SARENA_ENDPOINTS6, counters, exthdr,
-    flows::{self, IcmpEcho},
+    flows::{self, IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, IcmpEcho},
     packet::{ptr_at, read, verdict},
 };
 
@@ -83,10 +83,6 @@ pub const DEFER: u32 = 2;
 
 /// IPv4 fragment offset bits of the host-order `frags` word.
 const IP_OFFSET: u16 = 0x1fff;
-const IPPROTO_TCP: u8 = 6;
-const IPPROTO_UDP: u8 = 17;
-const IPPROTO_SCTP: u8 = 132;
-const IPPROTO_ICMP: u8 = 1;
 
 /// A packet as the policy sees it: its flow key (its own direction) and
 /// the destination port the allow entries are matched against (0 for
