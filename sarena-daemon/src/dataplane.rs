@@ -70,8 +70,8 @@ fn backend(mode: DataplaneMode, pin_dir: &Path) -> Result<Option<Backend>, Datap
                             .into(),
                 }
             })?;
-            // The programs check source addresses themselves.
-            let host_stack = Arc::new(KernelDataplane::new()?.without_antispoof());
+            // The programs check source addresses and enforce policy themselves.
+            let host_stack = Arc::new(KernelDataplane::new()?.without_antispoof().without_policy());
             let ebpf = Arc::new(AyaDataplane::open(object, pin_dir)?.with_host_stack(host_stack));
             Ok(Some((ebpf.clone(), Some(ebpf.clone()), ebpf)))
         }

@@ -82,7 +82,8 @@ pub trait NodeUpdates: Send + Sync {
     async fn apply(&self, update: &NodeUpdate) -> Result<UpdateOutcome, DataplaneError>;
 }
 
-/// Nothing of a pod's identity is enforced in kernel mode yet; the
+/// NetworkPolicy goes into the policy table (`kernel/policy.rs`); pod
+/// identities reach it through the policy state, not one by one; the
 /// cluster's networks go into the masquerading exemptions.
 #[async_trait]
 impl NodeUpdates for KernelDataplane {
@@ -90,8 +91,7 @@ impl NodeUpdates for KernelDataplane {
         match update {
             NodeUpdate::Identity { .. } => Ok(UpdateOutcome::Ignored),
             NodeUpdate::ClusterNetworks(networks) => self.set_cluster_networks(networks).await,
-            // Not enforced by the kernel dataplane yet (issue 26, point 4).
-            NodeUpdate::Policy(_) => Ok(UpdateOutcome::Ignored),
+            NodeUpdate::Policy(compiled) => self.set_policy(compiled.clone()).await,
         }
     }
 }

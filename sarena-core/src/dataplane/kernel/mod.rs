@@ -18,6 +18,8 @@ mod antispoof;
 mod gateway6;
 mod masquerade;
 pub(crate) mod nft;
+mod policy;
+mod policy_ranges;
 pub mod routes;
 
 use std::net::IpAddr;
@@ -35,8 +37,10 @@ use super::{
 };
 use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
 use crate::netlink::{self, NetlinkError};
+use crate::policy::CompiledPolicy;
 use crate::sysctl;
 use masquerade::Masquerade;
+use policy::KernelPolicy;
 use routes::PodRoute;
 
 /// Names of the node-global objects the kernel dataplane owns.
@@ -71,6 +75,10 @@ pub struct KernelDataplane {
     /// What the masquerading tables are made of; held while `nft` runs, so
     /// the kernel's tables follow the order of the changes.
     masquerade: Arc<tokio::sync::Mutex<Masquerade>>,
+    /// Enforce NetworkPolicy with nftables (off when the eBPF programs do it).
+    enforce_policy: bool,
+    /// What the policy table is made of; held while `nft` runs, like `masquerade`.
+    policy: Arc<tokio::sync::Mutex<KernelPolicy>>,
 }
 
 impl KernelDataplane {
@@ -87,6 +95,8 @@ impl KernelDataplane {
             names,
             antispoof: true,
             masquerade: Arc::default(),
+            enforce_policy: true,
+            policy: Arc::default(),
         })
     }
 
@@ -98,6 +108,58 @@ impl KernelDataplane {
     pub fn without_antispoof(mut self) -> Self {
         self.antispoof = false;
         self
+    }
+
+    /// Leaves NetworkPolicy to someone else: for the eBPF dataplane's host
+    /// stack, whose programs enforce it. `setup` then removes the policy
+    /// table an earlier kernel-mode run may have left, and nothing else
+    /// touches it.
+    pub fn without_policy(mut self) -> Self {
+        self.enforce_policy = false;
+        self
+    }
+
+    /// The policy table's name.
+    fn policy_table(&self) -> String {
+        policy::table_name(&self.names.nft_table)
+    }
+
+    /// Makes the policy table what the policy state asks (after `change`
+    /// to it), under the lock so the kernel follows the order of changes.
+    /// Before the engine's first state: an attached endpoint is isolated
+    /// both ways when a policy was enforced before this start.
+    async fn update_policy(
+        &self,
+        change: impl FnOnce(&mut KernelPolicy),
+        attached: Option<u32>,
+    ) -> Result<(), DataplaneError> {
+        if !self.enforce_policy {
+            return Ok(());
+        }
+        let table = self.policy_table();
+        let mut p = self.policy.lock().await;
+        change(&mut p);
+        let script = match (p.script(&table), attached) {
+            (Some(script), _) => script,
+            (None, Some(ifindex)) if p.enforced_before => {
+                policy::fail_closed_script(&table, ifindex)
+            }
+            (None, _) => return Ok(()),
+        };
+        nft::run_off_worker(script).await
+    }
+
+    /// NetworkPolicy compiled anew: in effect when this returns.
+    pub(crate) async fn set_policy(
+        &self,
+        compiled: Arc<CompiledPolicy>,
+    ) -> Result<UpdateOutcome, DataplaneError> {
+        if !self.enforce_policy {
+            return Ok(UpdateOutcome::Ignored);
+        }
+        self.update_policy(|p| p.set_compiled(compiled), None)
+            .await?;
+        Ok(UpdateOutcome::Applied)
     }
 
     async fn ensure_gateway_device(&self, gateways: &[IpAddr]) -> Result<(), DataplaneError> {
@@ -166,6 +228,7 @@ impl KernelDataplane {
             tracing::warn!(%device, group, "the gateway device is not Sarena's; left alone");
         }
         masquerade::apply(&self.names.nft_table, &Masquerade::default()).await?;
+        nft::run_off_worker(policy::remove_script(&self.policy_table())).await?;
         antispoof::remove(&self.names.nft_table).await
     }
 
@@ -256,6 +319,14 @@ impl Dataplane for KernelDataplane {
                 (node.masquerade, node.pools.clone(), node.exempt.clone());
             masquerade::apply(&self.names.nft_table, &m).await?;
         }
+        if self.enforce_policy {
+            // Kept as it is (kernel state, enforced through the restart)
+            // until the engine's first state.
+            let before = policy::exists(&self.policy_table()).await;
+            self.policy.lock().await.enforced_before = before;
+        } else {
+            nft::run_off_worker(policy::remove_script(&self.policy_table())).await?;
+        }
         if self.antispoof {
             antispoof::setup(&self.names.nft_table).await
         } else {
@@ -281,6 +352,9 @@ impl Dataplane for KernelDataplane {
         if self.antispoof {
             antispoof::guard(&self.names.nft_table, endpoint).await?;
         }
+        // Before the routes: nothing reaches the pod before its policy.
+        self.update_policy(|p| p.attached(endpoint), Some(endpoint.spec.host_ifindex))
+            .await?;
         for route in &wanted {
             routes::add(&self.handle, route).await?;
         }
@@ -301,7 +375,7 @@ impl Dataplane for KernelDataplane {
         if self.antispoof {
             antispoof::unguard(&self.names.nft_table, endpoint);
         }
-        Ok(())
+        self.update_policy(|p| p.detached(endpoint), None).await
     }
 
     async fn reconcile(&self, endpoints: &[Endpoint]) -> Result<ReconcileReport, DataplaneError> {
@@ -333,6 +407,7 @@ impl Dataplane for KernelDataplane {
             }
         }
         report.attached.dedup();
+        self.update_policy(|p| p.set_endpoints(&live), None).await?;
         if self.antispoof {
             antispoof::reconcile(&self.names.nft_table, &live).await?;
         }
