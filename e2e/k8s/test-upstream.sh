@@ -7,6 +7,7 @@
 #   native   Sarena installed by its DaemonSet (deploy/kubernetes/), eBPF
 #            dataplane, routing = "native"
 #   vxlan    the same with routing = "vxlan"
+#   kernel   the kernel dataplane (dataplane = "kernel"), routing = "native"
 # Each cluster has a DNS per the Kubernetes DNS specification (the project's
 # test server, e2e/k8s-dns, as the Service kube-system/kube-dns at 10.96.0.10)
 # and the images the tests ask for, built offline (setup-k8s-upstream.sh).
@@ -22,6 +23,7 @@
 #   all          both, in one run of the suite per pass (one cluster each)
 # Environment:
 #   SARENA_UPSTREAM_PASSES="control native vxlan"  the passes, in order
+#                      (any of control native vxlan kernel)
 #   SARENA_UPSTREAM_FOCUS=REGEX  only the tests whose full name matches (one
 #                      test: a distinctive part of its name, e.g.
 #                      'session affinity work for NodePort')
@@ -83,7 +85,7 @@ bash "$REPO/scripts/setup-k8s.sh" >/dev/null
 build_images "$WORK"
 
 for pass in "${PASSES[@]}"; do
-  case $pass in control | native | vxlan) ;; *) fail "unknown pass '$pass'" ;; esac
+  case $pass in control | native | vxlan | kernel) ;; *) fail "unknown pass '$pass'" ;; esac
   if [ "$pass" = control ] && control_cached "$OUT/control.tsv"; then
     log "control: results of an earlier run with the same inputs ($(control_key | cut -c1-12))"
     continue

@@ -78,14 +78,20 @@ EOF
   done
 }
 
-# sarena_cni native|vxlan: deploy/kubernetes/ with the ConfigMap's routing
-# set to the pass's mode, rolled out.
+# sarena_cni native|vxlan|kernel: deploy/kubernetes/ with the ConfigMap's
+# routing set to the pass's mode (kernel: the kernel dataplane, native
+# routing), rolled out.
 sarena_cni() {
-  local d=$WORK/deploy-$1
+  local d=$WORK/deploy-$1 routing=$1
   rm -rf "$d"
   cp -r "$REPO/deploy/kubernetes" "$d"
-  sed -i "s/^\(    routing = \)\"native\"/\1\"$1\"/" "$d/10-config.yaml"
-  grep -q "routing = \"$1\"" "$d/10-config.yaml" || fail "could not set routing = \"$1\" in the ConfigMap"
+  if [ "$1" = kernel ]; then
+    routing=native
+    sed -i 's/^\(    dataplane = \)"ebpf"/\1"kernel"/' "$d/10-config.yaml"
+    grep -q 'dataplane = "kernel"' "$d/10-config.yaml" || fail "could not set dataplane = \"kernel\" in the ConfigMap"
+  fi
+  sed -i "s/^\(    routing = \)\"native\"/\1\"$routing\"/" "$d/10-config.yaml"
+  grep -q "routing = \"$routing\"" "$d/10-config.yaml" || fail "could not set routing = \"$routing\" in the ConfigMap"
   k apply -f "$d/" >/dev/null
   ks rollout status daemonset/sarena --timeout=180s >/dev/null || fail "$1: the DaemonSet did not roll out"
 }
