@@ -112,4 +112,13 @@ impl DataplaneError {
             | DataplaneError::Task { .. } => None,
         }
     }
+
+    /// The maps a policy update found full, by name (empty for every
+    /// other failure): what an operator must enlarge or relieve.
+    pub fn full_maps(&self) -> &[&'static str] {
+        match self {
+            DataplaneError::Ebpf(BpfError::PolicyWrites { full_maps, .. }) => full_maps,
+            _ => &[],
+        }
+    }
 }

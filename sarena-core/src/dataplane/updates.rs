@@ -129,6 +129,7 @@ impl NodeUpdates for AyaDataplane {
                     return Err(DataplaneError::Ebpf(BpfError::PolicyWrites {
                         failed: applied.failed,
                         writes: applied.writes,
+                        full_maps: applied.full_maps,
                     }));
                 }
                 Ok(UpdateOutcome::Applied)

@@ -14,6 +14,7 @@
 mod identity;
 mod policy;
 mod policy_answers;
+mod policy_warnings;
 mod state;
 
 use std::future::Future;
@@ -121,6 +122,7 @@ pub async fn run(
         first_identity: 0,
         dataplane: dataplane.updates(),
         metrics: metrics.as_ref().map(|m| m.policy().clone()),
+        api: Some(Arc::new(KubeClusterApi::new(client.clone()))),
     });
     let state = DaemonSessions::new(
         cli.state_dir.clone(),

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sarena_core::api::{ApiErrorKind, DaemonError, PolicyEndpoint, PolicyExplanation, PolicyQuery};
+use sarena_core::cluster::ClusterApi;
 use sarena_core::dataplane::{NodeUpdate, NodeUpdates};
 use sarena_core::policy::{CompiledPolicy, Identity, Kind, PolicyEngine, PolicyEvent};
 use tokio::sync::{mpsc, oneshot};
@@ -19,6 +20,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::policy_answers::{endpoints, explain};
+use super::policy_warnings::FullMaps;
 use crate::metrics::PolicyMetrics;
 
 /// How long events are gathered before one compile.
@@ -38,6 +40,8 @@ pub struct PolicyHubParts {
     pub dataplane: Option<Arc<dyn NodeUpdates>>,
     /// Where compiles and failed applies are counted.
     pub metrics: Option<PolicyMetrics>,
+    /// Where a full map is reported (a Warning Event on the Node).
+    pub api: Option<Arc<dyn ClusterApi>>,
 }
 
 impl std::fmt::Debug for PolicyHubParts {
@@ -77,7 +81,9 @@ impl PolicyHub {
         let (events, events_rx) = mpsc::channel(QUEUE);
         let (queries, queries_rx) = mpsc::channel(16);
         let last: Arc<Mutex<Option<Arc<CompiledPolicy>>>> = Arc::default();
+        let full_maps = FullMaps::new(parts.node.clone(), parts.api, parts.metrics.clone());
         let task = Task {
+            full_maps,
             engine: PolicyEngine::new(parts.node, parts.first_identity),
             dataplane: parts.dataplane,
             metrics: parts.metrics,
@@ -178,6 +184,7 @@ impl KnownPolicies {
 
 /// The engine's task.
 struct Task {
+    full_maps: FullMaps,
     engine: PolicyEngine,
     dataplane: Option<Arc<dyn NodeUpdates>>,
     metrics: Option<PolicyMetrics>,
@@ -276,15 +283,19 @@ impl Task {
         let Some(dataplane) = &self.dataplane else {
             return;
         };
-        if let Err(e) = dataplane.apply(&NodeUpdate::Policy(compiled.clone())).await {
-            tracing::warn!(
-                error = %sarena_core::error_chain(&e),
-                "NetworkPolicy not applied (retrying in {RETRY:?})"
-            );
-            if let Some(m) = &self.metrics {
-                m.apply_failed();
+        match dataplane.apply(&NodeUpdate::Policy(compiled.clone())).await {
+            Ok(_) => self.full_maps.cleared(),
+            Err(e) => {
+                tracing::warn!(
+                    error = %sarena_core::error_chain(&e),
+                    "NetworkPolicy not applied (retrying in {RETRY:?})"
+                );
+                if let Some(m) = &self.metrics {
+                    m.apply_failed();
+                }
+                self.full_maps.failed(&e);
+                self.unapplied = Some((compiled, Instant::now() + RETRY));
             }
-            self.unapplied = Some((compiled, Instant::now() + RETRY));
         }
     }
 

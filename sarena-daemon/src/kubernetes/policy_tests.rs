@@ -6,6 +6,8 @@ use std::sync::Mutex as StdMutex;
 
 use async_trait::async_trait;
 use sarena_core::api::{PolicyParty, PolicyProtocol, PolicyVerdict};
+use sarena_core::cluster::{ClusterError, ClusterNode};
+use sarena_core::dataplane::ebpf::BpfError;
 use sarena_core::dataplane::{DataplaneError, UpdateOutcome};
 use sarena_core::policy::{
     LabelSelector, Peer, Policy, PolicyNamespace, PolicyPod, PortRef, PortSpec, Protocol, Rule,
@@ -13,11 +15,13 @@ use sarena_core::policy::{
 
 use super::*;
 
-/// Records every compiled state; fails the first `fail` applies.
+/// Records every compiled state; fails the first `fail` applies, then
+/// the next `full` with a full `SARENA_POLICY` map.
 #[derive(Default)]
 struct Recorder {
     applied: StdMutex<Vec<Arc<CompiledPolicy>>>,
     fail: StdMutex<usize>,
+    full: StdMutex<usize>,
 }
 
 #[async_trait]
@@ -34,6 +38,15 @@ impl NodeUpdates for Recorder {
                 path: "/sys/fs/bpf/test".into(),
                 source: std::io::Error::other("refused by the test"),
             });
+        }
+        let mut full = self.full.lock().unwrap();
+        if *full > 0 {
+            *full -= 1;
+            return Err(DataplaneError::Ebpf(BpfError::PolicyWrites {
+                failed: 2,
+                writes: 5,
+                full_maps: vec!["SARENA_POLICY"],
+            }));
         }
         self.applied.lock().unwrap().push(compiled.clone());
         Ok(UpdateOutcome::Applied)
@@ -101,11 +114,20 @@ fn query(from: &str, to: &str, port: u16) -> PolicyQuery {
 }
 
 fn hub(recorder: &Arc<Recorder>, metrics: Option<PolicyMetrics>) -> PolicyHub {
+    hub_with_api(recorder, metrics, None)
+}
+
+fn hub_with_api(
+    recorder: &Arc<Recorder>,
+    metrics: Option<PolicyMetrics>,
+    api: Option<Arc<dyn ClusterApi>>,
+) -> PolicyHub {
     let (hub, _task) = PolicyHub::spawn(PolicyHubParts {
         node: "node1".into(),
         first_identity: 0,
         dataplane: Some(recorder.clone()),
         metrics,
+        api,
     });
     hub
 }
@@ -217,6 +239,60 @@ async fn a_failed_apply_is_counted_and_retried() {
         "sarena_policy_endpoints_isolated{direction=\"ingress\"} 1",
     ] {
         assert!(out.lines().any(|l| l == line), "{line} missing in\n{out}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_full_map_is_named_in_one_node_event_and_counted_per_retry() {
+    let recorder = Arc::new(Recorder::default());
+    *recorder.full.lock().unwrap() = 3;
+    let api = Arc::new(Warnings::default());
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = PolicyMetrics::register(&mut registry);
+    let hub = hub_with_api(&recorder, Some(metrics), Some(api.clone()));
+    send(
+        &hub,
+        [pod("web", "web", "10.0.0.2"), web_policy()]
+            .into_iter()
+            .chain(listed()),
+    )
+    .await;
+    // The first try and two retries fail, the third retry applies.
+    tokio::time::sleep(RETRY * 4).await;
+    assert_eq!(recorder.applied.lock().unwrap().len(), 1);
+    let mut out = String::new();
+    prometheus_client::encoding::prometheus_text::encode(&mut out, &registry).unwrap();
+    let line = "sarena_policy_map_full_total{map=\"SARENA_POLICY\"} 3";
+    assert!(out.lines().any(|l| l == line), "{line} missing in\n{out}");
+    let warned = api.warned.lock().unwrap().clone();
+    assert_eq!(warned.len(), 1, "one Event for three failures: {warned:?}");
+    let (node, reason, message) = &warned[0];
+    assert_eq!((node.as_str(), reason.as_str()), ("node1", "PolicyMapFull"));
+    assert!(message.contains("SARENA_POLICY are full"), "{message}");
+    assert!(message.contains("2 of 7 writes failed"), "{message}");
+}
+
+/// Records the Events the hub posts.
+#[derive(Default)]
+struct Warnings {
+    warned: StdMutex<Vec<(String, String, String)>>,
+}
+
+#[async_trait]
+impl ClusterApi for Warnings {
+    async fn mark_network_available(&self, _node: &str) -> Result<(), ClusterError> {
+        Ok(())
+    }
+
+    async fn warn(
+        &self,
+        node: &ClusterNode,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ClusterError> {
+        let event = (node.name.clone(), reason.to_owned(), message.to_owned());
+        self.warned.lock().unwrap().push(event);
+        Ok(())
     }
 }
 

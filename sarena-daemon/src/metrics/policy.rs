@@ -20,6 +20,7 @@ pub struct PolicyMetrics {
     isolated: Family<Labels, Gauge>,
     compile: CompileHistogram,
     apply_errors: Counter,
+    map_full: Family<Labels, Counter>,
 }
 
 /// The compile-time histogram (a newtype for `Default`).
@@ -57,6 +58,11 @@ impl PolicyMetrics {
             "Compiled NetworkPolicy states the dataplane failed to apply",
             m.apply_errors.clone(),
         );
+        registry.register(
+            "sarena_policy_map_full",
+            "Policy updates that found this eBPF map full (its missing entries stay denied)",
+            m.map_full.clone(),
+        );
         m
     }
 
@@ -77,6 +83,13 @@ impl PolicyMetrics {
     pub fn apply_failed(&self) {
         self.apply_errors.inc();
     }
+
+    /// A policy update found `map` full.
+    pub fn map_full(&self, map: &str) {
+        self.map_full
+            .get_or_create(&vec![("map", map.to_owned())])
+            .inc();
+    }
 }
 
 #[cfg(test)]
@@ -91,6 +104,7 @@ mod tests {
         let m = PolicyMetrics::register(&mut registry);
         m.compiled(3, 2, 1, Duration::from_millis(4));
         m.apply_failed();
+        m.map_full("SARENA_POLICY");
         let mut out = String::new();
         encode(&mut out, &registry).unwrap();
         for line in [
@@ -99,6 +113,7 @@ mod tests {
             "sarena_policy_endpoints_isolated{direction=\"egress\"} 1",
             "sarena_policy_compile_duration_seconds_count 1",
             "sarena_policy_apply_errors_total 1",
+            "sarena_policy_map_full_total{map=\"SARENA_POLICY\"} 1",
         ] {
             assert!(out.lines().any(|l| l == line), "{line} missing in\n{out}");
         }

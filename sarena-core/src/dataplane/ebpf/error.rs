@@ -180,12 +180,14 @@ pub enum BpfError {
     },
     /// Some writes of a policy update failed (a full map): what they
     /// would allow is denied until an update succeeds.
-    #[error("eBPF policy update: {failed} of {} writes failed", failed + writes)]
+    #[error("eBPF policy update: {failed} of {} writes failed{}", failed + writes, full_list(full_maps))]
     PolicyWrites {
         /// Writes that failed.
         failed: usize,
         /// Writes made.
         writes: usize,
+        /// The maps that were full, by name (empty: other failures).
+        full_maps: Vec<&'static str>,
     },
     /// The host has no device of that name.
     #[error("eBPF attach {ifname}: no such device")]
@@ -358,6 +360,15 @@ pub(super) fn map_errno(e: &MapError) -> Option<i32> {
 /// A lookup or delete of a missing key (reported either way by aya).
 pub(super) fn is_not_found(e: &MapError) -> bool {
     matches!(e, MapError::KeyNotFound) || map_errno(e) == Some(libc::ENOENT)
+}
+
+/// `; full: A, B` for a non-empty list of map names.
+fn full_list(maps: &[&'static str]) -> String {
+    if maps.is_empty() {
+        String::new()
+    } else {
+        format!("; full: {}", maps.join(", "))
+    }
 }
 
 #[cfg(test)]

@@ -75,13 +75,16 @@ pub(super) struct PolicyLoader {
 }
 
 /// What one update did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PolicyApplied {
     /// Writes made.
     pub writes: usize,
     /// Writes that failed (their entries are missing: the traffic they
     /// would allow is denied).
     pub failed: usize,
+    /// The maps that refused a write because they were full, by name
+    /// (`SARENA_POLICY`, `SARENA_IPCACHE`, `SARENA_ENDPOINTS`), sorted.
+    pub full_maps: Vec<&'static str>,
 }
 
 impl PolicyLoader {
@@ -247,6 +250,12 @@ impl State {
                 Err(error) => {
                     report.failed += 1;
                     self.policy.failed_writes += 1;
+                    if let BpfError::MapFull { map, .. } = &error
+                        && !report.full_maps.contains(map)
+                    {
+                        report.full_maps.push(map);
+                        report.full_maps.sort_unstable();
+                    }
                     tracing::warn!(error = %crate::error_chain(&error), "policy entry not written");
                 }
             }
