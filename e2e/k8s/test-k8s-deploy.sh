@@ -12,10 +12,15 @@
 #   a Deployment of 10 busybox pods Running on both nodes, distinct addresses
 #   from each node's podCIDR; every pod reaches every other (across nodes);
 #   a ClusterIP Service answers from backends on both nodes;
+#   a NetworkPolicy lets only the web pods reach the web pods: an intruder
+#   pod's TCP connections to a web pod on the other node are denied, and a
+#   prober in it keeps trying (about one attempt a second) through the next
+#   two steps: not one may succeed;
 #   a daemon pod deleted: recreated by the DaemonSet, a ping across nodes
 #   loses nothing, the new daemon serves ADD;
-#   a rolling update of the DaemonSet: the conflist never missing, the nodes
-#   never NotReady, traffic kept;
+#   a rolling update of the DaemonSet (the way an upgrade rolls out): the
+#   conflist never missing, the nodes never NotReady, traffic kept, the
+#   intruder still denied;
 #   kubelet restarted on both nodes: every pod keeps its address, sandbox and
 #   traffic, the daemons' endpoints unchanged;
 #   the pods deleted: no address, endpoint or host link left;
@@ -236,6 +241,34 @@ ping_verdict() {
   [ $((sent - got)) -le 1 ] || fail "$1: $((sent - got)) of $sent pings lost"
 }
 
+phase "a deny policy: only web reaches web; an intruder's connections are denied"
+k apply -f - >/dev/null <<EOF
+{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+ "metadata": {"name": "web-from-web", "namespace": "default"},
+ "spec": {"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Ingress"],
+  "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "web"}}}]}]}}
+EOF
+k apply -f - >/dev/null <<EOF
+{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "intruder", "namespace": "default", "labels": {"app": "intruder"}},
+ "spec": {"nodeName": "$N1", "terminationGracePeriodSeconds": 0,
+  "containers": [{"name": "c", "image": "sarena.local/busybox:1.35", "imagePullPolicy": "Never",
+                  "command": ["sleep", "3600"]}]}}
+EOF
+wait_until 60 all_ready app=intruder 1 || fail "the intruder pod is not Ready"
+# intruder_denied: three connections in a row from the intruder to B fail.
+intruder_denied() {
+  local i
+  for i in 1 2 3; do
+    ! k exec intruder -- timeout 2 wget -qO- "http://$B_IP:8080/" >/dev/null 2>&1 || return 1
+  done
+}
+wait_until 20 intruder_denied || fail "the intruder still reaches $B ($B_IP): the policy is not enforced"
+k exec "$A" -- timeout 3 wget -qO- "http://$B_IP:8080/" >/dev/null || fail "$A (web) cannot reach $B (web) under the policy"
+# The prober: a connection attempt about every 1.2 s, each counted, each success logged.
+# shellcheck disable=SC2016 # expanded in the pod
+k exec intruder -- sh -c 'while :; do echo >>/tries; timeout 1 wget -qO- "http://$0:8080/" >/dev/null 2>&1 && date >>/got; sleep 0.2; done >/dev/null 2>&1 &
+  echo $! >/prober.pid' "$B_IP"
+
 phase "daemon pod deleted: recreated, traffic kept, ADD served by the new daemon"
 OLD=$(ds_pod "$N1")
 SINCE=$(node_ready_since "$N1")
@@ -280,6 +313,13 @@ for n in "$N1" "$N2"; do
   [ "$(node_ready_since "$n")" = "${SINCE_OF[$n]}" ] || fail "$n's Ready condition changed during the update"
 done
 ping_verdict "rolling update"
+# shellcheck disable=SC2016 # expanded in the pod
+read -r tries got < <(k exec intruder -- sh -c 'kill "$(cat /prober.pid)"; echo "$(wc -l </tries) $(cat /got 2>/dev/null | wc -l)"')
+log "deny policy through a daemon pod's replacement and a rolling update: $got of $tries intruder connections got through"
+[ "$tries" -ge 20 ] || fail "the intruder's prober made only $tries attempts"
+[ "$got" = 0 ] || fail "$got of the intruder's $tries connections to $B got through the deny policy"
+k delete pod intruder --wait=false >/dev/null
+k delete networkpolicy web-from-web >/dev/null
 
 phase "kubelet restarted on both nodes: no pod loses its network"
 BEFORE=$(pod_identity app=web)
