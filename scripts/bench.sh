@@ -3,8 +3,9 @@
 # reference ptp/bridge + host-local plugins, churn, scale, the dataplane
 # against a raw veth pair (pod <-> pod direct, and pod -> ClusterIP -> pod
 # through kube-proxy iptables-mode rules for Sarena eBPF, Sarena kernel and
-# ptp, issue 11; the eBPF programs' own ns per run, issue 16), and the
-# criterion benches; renders docs/benchmarks.md and docs/benchmarks-*.svg
+# ptp, issue 11; the eBPF programs' own ns per run, issue 16), the
+# NetworkPolicy engine's scale and change latency (in process, issue 26) and
+# the criterion benches; renders docs/benchmarks.md and docs/benchmarks-*.svg
 # from the results. Needs iptables (the Service rules) besides iperf3.
 #
 # Usage (as root): bash scripts/bench.sh [--pods N] [--quick]
@@ -81,7 +82,7 @@ cargo bench -p sarena-benches --benches -- "${CRITERION_ARGS[@]}"
 export SARENA_EBPF_OBJECT="$daemon_out/sarena-ebpf"
 log "eBPF object: $SARENA_EBPF_OBJECT"
 
-log "harness: CNI latency, churn, scale, dataplane"
+log "harness: CNI latency, churn, scale, dataplane, NetworkPolicy engine"
 mkdir -p "$OUT"
 rc=0
 SARENA_BENCH_COMMAND="$command_line" target/release/sarena-bench all --pods "$PODS" "${QUICK[@]}" \

@@ -1,6 +1,7 @@
 //! Sarena's benchmarks: criterion benches in `benches/` (IPAM, API round
 //! trip) and the `sarena-bench` harness (CNI operations executed as a runtime
-//! does, churn, scale, dataplane) that writes `docs/benchmarks.md`.
+//! does, churn, scale, dataplane, the NetworkPolicy engine) that writes
+//! `docs/benchmarks.md`.
 
 // Tests may unwrap (as in sarena-core).
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
@@ -9,6 +10,7 @@ pub mod cni_ops;
 pub mod dataplane;
 mod error;
 pub mod node;
+pub mod policy;
 pub mod report;
 pub mod stats;
 

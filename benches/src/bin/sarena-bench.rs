@@ -1,7 +1,9 @@
 //! `sarena-bench`: the benchmark harness of issue 6. Runs the CNI operation
 //! benchmarks (latency, churn, scale) and the dataplane benchmark on throwaway
-//! nodes, writes each part's results as JSON, and renders docs/benchmarks.md.
-//! Must run as root. `scripts/bench.sh` is the one documented command.
+//! nodes, the NetworkPolicy engine's scale and change latency in process
+//! (issue 26), writes each part's results as JSON, and renders
+//! docs/benchmarks.md. Must run as root (but for `policy` and `report`).
+//! `scripts/bench.sh` is the one documented command.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,6 +13,7 @@ use sarena_benches::BenchError;
 use sarena_benches::cni_ops::{self, CniOptions, CniResults};
 use sarena_benches::dataplane::{self, DataplaneOptions, DataplaneResults};
 use sarena_benches::node::Bins;
+use sarena_benches::policy::{self, ClusterSpec, PolicyOptions, PolicyResults};
 use sarena_benches::report::{self, Machine, ReportInputs};
 use serde::{Deserialize, Serialize};
 
@@ -31,10 +34,20 @@ enum Part {
     Cni(RunArgs),
     /// Pod ↔ pod throughput and request/response against a raw veth pair.
     Dataplane(RunArgs),
-    /// `cni`, then `dataplane`, then `report`.
+    /// The NetworkPolicy engine: scale (10,000 pods, 1,000 policies) and
+    /// change latency (1,000 pods, 200 policies), in process; no root needed.
+    Policy(RunArgs),
+    /// `cni`, then `dataplane`, then `policy`, then `report`.
     All(RunArgs),
     /// Renders the page from the JSON results in --out.
     Report(ReportArgs),
+    /// `policy`'s scale point in a fresh process: prints its result as JSON.
+    #[command(name = policy::CHILD_COMMAND, hide = true)]
+    PolicyScaleChild {
+        /// The cluster ([`ClusterSpec`] as JSON).
+        #[arg(long)]
+        spec: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +88,7 @@ struct RunInfo {
 
 const CNI_JSON: &str = "cni.json";
 const DATAPLANE_JSON: &str = "dataplane.json";
+const POLICY_JSON: &str = "policy.json";
 const RUN_JSON: &str = "run.json";
 
 fn main() -> ExitCode {
@@ -103,15 +117,35 @@ fn run(part: Part) -> Result<bool, BenchError> {
             start(&a)?;
             dp(&a)
         }
+        Part::Policy(a) => {
+            write_run_info(&a, None)?;
+            policy_part(&a)?;
+            Ok(true)
+        }
         Part::All(a) => {
             start(&a)?;
             let cni_ok = cni(&a)?;
             let dp_ok = dp(&a)?;
+            policy_part(&a)?;
             report_part(&a.report)?;
             Ok(cni_ok && dp_ok)
         }
         Part::Report(r) => {
             report_part(&r)?;
+            Ok(true)
+        }
+        Part::PolicyScaleChild { spec } => {
+            let spec: ClusterSpec =
+                serde_json::from_str(&spec).map_err(|source| BenchError::Json {
+                    what: "--spec".into(),
+                    source,
+                })?;
+            let result = policy::measure_scale(spec, "a child process of its own")?;
+            let json = serde_json::to_string(&result).map_err(|source| BenchError::Json {
+                what: "policy scale result".into(),
+                source,
+            })?;
+            println!("{json}");
             Ok(true)
         }
     }
@@ -134,13 +168,18 @@ fn start(a: &RunArgs) -> Result<(), BenchError> {
             what: "--pods must be at least 1".into(),
         });
     }
+    let bins = Bins::locate()?;
+    write_run_info(a, Some(&bins.sarena_cni))
+}
+
+/// Output dir, run facts (`policy` alone: no root, no binaries).
+fn write_run_info(a: &RunArgs, sarena_cni: Option<&Path>) -> Result<(), BenchError> {
     std::fs::create_dir_all(&a.report.out)
         .map_err(|e| BenchError::io("mkdir", &a.report.out, e))?;
-    let bins = Bins::locate()?;
     let info = RunInfo {
         quick: a.quick,
         command: command_line(&a.report),
-        machine: report::machine::collect(Some(&bins.sarena_cni)),
+        machine: report::machine::collect(sarena_cni),
     };
     write_json(&a.report.out.join(RUN_JSON), &info)
 }
@@ -173,11 +212,24 @@ fn dp(a: &RunArgs) -> Result<bool, BenchError> {
     Ok(problems.is_empty())
 }
 
+fn policy_part(a: &RunArgs) -> Result<(), BenchError> {
+    let opts = if a.quick {
+        PolicyOptions::quick()
+    } else {
+        PolicyOptions::full()
+    };
+    let exe =
+        std::env::current_exe().map_err(|e| BenchError::io("current_exe", "/proc/self/exe", e))?;
+    let results = policy::run(&opts, &exe)?;
+    write_json(&a.report.out.join(POLICY_JSON), &results)
+}
+
 fn report_part(r: &ReportArgs) -> Result<(), BenchError> {
     let info: Option<RunInfo> = read_json(&r.out.join(RUN_JSON))?;
     let cni: Option<CniResults> = read_json(&r.out.join(CNI_JSON))?;
     let dataplane: Option<DataplaneResults> = read_json(&r.out.join(DATAPLANE_JSON))?;
-    if cni.is_none() && dataplane.is_none() {
+    let policy: Option<PolicyResults> = read_json(&r.out.join(POLICY_JSON))?;
+    if cni.is_none() && dataplane.is_none() && policy.is_none() {
         return Err(BenchError::Input {
             what: format!(
                 "no results in {} (run `sarena-bench all` first)",
@@ -192,6 +244,7 @@ fn report_part(r: &ReportArgs) -> Result<(), BenchError> {
     let inputs = ReportInputs {
         cni,
         dataplane,
+        policy,
         criterion: report::criterion::gather(&r.criterion),
         machine,
         command,

@@ -276,6 +276,7 @@ fn the_report_compares_services_with_their_direct_path_and_ptp() {
     let page = render(&ReportInputs {
         cni: None,
         dataplane: Some(dp),
+        policy: None,
         criterion: vec![],
         machine: Machine::default(),
         command: "x".into(),

@@ -1,6 +1,9 @@
 use super::*;
 use crate::cni_ops::{Check, CniOptions, LatencyResults, OpLatency};
 use crate::node::Contender;
+use crate::policy::{
+    self as pol, ChangeResults, ChangeRow, Memory, PolicyResults, ScaleResult, Sizes,
+};
 use crate::stats::Summary;
 
 fn row(contender: Contender, op: &str, samples: &[f64]) -> OpLatency {
@@ -48,6 +51,7 @@ fn inputs() -> ReportInputs {
     ReportInputs {
         cni: Some(cni),
         dataplane: None,
+        policy: None,
         criterion: vec![],
         machine: Machine {
             cpu: "Test CPU".into(),
@@ -92,4 +96,86 @@ fn write_puts_page_and_plots() {
         .map(|&c| svg.matches(&format!("fill=\"{}\"", plots::hex(c))).count() - 1)
         .sum();
     assert_eq!(bars, 3);
+}
+
+fn policy_results(created_ms: &[f64], peak_kib: u64) -> PolicyResults {
+    let opts = pol::PolicyOptions::full();
+    let rows = pol::OPS
+        .iter()
+        .map(|op| {
+            let samples = if *op == pol::OPS[0] {
+                created_ms
+            } else {
+                &[1.0][..]
+            };
+            ChangeRow {
+                op: op.to_string(),
+                summary: Summary::of(samples),
+                samples_ms: samples.to_vec(),
+            }
+        })
+        .collect();
+    PolicyResults {
+        options: opts,
+        scale: ScaleResult {
+            spec: opts.scale,
+            measured_in: "a child process of its own".into(),
+            events: 13_205,
+            feed_ms: 40.0,
+            first_compile_ms: 250.0,
+            second_compile_ms: 200.0,
+            memory: Memory {
+                rss_before_kib: 4096,
+                rss_fed_kib: 20_000,
+                rss_compiled_kib: 30_000,
+                rss_recompiled_kib: 35_000,
+                hwm_kib: 4096 + peak_kib,
+                hwm_reset: true,
+            },
+            sizes: Sizes {
+                ipcache_entries: 12_003,
+                policy_entries: 300_000,
+                endpoints: 100,
+                ingress_isolated: 100,
+                egress_isolated: 20,
+                max_endpoint_entries: 5000,
+                identities: 2200,
+                rules: 1500,
+            },
+        },
+        change: ChangeResults {
+            spec: opts.change,
+            rounds: 200,
+            first_compile_ms: 30.0,
+            rows,
+        },
+    }
+}
+
+#[test]
+fn the_policy_section_gives_the_engines_share_of_the_targets() {
+    let mut inputs = inputs();
+    inputs.policy = Some(policy_results(&[10.0, 12.0, 14.0], 50 * 1024));
+    let md = render(&inputs);
+    for needle in [
+        "## NetworkPolicy: engine scale and change latency",
+        "| policy created → enforced, p50 (1,000 pods on 10 nodes (100 on this one), 20 namespaces, 200 policies) | ≤ 100 ms | 12.0 ms engine + 20 ms debounce = 32.0 ms | ✓ met (engine's share) |",
+        "| daemon RSS (10,000 pods on 100 nodes (100 on this one), 200 namespaces, 1,000 policies) | ≤ 100 MiB | engine's peak 50.0 MiB | ✓ met (engine's share) |",
+        "| `SARENA_IPCACHE` entries | ≤ 262,144 | 12,003 (4.6 % of 262,144) | ✓ met |",
+        "| `SARENA_POLICY` entries | ≤ 262,144 | 300,000 (114.4 % of 262,144) | ✗ missed |",
+        "### Scale: 10,000 pods",
+        "| engine peak (VmHWM − VmRSS before) | 50.0 MiB |",
+        "### Change latency: 1,000 pods",
+        "| policy created | 3 | 12.00 |",
+        "not the daemon's watch caches",
+    ] {
+        assert!(md.contains(needle), "missing {needle:?} in:\n{md}");
+    }
+    inputs.policy = Some(policy_results(&[90.0], 120 * 1024));
+    let md = render(&inputs);
+    assert!(
+        md.contains("90.0 ms engine + 20 ms debounce = 110.0 ms | ✗ missed"),
+        "{md}"
+    );
+    assert!(md.contains("engine's peak 120.0 MiB | ✗ missed"), "{md}");
 }
