@@ -128,8 +128,14 @@ if [ "$(id -u)" = 0 ]; then
 else
   cargo test --workspace
 fi
-phase "cargo bench --no-run"
-cargo bench --workspace --no-run
+# The benches compiled and linked so they never rot (clippy --all-targets
+# has type-checked them): the criterion benches are sarena-benches' only
+# bench targets, built in the dev profile on what `cargo test` just built.
+# `cargo bench --no-run` built every crate's test harness again in the
+# release profile with LTO (7-12 minutes) for no further check;
+# scripts/bench.sh builds them optimized when it measures.
+phase "benches compiled (cargo build -p sarena-benches --benches)"
+cargo build -p sarena-benches --benches
 phase "benchmark harness smoke run (sarena-bench all --quick)"
 cargo build -p sarena-cni -p sarena-daemon -p sarena-benches
 target/debug/sarena-bench all --quick --out target/bench-quick
