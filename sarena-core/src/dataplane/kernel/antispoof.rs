@@ -36,7 +36,9 @@ use crate::dataplane::DataplaneError;
 use crate::links::link_local;
 
 /// The chain and set definitions, created when missing; set contents are
-/// kept and the rules of Sarena's chains replaced (idempotent).
+/// kept and the rules of Sarena's chains replaced (idempotent). Protocols
+/// by number (58: ICMPv6): `nft` resolves names through /etc/protocols,
+/// which the DaemonSet's image does not have.
 fn structure(table: &str) -> String {
     format!(
         "add table inet {table}
@@ -53,7 +55,7 @@ add rule inet {table} antispoof meta nfproto ipv4 iif . ip saddr @allowed4 retur
 add rule inet {table} antispoof icmpv6 type {{ nd-router-advert, nd-redirect }} counter drop
 add rule inet {table} antispoof icmpv6 type nd-neighbor-advert iif . @th,64,128 != @claimable6 counter drop
 add rule inet {table} antispoof icmpv6 type nd-neighbor-solicit ip6 saddr :: iif . @th,64,128 != @claimable6 counter drop
-add rule inet {table} antispoof meta nfproto ipv6 ip6 saddr :: meta l4proto ipv6-icmp return
+add rule inet {table} antispoof meta nfproto ipv6 ip6 saddr :: meta l4proto 58 return
 add rule inet {table} antispoof meta nfproto ipv6 iif . ip6 saddr @allowed6 return
 add rule inet {table} antispoof counter drop
 add table arp {table}
@@ -275,7 +277,7 @@ mod tests {
         assert!(script.contains("iif . ip saddr @allowed4 return"));
         // No link-local source but the pod's own (in `allowed6`).
         assert!(!script.contains("fe80"));
-        assert!(script.contains("ip6 saddr :: meta l4proto ipv6-icmp return"));
+        assert!(script.contains("ip6 saddr :: meta l4proto 58 return"));
         assert!(script.contains("iif . arp saddr ip @allowed4 return"));
         // Neighbour discovery claiming another address, and router
         // messages, are dropped before any source is let through.
