@@ -23,7 +23,9 @@
 #   all          both, in one run of the suite per pass (one cluster each)
 # Environment:
 #   SARENA_UPSTREAM_PASSES="control native vxlan"  the passes, in order
-#                      (any of control native vxlan kernel)
+#                      (any of control native vxlan kernel); PASS:SUITE runs
+#                      another suite on that pass (e.g. "control:all
+#                      native:all vxlan kernel:netpol")
 #   SARENA_UPSTREAM_FOCUS=REGEX  only the tests whose full name matches (one
 #                      test: a distinctive part of its name, e.g.
 #                      'session affinity work for NodePort')
@@ -46,14 +48,21 @@ REPO=$(cd "$HERE/../.." && pwd)
 . "$HERE/upstream-lib.sh"
 
 [ "$(id -u)" = 0 ] || fail "needs root"
+# suite_focus SUITE: the ginkgo focus of a suite.
+suite_focus() {
+  case $1 in
+    conformance) echo '\[sig-network\].*\[Conformance\]' ;;
+    netpol) echo '\[Feature:NetworkPolicy\]' ;;
+    all) echo '(\[sig-network\].*\[Conformance\]|\[Feature:NetworkPolicy\])' ;;
+    *) return 1 ;;
+  esac
+}
 SUITE=${1:-conformance}
 case $SUITE in
-  conformance) SUITE_FOCUS='\[sig-network\].*\[Conformance\]' ;;
-  netpol) SUITE_FOCUS='\[Feature:NetworkPolicy\]' ;;
-  all) SUITE_FOCUS='(\[sig-network\].*\[Conformance\]|\[Feature:NetworkPolicy\])' ;;
-  -h | --help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//' && exit 0 ;;
-  *) fail "unknown suite '$SUITE' (conformance, netpol or all)" ;;
+  -h | --help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//' && exit 0 ;;
 esac
+SUITE_FOCUS=$(suite_focus "$SUITE") || fail "unknown suite '$SUITE' (conformance, netpol or all)"
+DEFAULT_SUITE=$SUITE
 read -r -a PASSES <<<"${SARENA_UPSTREAM_PASSES:-control native vxlan}"
 PHASE_WIDTH=60
 RID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
@@ -84,7 +93,14 @@ phase "build: setup-k8s.sh (cached), images"
 bash "$REPO/scripts/setup-k8s.sh" >/dev/null
 build_images "$WORK"
 
-for pass in "${PASSES[@]}"; do
+# A pass is NAME or NAME:SUITE (the suite it runs, default the argument's).
+focus_args=()
+for entry in "${PASSES[@]}"; do
+  pass=${entry%%:*}
+  SUITE=$DEFAULT_SUITE
+  [ "$entry" = "$pass" ] || SUITE=${entry#*:}
+  SUITE_FOCUS=$(suite_focus "$SUITE") || fail "$pass: unknown suite '$SUITE'"
+  focus_args+=(--focus-of "$pass=$SUITE_FOCUS")
   case $pass in control | native | vxlan | kernel) ;; *) fail "unknown pass '$pass'" ;; esac
   if [ "$pass" = control ] && control_cached "$OUT/control.tsv"; then
     log "control: results of an earlier run with the same inputs ($(control_key | cut -c1-12))"
@@ -107,8 +123,8 @@ for pass in "${PASSES[@]}"; do
 done
 
 phase "table"
-verdict_args=(--enforcing '\[Feature:NetworkPolicy\]')
+verdict_args=(--enforcing '\[Feature:NetworkPolicy\]' "${focus_args[@]}")
 tables=()
-for pass in "${PASSES[@]}"; do tables+=("$OUT/$pass.tsv"); done
+for entry in "${PASSES[@]}"; do tables+=("$OUT/${entry%%:*}.tsv"); done
 python3 "$HERE/upstream-table.py" table --expected "$HERE/upstream-expected.tsv" \
   ${verdict_args[@]+"${verdict_args[@]}"} "${tables[@]}" | tee "$OUT/table.txt"
