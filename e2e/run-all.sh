@@ -18,11 +18,11 @@
 #   k8s-deploy is e2e/k8s/test-k8s-deploy.sh (Sarena installed by its
 #   DaemonSet on kubelet nodes; 10 measured pods, SARENA_DEPLOY_PODS="10 50"
 #   for the full measurement);
-#   upstream is e2e/k8s/test-upstream.sh conformance (Kubernetes' own
-#   [sig-network] [Conformance] tests on the control, native and vxlan; the
-#   control's results are reused while their inputs are unchanged). The
-#   NetworkPolicy suite (`test-upstream.sh netpol`, asserted) is not in this
-#   run yet: about 15 minutes a pass, it does not fit CI's time budget.
+#   upstream is e2e/k8s/test-upstream.sh all (Kubernetes' own [sig-network]
+#   [Conformance] and [Feature:NetworkPolicy] tests on the control, native
+#   and vxlan, the NetworkPolicy tests on the kernel dataplane too; six
+#   ginkgo processes, since the NetworkPolicy tests mostly wait on probes;
+#   the control's results are reused while their inputs are unchanged)
 set -uo pipefail
 cd "$(dirname "$0")" || exit 1
 # shellcheck source=e2e/lib.sh
@@ -83,7 +83,9 @@ run() {
         echo "skipped: test-upstream.sh runs the reference bridge itself, as its control"
         return 0
       fi
-      cmd=(env SARENA_UPSTREAM_CONTROL_CACHE="${SARENA_UPSTREAM_CONTROL_CACHE:-1}" bash ./k8s/test-upstream.sh conformance)
+      cmd=(env SARENA_UPSTREAM_CONTROL_CACHE="${SARENA_UPSTREAM_CONTROL_CACHE:-1}"
+        SARENA_UPSTREAM_PASSES="${SARENA_UPSTREAM_PASSES:-control:all native:all vxlan:all kernel:netpol}"
+        SARENA_UPSTREAM_NODES="${SARENA_UPSTREAM_NODES:-6}" bash ./k8s/test-upstream.sh all)
       ;;
     services | antispoof)
       case "$MODE" in
