@@ -8,98 +8,15 @@
 
 mod ebpf;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use ebpf::TestDataplane;
 use ebpf::policy::{connects, pod};
-use sarena_core::api::PodRef;
+use ebpf::shop::{db_policy, engine, k8s_pod};
 use sarena_core::dataplane::Dataplane;
 use sarena_core::dataplane::ebpf::{AyaDataplane, DropReason};
 use sarena_core::links::RtnetlinkLinks;
-use sarena_core::policy::{
-    Kind, LabelSelector, Peer, Policy, PolicyEngine, PolicyEvent, PolicyNamespace, PolicyPod,
-    PortRef, PortSpec, Protocol, Rule,
-};
-use sarena_test_support::Pod;
-
-const NODE: &str = "node-a";
-
-fn labels(app: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("app".to_string(), app.to_string())])
-}
-
-/// Names `pod` `ns/name` (before it is attached) and describes it to the engine.
-fn k8s_pod(pod: &mut Pod, name: &str, app: &str) -> PolicyPod {
-    pod.endpoint.spec.pod = PodRef {
-        namespace: Some("shop".into()),
-        name: Some(name.into()),
-        uid: None,
-    };
-    PolicyPod {
-        namespace: "shop".into(),
-        name: name.into(),
-        labels: labels(app),
-        ips: pod
-            .endpoint
-            .spec
-            .addresses
-            .iter()
-            .map(|a| a.addr())
-            .collect(),
-        named_ports: Vec::new(),
-        node: NODE.into(),
-        host_network: false,
-    }
-}
-
-/// "Only app=web may reach app=db, on TCP 8080."
-fn db_policy() -> Policy {
-    Policy {
-        namespace: "shop".into(),
-        name: "db-from-web".into(),
-        pod_selector: LabelSelector {
-            match_labels: labels("db"),
-            match_expressions: Vec::new(),
-        },
-        ingress_isolation: true,
-        egress_isolation: false,
-        ingress: vec![Rule {
-            peers: vec![Peer::Pods {
-                pods: Some(LabelSelector {
-                    match_labels: labels("web"),
-                    match_expressions: Vec::new(),
-                }),
-                namespaces: None,
-            }],
-            ports: vec![PortSpec {
-                protocol: Protocol::Tcp,
-                port: Some(PortRef::Number(8080)),
-                end_port: None,
-            }],
-        }],
-        egress: Vec::new(),
-    }
-}
-
-fn engine(pods: &[PolicyPod], policies: &[Policy]) -> PolicyEngine {
-    let mut e = PolicyEngine::new(NODE, 256);
-    for p in pods {
-        e.handle(PolicyEvent::Pod(p.clone()));
-    }
-    e.handle(PolicyEvent::Namespace(PolicyNamespace {
-        name: "shop".into(),
-        labels: BTreeMap::new(),
-    }));
-    for p in policies {
-        e.handle(PolicyEvent::Policy(p.clone()));
-    }
-    for kind in [Kind::Pods, Kind::Namespaces, Kind::Policies, Kind::Services] {
-        e.handle(PolicyEvent::Listed(kind));
-    }
-    assert!(e.synced());
-    e
-}
+use sarena_core::policy::PolicyEngine;
 
 fn apply(dp: &AyaDataplane, engine: &mut PolicyEngine) {
     let applied = dp.apply_policy(Arc::new(engine.compile()));

@@ -10,88 +10,17 @@
 
 mod ebpf;
 
-use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use ebpf::policy::{connects, pod, v4, v6};
-use sarena_core::api::PodRef;
+use ebpf::policy::{connects, host_connects, pod, v4, v6};
+use ebpf::shop::{db_policy, engine, k8s_pod, selector};
 use sarena_core::dataplane::kernel::KernelNames;
 use sarena_core::dataplane::{
     Dataplane, KernelDataplane, NodeNetwork, NodeUpdate, NodeUpdates, UpdateOutcome,
 };
 use sarena_core::links::RtnetlinkLinks;
-use sarena_core::policy::{
-    Kind, LabelSelector, Peer, Policy, PolicyEngine, PolicyEvent, PolicyNamespace, PolicyPod,
-    PortRef, PortSpec, Protocol, Rule,
-};
-use sarena_test_support::{HostStack, Pod, SysctlGuard, in_netns, require_root, run, succeeds};
-
-const NODE: &str = "node-a";
-
-fn labels(app: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("app".to_string(), app.to_string())])
-}
-
-fn selector(app: &str) -> LabelSelector {
-    LabelSelector {
-        match_labels: labels(app),
-        match_expressions: Vec::new(),
-    }
-}
-
-/// Names `pod` `shop/name` (before it is attached) and describes it to the engine.
-fn k8s_pod(pod: &mut Pod, name: &str, app: &str) -> PolicyPod {
-    pod.endpoint.spec.pod = PodRef {
-        namespace: Some("shop".into()),
-        name: Some(name.into()),
-        uid: None,
-    };
-    PolicyPod {
-        namespace: "shop".into(),
-        name: name.into(),
-        labels: labels(app),
-        ips: pod
-            .endpoint
-            .spec
-            .addresses
-            .iter()
-            .map(|a| a.addr())
-            .collect(),
-        named_ports: Vec::new(),
-        node: NODE.into(),
-        host_network: false,
-    }
-}
-
-fn tcp(port: u16) -> PortSpec {
-    PortSpec {
-        protocol: Protocol::Tcp,
-        port: Some(PortRef::Number(port)),
-        end_port: None,
-    }
-}
-
-/// "Only app=web may reach app=db, on TCP 8080."
-fn db_ingress() -> Policy {
-    Policy {
-        namespace: "shop".into(),
-        name: "db-from-web".into(),
-        pod_selector: selector("db"),
-        ingress_isolation: true,
-        egress_isolation: false,
-        ingress: vec![Rule {
-            peers: vec![Peer::Pods {
-                pods: Some(selector("web")),
-                namespaces: None,
-            }],
-            ports: vec![tcp(8080)],
-        }],
-        egress: Vec::new(),
-    }
-}
+use sarena_core::policy::{Peer, Policy, PolicyPod, Rule};
+use sarena_test_support::{HostStack, SysctlGuard, require_root, run, succeeds};
 
 /// "app=web may only reach app=db (any port)."
 fn web_egress() -> Policy {
@@ -112,60 +41,10 @@ fn web_egress() -> Policy {
     }
 }
 
-fn engine(pods: &[PolicyPod], policies: &[Policy]) -> PolicyEngine {
-    let mut e = PolicyEngine::new(NODE, 256);
-    for p in pods {
-        e.handle(PolicyEvent::Pod(p.clone()));
-    }
-    e.handle(PolicyEvent::Namespace(PolicyNamespace {
-        name: "shop".into(),
-        labels: BTreeMap::new(),
-    }));
-    for p in policies {
-        e.handle(PolicyEvent::Policy(p.clone()));
-    }
-    for kind in [Kind::Pods, Kind::Namespaces, Kind::Policies, Kind::Services] {
-        e.handle(PolicyEvent::Listed(kind));
-    }
-    assert!(e.synced());
-    e
-}
-
 async fn apply(dp: &KernelDataplane, pods: &[PolicyPod], policies: &[Policy]) {
     let compiled = Arc::new(engine(pods, policies).compile());
     let outcome = dp.apply(&NodeUpdate::Policy(compiled)).await.unwrap();
     assert_eq!(outcome, UpdateOutcome::Applied);
-}
-
-/// Whether the host (this netns) completes a TCP exchange with `to` on `addr`:`port`.
-fn host_connects(to: &Pod, addr: IpAddr, port: u16) -> bool {
-    let (tx, rx) = std::sync::mpsc::channel();
-    let server = in_netns(&to.netns.path(), move || {
-        let listener = TcpListener::bind(SocketAddr::new(addr, port)).unwrap();
-        listener.set_nonblocking(true).unwrap();
-        tx.send(()).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            if let Ok((mut conn, _)) = listener.accept() {
-                conn.set_nonblocking(false).unwrap();
-                let mut b = [0u8; 1];
-                if conn.read_exact(&mut b).is_ok() {
-                    let _ = conn.write_all(&b);
-                }
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    });
-    rx.recv_timeout(Duration::from_secs(5)).unwrap();
-    let target = SocketAddr::new(addr, port);
-    let ok = TcpStream::connect_timeout(&target, Duration::from_millis(1500)).is_ok_and(|mut c| {
-        c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        let mut b = [0x5au8; 1];
-        c.write_all(&b).is_ok() && c.read_exact(&mut b).is_ok()
-    });
-    server.join().unwrap();
-    ok
 }
 
 /// The packets the `counter` of the policy table has dropped.
@@ -221,7 +100,7 @@ async fn the_kernel_dataplane_enforces_the_engines_policy_through_a_restart() {
     assert!(connects(&other, &db, v4(&db), 8080));
 
     // Ingress: web on TCP 8080 only, both families.
-    apply(dp, &pods, &[db_ingress()]).await;
+    apply(dp, &pods, &[db_policy()]).await;
     for addr in [v4(&db), v6(&db)] {
         assert!(connects(&web, &db, addr, 8080), "web -> db:8080 ({addr})");
         assert!(!connects(&web, &db, addr, 8081), "web -> db:8081 ({addr})");
@@ -236,7 +115,7 @@ async fn the_kernel_dataplane_enforces_the_engines_policy_through_a_restart() {
     assert!(host_connects(&db, v4(&db), 8081), "host -> db");
 
     // Egress: web reaches db only.
-    apply(dp, &pods, &[db_ingress(), web_egress()]).await;
+    apply(dp, &pods, &[db_policy(), web_egress()]).await;
     assert!(connects(&web, &db, v4(&db), 8080));
     assert!(!connects(&web, &other, v4(&other), 9000), "web -> other");
     assert!(
@@ -275,7 +154,7 @@ async fn the_kernel_dataplane_enforces_the_engines_policy_through_a_restart() {
     );
 
     // The engine's state: late is a web pod.
-    apply(&restarted, &pods, &[db_ingress(), web_egress()]).await;
+    apply(&restarted, &pods, &[db_policy(), web_egress()]).await;
     assert!(connects(&late, &db, v4(&db), 8080), "late -> db");
     assert!(
         connects(&other, &late, v4(&late), 9000),

@@ -22,6 +22,7 @@ pub mod frames6;
 pub mod ipv6;
 pub mod policy;
 pub mod raw;
+pub mod shop;
 
 /// A dataplane over maps pinned under a directory unique to the test, both
 /// gone when it is dropped.

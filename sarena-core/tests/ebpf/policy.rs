@@ -80,7 +80,25 @@ pub fn connects(from: &Pod, to: &Pod, addr: IpAddr, port: u16) -> bool {
 /// [`connects`] with `to` listening on `listen` and `from` connecting to
 /// `connect` (a Service address the host translates to `listen`).
 pub fn connects_at(from: &Pod, to: &Pod, listen: IpAddr, connect: IpAddr, port: u16) -> bool {
-    let addr = listen;
+    let server = serve_one(to, listen, port);
+    let client = in_netns(&from.netns.path(), move || exchange(connect, port));
+    let ok = client.join().unwrap();
+    server.join().unwrap();
+    ok
+}
+
+/// Whether the host (the test's own netns) completes a TCP exchange with
+/// `to` on `addr`:`port`.
+pub fn host_connects(to: &Pod, addr: IpAddr, port: u16) -> bool {
+    let server = serve_one(to, addr, port);
+    let ok = exchange(addr, port);
+    server.join().unwrap();
+    ok
+}
+
+/// A listener on `addr`:`port` in `to`, listening when this returns, that
+/// echoes one byte of the first connection within 3 s.
+fn serve_one(to: &Pod, addr: IpAddr, port: u16) -> std::thread::JoinHandle<()> {
     let (tx, rx) = std::sync::mpsc::channel();
     let server = in_netns(&to.netns.path(), move || {
         let listener = TcpListener::bind(SocketAddr::new(addr, port)).unwrap();
@@ -101,18 +119,18 @@ pub fn connects_at(from: &Pod, to: &Pod, listen: IpAddr, connect: IpAddr, port: 
         }
     });
     rx.recv_timeout(Duration::from_secs(5)).unwrap();
-    let client = in_netns(&from.netns.path(), move || {
-        let target = SocketAddr::new(connect, port);
-        let Ok(mut conn) = TcpStream::connect_timeout(&target, Duration::from_millis(1500)) else {
-            return false;
-        };
-        conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        let mut b = [0x5au8; 1];
-        conn.write_all(&b).is_ok() && conn.read_exact(&mut b).is_ok() && b == [0x5a]
-    });
-    let ok = client.join().unwrap();
-    server.join().unwrap();
-    ok
+    server
+}
+
+/// Connects to `addr`:`port` (1.5 s at most) and exchanges a byte each way.
+fn exchange(addr: IpAddr, port: u16) -> bool {
+    let target = SocketAddr::new(addr, port);
+    let Ok(mut conn) = TcpStream::connect_timeout(&target, Duration::from_millis(1500)) else {
+        return false;
+    };
+    conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut b = [0x5au8; 1];
+    conn.write_all(&b).is_ok() && conn.read_exact(&mut b).is_ok() && b == [0x5a]
 }
 
 pub fn v4(pod: &Pod) -> IpAddr {
