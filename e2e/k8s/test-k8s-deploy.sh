@@ -318,8 +318,11 @@ read -r tries got < <(k exec intruder -- sh -c 'kill "$(cat /prober.pid)"; echo 
 log "deny policy through a daemon pod's replacement and a rolling update: $got of $tries intruder connections got through"
 [ "$tries" -ge 20 ] || fail "the intruder's prober made only $tries attempts"
 [ "$got" = 0 ] || fail "$got of the intruder's $tries connections to $B got through the deny policy"
-k delete pod intruder --wait=false >/dev/null
 k delete networkpolicy web-from-web >/dev/null
+k delete pod intruder >/dev/null
+# n_endpoints NODE N: the node's daemon holds N endpoints.
+n_endpoints() { [ "$(endpoints_json "$1" | jq length)" = "$2" ]; }
+wait_until 60 n_endpoints "$N1" 5 || fail "the intruder's endpoint is still on $N1 after its deletion"
 
 phase "kubelet restarted on both nodes: no pod loses its network"
 BEFORE=$(pod_identity app=web)
