@@ -62,9 +62,6 @@ async fn pods_ping_and_talk_tcp_through_the_programs_alone() {
     // Without the programs, nothing carries pod ↔ pod traffic.
     assert_no_host_routes(&[&a, &b]);
     assert!(!a.ping(&b, 1), "pods talk without the dataplane?");
-    // That failed try left a's neighbour entry for b incomplete (then
-    // failed); the kernel's re-probing of it must not decide the next ping.
-    a.netns.exec(&["ip", "neigh", "flush", "dev", "eth0"]);
 
     let dp = AyaDataplane::open(&object, &pins.0).unwrap();
     dp.setup(&node()).await.unwrap();
