@@ -139,8 +139,9 @@ impl Pod {
         self.ping_addr(&to.ip6().to_string(), count)
     }
 
-    /// `ping` from this pod to the address `to` (either family); true when every echo was
-    /// answered (each within 1 s, sent every 0.2 s).
+    /// `ping` from this pod to the address `to` (either family); true when `count` echoes
+    /// were answered (sent every 0.2 s, each waited for 1 s) within `count + 2` seconds,
+    /// so one lost on a loaded machine is sent again.
     ///
     /// Neighbour entries an earlier failed try left `INCOMPLETE` or `FAILED` are flushed
     /// first: whether the kernel re-probes them within this ping's window
@@ -153,7 +154,8 @@ impl Pod {
             .output();
         let out = Command::new("ip")
             .args(["netns", "exec", &self.netns.name, "ping", "-n", "-q"])
-            .args(["-c", &count.to_string(), "-i", "0.2", "-W", "1", to])
+            .args(["-c", &count.to_string(), "-i", "0.2", "-W", "1"])
+            .args(["-w", &(count + 2).to_string(), to])
             .output()
             .unwrap();
         out.status.success()
