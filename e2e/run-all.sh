@@ -18,23 +18,23 @@
 #   k8s-deploy is e2e/k8s/test-k8s-deploy.sh (Sarena installed by its
 #   DaemonSet on kubelet nodes; 10 measured pods, SARENA_DEPLOY_PODS="10 50"
 #   for the full measurement);
-#   netpol-table is e2e/k8s/test-netpol-table.sh vxlan kernel (the
+#   netpol-table is e2e/k8s/test-netpol-table.sh native vxlan kernel (the
 #   project's NetworkPolicy truth table against its own model; 2 min a pass);
 #   upstream is e2e/k8s/test-upstream.sh conformance (Kubernetes' own
 #   [sig-network] [Conformance] tests on the control, native and vxlan; the
 #   control's results are reused while their inputs are unchanged);
-#   upstream-netpol is test-upstream.sh netpol on the control and native
-#   (its [Feature:NetworkPolicy] tests; six ginkgo processes, since they
-#   mostly wait on probes). The NetworkPolicy suite on vxlan and kernel
-#   (10 min a pass) is left to SARENA_UPSTREAM_NETPOL_PASSES="control native
-#   vxlan kernel" runs: CI's time budget; the truth table covers both.
+#   upstream-netpol (not in the default list: about 10 minutes a pass, it
+#   does not fit CI's 90 minutes on a fresh machine yet; E2E_ONLY=upstream-netpol)
+#   is test-upstream.sh netpol on SARENA_UPSTREAM_NETPOL_PASSES (default
+#   the control and native; six ginkgo processes, since the NetworkPolicy
+#   tests mostly wait on probes).
 set -uo pipefail
 cd "$(dirname "$0")" || exit 1
 # shellcheck source=e2e/lib.sh
 source ./lib.sh
 
 MODE=${1:-sarena}
-read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof upgrade k8s-mode k8s-egress k8s-deploy netpol-table upstream upstream-netpol latency}"
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof upgrade k8s-mode k8s-egress k8s-deploy netpol-table upstream latency}"
 KERNEL_PASS=()
 EBPF_SKIP=()
 if [ "$MODE" = sarena ]; then
@@ -88,10 +88,8 @@ run() {
         echo "skipped: NetworkPolicy is Sarena's own"
         return 0
       fi
-      # The eBPF dataplane's other routing mode and the kernel dataplane
-      # (upstream runs the NetworkPolicy suite on native).
       local netpol_passes
-      read -r -a netpol_passes <<<"${SARENA_NETPOL_PASSES:-vxlan kernel}"
+      read -r -a netpol_passes <<<"${SARENA_NETPOL_PASSES:-native vxlan kernel}"
       cmd=(bash ./k8s/test-netpol-table.sh "${netpol_passes[@]}")
       ;;
     upstream)
