@@ -188,7 +188,7 @@ impl KernelPolicy {
                         continue;
                     };
                     let a = allowed(&segments, policy.entries.keys(), direction);
-                    push_elements(&mut elements, &format!("{prefix}{suffix}"), *ifindex, &a);
+                    push_elements(&mut elements, (prefix, suffix), *ifindex, &a);
                 }
             }
         }
@@ -206,15 +206,14 @@ impl KernelPolicy {
     }
 }
 
-/// `allowed`'s elements of endpoint `ifindex` into the sets `{set}` and
-/// `{prefix}_any{suffix}` (`set` is `{prefix}{suffix}`).
+/// `allowed`'s elements of endpoint `ifindex` into the sets
+/// `{prefix}_any{suffix}` and `{prefix}{suffix}`.
 fn push_elements(
     elements: &mut BTreeMap<String, Vec<String>>,
-    set: &str,
+    (prefix, suffix): (&str, &str),
     ifindex: u32,
     allowed: &Allowed,
 ) {
-    let (prefix, suffix) = set.split_at(set.len() - 1);
     let any = elements.entry(format!("{prefix}_any{suffix}")).or_default();
     any.extend(
         allowed
@@ -222,7 +221,7 @@ fn push_elements(
             .iter()
             .map(|r| format!("{ifindex} . {}", r.render())),
     );
-    let by_port = elements.entry(set.to_string()).or_default();
+    let by_port = elements.entry(format!("{prefix}{suffix}")).or_default();
     for (proto, list) in &allowed.ports {
         for (range, ports) in list {
             for (lo, hi) in ports {
