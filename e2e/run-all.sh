@@ -20,14 +20,14 @@
 #   for the full measurement);
 #   netpol-table is e2e/k8s/test-netpol-table.sh native vxlan kernel (the
 #   project's NetworkPolicy truth table against its own model; 2 min a pass);
-#   upstream is e2e/k8s/test-upstream.sh conformance (Kubernetes' own
-#   [sig-network] [Conformance] tests on the control, native and vxlan; the
-#   control's results are reused while their inputs are unchanged);
-#   upstream-netpol (not in the default list: about 10 minutes a pass, it
-#   does not fit CI's 90 minutes on a fresh machine yet; E2E_ONLY=upstream-netpol)
-#   is test-upstream.sh netpol on SARENA_UPSTREAM_NETPOL_PASSES (default
-#   the control and native; six ginkgo processes, since the NetworkPolicy
-#   tests mostly wait on probes).
+#   upstream is e2e/k8s/test-upstream.sh: Kubernetes' own [sig-network]
+#   [Conformance] and [Feature:NetworkPolicy] tests in one run of the suite
+#   per cluster, on the control (the reference bridge, which enforces no
+#   policy), native, vxlan, and the NetworkPolicy tests on the kernel
+#   dataplane (SARENA_UPSTREAM_PASSES overrides the passes); twelve ginkgo
+#   processes (SARENA_UPSTREAM_NODES), since the NetworkPolicy tests mostly
+#   wait on probes that must time out; the control's results are reused while
+#   their inputs are unchanged.
 set -uo pipefail
 cd "$(dirname "$0")" || exit 1
 # shellcheck source=e2e/lib.sh
@@ -97,16 +97,9 @@ run() {
         echo "skipped: test-upstream.sh runs the reference bridge itself, as its control"
         return 0
       fi
-      cmd=(env SARENA_UPSTREAM_CONTROL_CACHE="${SARENA_UPSTREAM_CONTROL_CACHE:-1}" bash ./k8s/test-upstream.sh conformance)
-      ;;
-    upstream-netpol)
-      if [ "$MODE" != sarena ]; then
-        echo "skipped: test-upstream.sh runs the reference bridge itself, as its control"
-        return 0
-      fi
       cmd=(env SARENA_UPSTREAM_CONTROL_CACHE="${SARENA_UPSTREAM_CONTROL_CACHE:-1}"
-        SARENA_UPSTREAM_PASSES="${SARENA_UPSTREAM_NETPOL_PASSES:-control native}"
-        SARENA_UPSTREAM_NODES=6 bash ./k8s/test-upstream.sh netpol)
+        SARENA_UPSTREAM_PASSES="${SARENA_UPSTREAM_PASSES:-control:all native:all vxlan:all kernel:netpol}"
+        SARENA_UPSTREAM_NODES="${SARENA_UPSTREAM_NODES:-12}" bash ./k8s/test-upstream.sh conformance)
       ;;
     services | antispoof)
       case "$MODE" in

@@ -73,18 +73,8 @@ FAILED=()
 
 finish() {
   local rc=$?
-  set +e
-  trap - EXIT
   wait 2>/dev/null # probes still running (each ends within seconds)
-  if [ -n "$DIR" ] && [ -e "$DIR/state.env" ]; then
-    [ "$rc" = 0 ] || pass_state >&2 2>&1
-    k8s_down "$DIR" >/dev/null 2>&1
-    clear_pins
-  fi
-  if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $WORK"; else rm -rf --one-file-system "$WORK"; fi
-  phase_report
-  if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc${FAILED[*]:+: ${FAILED[*]}})"; fi
-  exit "$rc"
+  finish_run "$rc" "${FAILED[*]:+: ${FAILED[*]}}"
 }
 trap finish EXIT
 trap 'exit 130' INT TERM

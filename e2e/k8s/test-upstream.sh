@@ -71,22 +71,7 @@ OUT=${SARENA_UPSTREAM_OUT:-$WORK/results}
 mkdir -p "$OUT"
 DIR=""
 
-finish() {
-  local rc=$?
-  set +e
-  trap - EXIT
-  if [ -n "$DIR" ] && [ -e "$DIR/state.env" ]; then
-    stop_suite
-    [ "$rc" = 0 ] || pass_state >&2 2>&1
-    k8s_down "$DIR" >/dev/null 2>&1
-    clear_pins
-  fi
-  if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $WORK"; else rm -rf --one-file-system "$WORK"; fi
-  phase_report
-  if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc)"; fi
-  exit "$rc"
-}
-trap finish EXIT
+trap 'finish_run $?' EXIT
 trap 'exit 130' INT TERM
 
 phase "build: setup-k8s.sh (cached), images"

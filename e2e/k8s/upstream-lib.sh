@@ -133,6 +133,26 @@ run_suite() {
   log "$pass: $(cut -f1 "$tsv" | sort | uniq -c | awk '{printf "%s %s, ", $1, $2}')in $((SECONDS - t)) s (ginkgo exit $rc)"
 }
 
+# finish_run RC [WHY]: the EXIT trap of a script of passes: the current
+# pass's suite stopped and its cluster down (its state printed first when
+# failing), WORK removed (kept with SARENA_K8S_KEEP=1), the phase table, the
+# verdict (WHY appended to a failure's); exits with RC.
+finish_run() {
+  local rc=$1 why=${2:-}
+  set +e
+  trap - EXIT
+  if [ -n "$DIR" ] && [ -e "$DIR/state.env" ]; then
+    stop_suite
+    [ "$rc" = 0 ] || pass_state >&2 2>&1
+    k8s_down "$DIR" >/dev/null 2>&1
+    clear_pins
+  fi
+  if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $WORK"; else rm -rf --one-file-system "$WORK"; fi
+  phase_report
+  if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc$why)"; fi
+  exit "$rc"
+}
+
 # stop_suite: ends the suite's processes on $DIR's cluster, if any run.
 stop_suite() {
   pkill -TERM -f -- "--kubeconfig=$DIR/kubeconfig" 2>/dev/null || true
