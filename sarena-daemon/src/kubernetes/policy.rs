@@ -271,12 +271,15 @@ impl Task {
             );
         }
         tracing::debug!(took_us = took.as_micros(), "NetworkPolicy compiled");
+        self.unapplied = None;
+        self.apply(compiled.clone()).await;
+        // Published once the dataplane has been given it: what the API
+        // answers (`sarena policy list`) is then in force (or retried,
+        // fail-closed, when the write failed).
         *self
             .last
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(compiled.clone());
-        self.unapplied = None;
-        self.apply(compiled).await;
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(compiled);
     }
 
     async fn apply(&mut self, compiled: Arc<CompiledPolicy>) {
