@@ -12,15 +12,25 @@
 //! paths also report their programs' own cost per run ([`prog_stats`]).
 //! Sarena eBPF mode is measured twice, the second time with a third,
 //! bandwidth-limited pod on the node (issue 18: unlimited pods must not pay
-//! for the pacing path).
+//! for the pacing path). Issue 26 (point 7) adds two paths with Sarena
+//! embedded in the harness, as a Rust runtime embeds it ([`embedded_check`]):
+//! without policies, and with [`netpol::POLICIES`] NetworkPolicies selecting
+//! both pods, compiled by the real engine; a probe before and after the
+//! rounds proves the policies were in force ([`policy_check`]).
 //!
 //! [`NodeNetns`]: crate::node::NodeNetns
 
 mod cpu;
 mod ebpf_check;
+mod embedded;
+pub mod embedded_check;
+#[cfg(test)]
+mod embedded_tests;
 mod iperf;
 mod netns;
+pub mod netpol;
 mod paths;
+pub mod policy_check;
 pub mod prog_stats;
 mod raw_veth;
 mod results;
@@ -35,7 +45,9 @@ mod tests;
 
 pub use cpu::{CpuUsage, Pinning, Settle};
 pub use ebpf_check::EbpfCheck;
+pub use embedded_check::EmbeddedCheck;
 pub use iperf::{IperfReport, IperfRun};
+pub use policy_check::{PolicyCheck, Probe};
 pub use prog_stats::{ProgramRuns, RunDelta};
 pub use results::{
     DataplaneResults, LIMITED_NEIGHBOUR, PathKind, PathResult, PathSample, PathSummary,
@@ -57,7 +69,8 @@ pub struct DataplaneOptions {
     pub iperf_seconds: u64,
     /// Request/response duration per run, seconds.
     pub rr_seconds: u64,
-    /// The paths, in report order.
+    /// The paths, in report order ([`PathKind::ALL`] by default; the
+    /// raw veth pair of a path's family must be among them for its ratios).
     pub paths: Vec<PathKind>,
     /// Node index of the first plugin path (the next ones count up); node
     /// indexes pick the pod subnets, so keep them apart from other nodes
@@ -79,7 +92,7 @@ pub const QUIET_PERCENT: f64 = 20.0;
 
 impl DataplaneOptions {
     /// The published run: 5 rounds of 5 s iperf3 and 3 s request/response
-    /// per path (about 8 minutes for the eight paths, with the eBPF paths'
+    /// per path (about 10 minutes for the twelve paths, with the eBPF paths'
     /// extra request/response run for their programs' cost), client and server
     /// pinned to one CPU, the highest this process may use: there the
     /// throughput and the request/response rate are the inverse of the whole
@@ -94,7 +107,7 @@ impl DataplaneOptions {
             iperf_seconds: 5,
             rr_seconds: 3,
             paths: PathKind::ALL.to_vec(),
-            first_node_index: 90,
+            first_node_index: 80,
             bins: None,
             pinning: default_pinning(),
             settle_max: Duration::from_secs(60),
@@ -180,6 +193,15 @@ impl DataplaneResults {
         }
         problems.extend(self.check_errors.iter().cloned());
         problems.extend(self.service_problems());
+        problems.extend(self.embedded.iter().flat_map(EmbeddedCheck::problems));
+        if self.check_errors.is_empty() {
+            for p in &self.paths {
+                let checked = self.embedded.iter().any(|c| c.path == p.path);
+                if p.path.is_embedded() && !p.samples.is_empty() && !checked {
+                    problems.push(format!("checks of {}: not made", p.path.label()));
+                }
+            }
+        }
         problems
     }
 
@@ -218,7 +240,7 @@ fn load_average() -> Option<f64> {
 /// measured or the binaries are missing.
 pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
     opts.validate()?;
-    let needs_bins = opts.paths.iter().any(|p| !p.is_raw());
+    let needs_bins = opts.paths.iter().any(|p| p.contender().is_some());
     let bins = match (&opts.bins, needs_bins) {
         (Some(b), _) => Some(b.clone()),
         (None, true) => Some(Bins::locate()?),
@@ -245,7 +267,9 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
     let ebpf_paths = [PathKind::SarenaEbpf, PathKind::SarenaEbpf6]
         .map(|kind| prepared.iter().position(|p| p.kind == kind));
     let counters_before = ebpf_paths.map(|i| i.and_then(|i| rounds::ebpf_counters(&prepared[i])));
+    let embedded_before = embedded_check::before(&prepared);
     let measured = rounds::measure(&prepared, opts, &programs);
+    let embedded = embedded_check::finish(&prepared, embedded_before, &measured.samples);
     let ([p4, p6], [b4, b6]) = (ebpf_paths, counters_before);
     let [ebpf_check, ebpf6_check] = [(p4, b4), (p6, b6)].map(|(i, before)| {
         let (i, before) = (i?, before?);
@@ -303,5 +327,6 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
         check_errors,
         skipped,
         services: Some(services),
+        embedded,
     })
 }

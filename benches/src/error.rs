@@ -111,9 +111,31 @@ pub enum BenchError {
     /// Bad options or input.
     #[error("invalid input: {what}")]
     Input { what: String },
+    /// A call of Sarena embedded in this process (registry, dataplane,
+    /// plugin sequence) failed.
+    #[error("embedded Sarena: {call} ({context})")]
+    Embedded {
+        call: &'static str,
+        context: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 impl BenchError {
+    /// An [`BenchError::Embedded`] for `call` on `context`.
+    pub fn embedded(
+        call: &'static str,
+        context: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        BenchError::Embedded {
+            call,
+            context: context.into(),
+            source: Box::new(source),
+        }
+    }
+
     /// An [`BenchError::Io`] for `call` on `path`.
     pub fn io(call: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         BenchError::Io {

@@ -5,6 +5,7 @@
 mod bandwidth;
 pub mod criterion;
 mod dataplane;
+pub mod embedded;
 pub mod machine;
 pub mod plots;
 mod policy;

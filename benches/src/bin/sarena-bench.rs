@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use sarena_benches::BenchError;
 use sarena_benches::cni_ops::{self, CniOptions, CniResults};
-use sarena_benches::dataplane::{self, DataplaneOptions, DataplaneResults};
+use sarena_benches::dataplane::{self, DataplaneOptions, DataplaneResults, PathKind};
 use sarena_benches::node::Bins;
 use sarena_benches::policy::{self, ClusterSpec, PolicyOptions, PolicyResults};
 use sarena_benches::report::{self, Machine, ReportInputs};
@@ -58,6 +58,15 @@ struct RunArgs {
     /// Tiny numbers: a smoke run of every code path.
     #[arg(long)]
     quick: bool,
+    /// Dataplane paths to measure (default: all), comma-separated, named
+    /// as in dataplane.json: raw-veth, sarena-ebpf,
+    /// sarena-ebpf-beside-limited, sarena-kernel, ptp-host-local,
+    /// sarena-ebpf-service, sarena-kernel-service, ptp-host-local-service,
+    /// raw-veth6, sarena-ebpf6, sarena-ebpf-embedded,
+    /// sarena-ebpf-embedded-policies. Ratios need the raw veth pair of the
+    /// path's family among them.
+    #[arg(long, value_delimiter = ',')]
+    paths: Vec<String>,
     #[command(flatten)]
     report: ReportArgs,
 }
@@ -197,11 +206,25 @@ fn cni(a: &RunArgs) -> Result<bool, BenchError> {
 }
 
 fn dp(a: &RunArgs) -> Result<bool, BenchError> {
-    let opts = if a.quick {
+    let mut opts = if a.quick {
         DataplaneOptions::quick()
     } else {
         DataplaneOptions::full()
     };
+    if !a.paths.is_empty() {
+        opts.paths = a
+            .paths
+            .iter()
+            .map(|name| {
+                PathKind::from_name(name).ok_or_else(|| BenchError::Input {
+                    what: format!(
+                        "--paths: no path {name:?} (known: {})",
+                        PathKind::ALL.map(PathKind::name).join(", ")
+                    ),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+    }
     cni_ops::progress(&format!("dataplane: {} rounds", opts.rounds));
     let results = dataplane::run(&opts)?;
     write_json(&a.report.out.join(DATAPLANE_JSON), &results)?;

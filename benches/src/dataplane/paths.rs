@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::embedded_check::{self, EmbeddedPath};
 use super::raw_veth::{self, RawVethPair};
 use super::results::{LIMITED_NEIGHBOUR, PathKind};
 use super::rr;
@@ -26,6 +27,9 @@ pub struct Endpoints {
     /// The ClusterIP the client dials instead of `server_ip` (Service
     /// paths: its rules DNAT it to the server).
     pub cluster_ip: Option<IpAddr>,
+    /// The request/response server's port when the path needs a known one
+    /// (the embedded policy paths: the policies name it).
+    pub fixed_rr_port: Option<u16>,
 }
 
 impl Endpoints {
@@ -34,10 +38,13 @@ impl Endpoints {
         self.cluster_ip.unwrap_or(self.server_ip)
     }
 
-    /// The port the request/response server listens on: the Service's port
-    /// on a Service path, any free port otherwise.
+    /// The port the request/response server listens on: the fixed one if
+    /// the path has one, the Service's port on a Service path, any free port
+    /// otherwise.
     pub fn rr_port(&self) -> u16 {
-        if self.cluster_ip.is_some() {
+        if let Some(port) = self.fixed_rr_port {
+            port
+        } else if self.cluster_ip.is_some() {
             service::RR_PORT
         } else {
             0
@@ -96,6 +103,8 @@ pub enum Setup {
     Raw(#[allow(dead_code, reason = "held for its Drop")] RawVethPair),
     /// Two pods on a node.
     Pods(Box<PodPair>),
+    /// Two pods of Sarena embedded in the harness.
+    Embedded(Box<EmbeddedPath>),
 }
 
 /// A path ready to be measured.
@@ -119,7 +128,16 @@ impl PreparedPath {
     pub fn pin_dir(&self) -> Option<&Path> {
         match &self.setup {
             Setup::Pods(p) => p.node().pin_dir(),
+            Setup::Embedded(e) => Some(e.node.pin_dir()),
             Setup::Raw(_) => None,
+        }
+    }
+
+    /// The embedded path's node and policy figures.
+    pub fn embedded(&self) -> Option<&EmbeddedPath> {
+        match &self.setup {
+            Setup::Embedded(e) => Some(e),
+            _ => None,
         }
     }
 }
@@ -146,6 +164,21 @@ pub fn prepare(
     bins: Option<&Bins>,
 ) -> Result<PreparedPath, BenchError> {
     let path = match kind.contender() {
+        None if kind.is_embedded() => {
+            let (endpoints, embedded) = embedded_check::prepare(kind, node_index)?;
+            let mtu = embedded
+                .node
+                .pods()
+                .get(1)
+                .and_then(|p| mtu_of(p.netns.name()));
+            PreparedPath {
+                kind,
+                endpoints,
+                mtu,
+                service: None,
+                setup: Setup::Embedded(Box::new(embedded)),
+            }
+        }
         None => {
             let pair = RawVethPair::new(kind.ipv6())?;
             PreparedPath {
@@ -155,6 +188,7 @@ pub fn prepare(
                     server_ns: pair.server_netns().to_owned(),
                     server_ip: RawVethPair::server_ip(kind.ipv6()),
                     cluster_ip: None,
+                    fixed_rr_port: None,
                 },
                 mtu: Some(raw_veth::MTU),
                 service: None,
@@ -213,6 +247,7 @@ pub fn prepare(
                     cluster_ip: service
                         .as_ref()
                         .map(|s| IpAddr::V4(KubeProxyRules::cluster_ip(s))),
+                    fixed_rr_port: None,
                 },
                 mtu,
                 service,

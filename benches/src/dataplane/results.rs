@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::cpu::{Pinning, Settle};
 use super::ebpf_check::EbpfCheck;
+use super::embedded_check::EmbeddedCheck;
 use super::iperf::IperfRun;
 use super::prog_stats::ProgramRuns;
 use super::rr::RrRun;
@@ -39,11 +40,18 @@ pub enum PathKind {
     RawVeth6,
     /// Two dual-stack pods made by sarena-cni, daemon in eBPF mode, over IPv6.
     SarenaEbpf6,
+    /// Two pods made by Sarena embedded in the harness (registry, eBPF
+    /// dataplane and the plugin's ADD/DEL sequence in process), no policy.
+    SarenaEbpfEmbedded,
+    /// As [`PathKind::SarenaEbpfEmbedded`], with 100 NetworkPolicies
+    /// selecting both pods (ingress and egress isolated) compiled by the
+    /// real engine and applied to the dataplane.
+    SarenaEbpfEmbeddedPolicies,
 }
 
 impl PathKind {
     /// Every path, in report order.
-    pub const ALL: [PathKind; 10] = [
+    pub const ALL: [PathKind; 12] = [
         PathKind::RawVeth,
         PathKind::SarenaEbpf,
         PathKind::SarenaEbpfBesideLimited,
@@ -54,6 +62,8 @@ impl PathKind {
         PathKind::PtpHostLocalService,
         PathKind::RawVeth6,
         PathKind::SarenaEbpf6,
+        PathKind::SarenaEbpfEmbedded,
+        PathKind::SarenaEbpfEmbeddedPolicies,
     ];
 
     /// The name used in tables.
@@ -69,13 +79,19 @@ impl PathKind {
             PathKind::PtpHostLocalService => "ptp + host-local → ClusterIP",
             PathKind::RawVeth6 => "raw veth pair, IPv6",
             PathKind::SarenaEbpf6 => "Sarena eBPF mode, IPv6",
+            PathKind::SarenaEbpfEmbedded => "Sarena eBPF, embedded, 0 policies",
+            PathKind::SarenaEbpfEmbeddedPolicies => "Sarena eBPF, embedded, 100 policies",
         }
     }
 
-    /// Who makes the pods (`None`: the raw veth pair).
+    /// Who makes the pods with a plugin binary (`None`: the raw veth pair,
+    /// and the embedded paths, whose pods the harness makes in process).
     pub fn contender(self) -> Option<Contender> {
         match self {
-            PathKind::RawVeth | PathKind::RawVeth6 => None,
+            PathKind::RawVeth
+            | PathKind::RawVeth6
+            | PathKind::SarenaEbpfEmbedded
+            | PathKind::SarenaEbpfEmbeddedPolicies => None,
             PathKind::SarenaEbpf
             | PathKind::SarenaEbpfBesideLimited
             | PathKind::SarenaEbpfService
@@ -123,6 +139,34 @@ impl PathKind {
             PathKind::RawVeth6
         } else {
             PathKind::RawVeth
+        }
+    }
+
+    /// Whether Sarena is embedded in the harness on this path (no plugin
+    /// binary, no daemon process).
+    pub fn is_embedded(self) -> bool {
+        matches!(
+            self,
+            PathKind::SarenaEbpfEmbedded | PathKind::SarenaEbpfEmbeddedPolicies
+        )
+    }
+
+    /// Whether the path runs Sarena's eBPF programs (a pin dir to read).
+    pub fn is_ebpf(self) -> bool {
+        self.contender() == Some(Contender::SarenaEbpf) || self.is_embedded()
+    }
+
+    /// The path named `name` as the results JSON names it (`raw-veth`,
+    /// `sarena-ebpf-embedded-policies`, ...).
+    pub fn from_name(name: &str) -> Option<PathKind> {
+        serde_json::from_value(serde_json::Value::String(name.trim().into())).ok()
+    }
+
+    /// The name [`PathKind::from_name`] takes.
+    pub fn name(self) -> String {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::String(s)) => s,
+            _ => format!("{self:?}"),
         }
     }
 
@@ -244,6 +288,10 @@ pub struct DataplaneResults {
     /// programs' run-time statistics.
     #[serde(default)]
     pub services: Option<ServiceResults>,
+    /// The embedded paths' checks (redirects, policies in force) and what
+    /// the engine compiled.
+    #[serde(default)]
+    pub embedded: Vec<EmbeddedCheck>,
 }
 
 impl PathSummary {

@@ -11,7 +11,7 @@ use super::results::{PathKind, PathSample, round_order};
 use super::rr::{self, RrRun};
 use super::{DataplaneOptions, ebpf_check};
 use crate::BenchError;
-use crate::node::{Bins, Contender};
+use crate::node::Bins;
 
 /// Sets up every path of `opts`; the ones that fail are returned with why.
 pub fn prepare_all(
@@ -46,7 +46,8 @@ pub fn ebpf_counters(path: &PreparedPath) -> Option<Result<EndpointCounters, Ben
     path.pin_dir().map(ebpf_check::read_totals)
 }
 
-/// The programs of every prepared eBPF path (direct and Service), by index;
+/// The programs of every prepared eBPF path (direct, Service and
+/// embedded), by index;
 /// programs that cannot be found are returned as errors for the report.
 pub fn ebpf_programs(prepared: &[PreparedPath]) -> (Vec<Option<NodePrograms>>, Vec<String>) {
     let mut errors = Vec::new();
@@ -54,7 +55,7 @@ pub fn ebpf_programs(prepared: &[PreparedPath]) -> (Vec<Option<NodePrograms>>, V
         .iter()
         .map(|p| {
             let dir = p.pin_dir()?;
-            if p.kind.contender() != Some(Contender::SarenaEbpf) {
+            if !p.kind.is_ebpf() {
                 return None;
             }
             NodePrograms::find(dir)

@@ -65,6 +65,7 @@ fn endpoints() -> Endpoints {
         server_ns: PathBuf::from("/run/netns/s"),
         server_ip: Ipv4Addr::new(10, 195, 0, 3).into(),
         cluster_ip: Some(Ipv4Addr::new(10, 100, 7, 9).into()),
+        fixed_rr_port: None,
     }
 }
 
@@ -213,6 +214,7 @@ fn results(checks: Vec<ServiceCheck>) -> DataplaneResults {
             checks,
             stats_sysctl: (Some(false), Some(false)),
         }),
+        embedded: Vec::new(),
     }
 }
 

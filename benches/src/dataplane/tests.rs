@@ -179,6 +179,7 @@ fn results() -> DataplaneResults {
         check_errors: Vec::new(),
         skipped: vec![(PathKind::PtpHostLocal, "ptp exploded".into())],
         services: None,
+        embedded: Vec::new(),
     }
 }
 

@@ -42,6 +42,7 @@ impl DataplaneResults {
         self.rounds_table(&mut md);
         self.bandwidth_markdown(&mut md);
         self.services_markdown(&mut md);
+        self.embedded_markdown(&mut md);
         self.checks(&mut md);
         md
     }
