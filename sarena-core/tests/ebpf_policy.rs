@@ -71,22 +71,28 @@ async fn ingress_on_the_redirect_path_is_allowed_by_port_and_identity() {
     assert!(connects(&c, &b, v4(&b), 8080));
 }
 
-#[tokio::test]
-#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
-async fn replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender() {
-    let t =
-        TestDataplane::open("replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender");
+/// Pods a and b (identities [`ID_A`], [`ID_B`]), both isolated both ways:
+/// the client a may only send to b:8080 and receives nothing unasked; the
+/// server b may receive a's connections on 8080 and sends nothing unasked.
+async fn client_and_server(t: &TestDataplane) -> (Pod, Pod) {
     let links = RtnetlinkLinks::new().unwrap();
     let (a, b) = (pod(&links, 2).await, pod(&links, 3).await);
     t.attach(&[&a, &b]).await;
     identify(&t.dp, &a, ID_A);
     identify(&t.dp, &b, ID_B);
-    // The client may only send to b:8080 and receives nothing unasked;
-    // the server may receive a's connections on 8080 and sends nothing unasked.
     allow_tcp(&t.dp, &a, Direction::Egress, ID_B, 8080);
     allow_tcp(&t.dp, &b, Direction::Ingress, ID_A, 8080);
     isolate(&t.dp, &a, true, true);
     isolate(&t.dp, &b, true, true);
+    (a, b)
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender() {
+    let t =
+        TestDataplane::open("replies_pass_both_isolated_ends_and_egress_is_denied_on_the_sender");
+    let (a, b) = client_and_server(&t).await;
 
     assert!(connects(&a, &b, v4(&b), 8080), "replies pass both ends");
     let answers =
@@ -265,4 +271,87 @@ async fn entries_and_tables_are_listed_and_removed() {
     t.dp.detach(&a.endpoint).await.unwrap();
     let table = t.dp.policy_maps(|m| m.answerable_flows(ifindex)).unwrap();
     assert_eq!(table, None, "detach removed it");
+}
+
+/// One TCP connection from `from` to `to`'s `addr`:`port`, exchanging a
+/// byte each time `go` yields; the client reports each exchange's success.
+/// Ends when `go` is dropped.
+fn long_connection(
+    from: &Pod,
+    to: &Pod,
+    addr: std::net::IpAddr,
+    port: u16,
+    go: std::sync::mpsc::Receiver<()>,
+    done: std::sync::mpsc::Sender<bool>,
+) -> (std::thread::JoinHandle<()>, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let (ready, listening) = std::sync::mpsc::channel();
+    let server = in_netns(&to.netns.path(), move || {
+        let listener = TcpListener::bind(SocketAddr::new(addr, port)).unwrap();
+        ready.send(()).unwrap();
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut b = [0u8; 1];
+        while conn.read_exact(&mut b).is_ok() && conn.write_all(&b).is_ok() {}
+    });
+    listening.recv_timeout(Duration::from_secs(5)).unwrap();
+    let client = in_netns(&from.netns.path(), move || {
+        let target = SocketAddr::new(addr, port);
+        let mut conn = TcpStream::connect_timeout(&target, Duration::from_secs(2)).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        while go.recv().is_ok() {
+            let mut b = [0x5au8; 1];
+            let ok = conn.write_all(&b).is_ok() && conn.read_exact(&mut b).is_ok();
+            done.send(ok).unwrap();
+        }
+    });
+    (server, client)
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn an_allowed_flow_keeps_going_after_its_rule_goes_and_new_ones_are_denied() {
+    let t = TestDataplane::open(
+        "an_allowed_flow_keeps_going_after_its_rule_goes_and_new_ones_are_denied",
+    );
+    let (a, b) = client_and_server(&t).await;
+
+    let (go, wait) = std::sync::mpsc::channel();
+    let (done, result) = std::sync::mpsc::channel();
+    let (server, client) = long_connection(&a, &b, v4(&b), 8080, wait, done);
+    go.send(()).unwrap();
+    assert!(result.recv().unwrap(), "the first exchange is allowed");
+
+    // Both rules go: the open flow passes on its recorded entries (both
+    // directions, both ends), a new connection is judged and denied.
+    for (pod, direction) in [(&a, Direction::Egress), (&b, Direction::Ingress)] {
+        let key = EntryKey {
+            direction,
+            peer: if direction == Direction::Egress {
+                ID_B
+            } else {
+                ID_A
+            },
+            proto: 6,
+            port: 8080,
+            port_bits: 16,
+        };
+        t.dp.policy_maps(|m| m.remove_entry(pod.endpoint.spec.host_ifindex, &key))
+            .unwrap();
+    }
+    let before = drops(&t, &a, DropReason::PolicyDeniedEgress);
+    for i in 0..3 {
+        go.send(()).unwrap();
+        assert!(result.recv().unwrap(), "exchange {i} of the open flow");
+    }
+    assert_eq!(drops(&t, &a, DropReason::PolicyDeniedEgress), before);
+    drop(go);
+    client.join().unwrap();
+    server.join().unwrap();
+    assert!(
+        !connects(&a, &b, v4(&b), 8080),
+        "a new flow to the same port is judged by the rules"
+    );
+    assert!(drops(&t, &a, DropReason::PolicyDeniedEgress) > before);
 }

@@ -8,7 +8,10 @@
 //! reverse NAT), or when an allow entry covers its peer identity, protocol
 //! and destination port. A packet that leaves or enters an endpoint with
 //! any isolation bit records the direction of its answer in that
-//! endpoint's table, so replies pass both ends.
+//! endpoint's table, so replies pass both ends; one a rule allowed also
+//! records its own flow, so the flow's later packets pass on that one
+//! lookup (an established flow outlives a policy change, as with the
+//! kernel dataplane's conntrack).
 //!
 //! A pod's packet to an address the host stack may translate (a Service's,
 //! this node's) is not judged in `from_container`: it is marked
@@ -257,10 +260,24 @@ fn answers(ifindex: u32, key: &FlowKey, direction: u8) -> bool {
 /// `direction` (lookup first; insert when missing, refresh otherwise).
 #[inline(always)]
 fn remember(ifindex: u32, key: &FlowKey, direction: u8) {
+    record(ifindex, &key.reversed(), direction);
+}
+
+/// Records in the table of `ifindex` that `key` itself, allowed by a rule,
+/// may pass again in `direction`: an allowed flow's later packets cost one
+/// lookup, not the identity and rule lookups (like conntrack's
+/// `established`, which the kernel dataplane relies on).
+#[inline(always)]
+fn remember_as(ifindex: u32, key: &FlowKey, direction: u8) {
+    record(ifindex, key, direction);
+}
+
+/// Records `answer` as passing `direction` in the table of `ifindex`.
+#[inline(always)]
+fn record(ifindex: u32, answer: &FlowKey, direction: u8) {
     let Some(table) = table(ifindex) else {
         return;
     };
-    let answer = key.reversed();
     // SAFETY: reading the clock has no preconditions.
     let now = unsafe { bpf_ktime_get_ns() };
     if let Some(entry) = table.get_ptr_mut(answer) {
@@ -305,6 +322,8 @@ pub fn leave(key: &FlowKey, port: u16, ifindex: u32, flags: u32, translated: boo
         {
             return DENY;
         }
+        // The flow's next packets this way pass on one lookup.
+        remember_as(ifindex, key, DIRECTION_EGRESS);
     }
     remember(ifindex, key, DIRECTION_INGRESS);
     PASS
@@ -326,6 +345,7 @@ pub fn enter(key: &FlowKey, port: u16, ifindex: u32, flags: u32) -> bool {
         if !allowed(ifindex, DIRECTION_INGRESS, peer.identity, key.proto, port) {
             return false;
         }
+        remember_as(ifindex, key, DIRECTION_INGRESS);
     }
     remember(ifindex, key, DIRECTION_EGRESS);
     true
