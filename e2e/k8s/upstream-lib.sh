@@ -80,7 +80,8 @@ EOF
 
 # sarena_cni native|vxlan|kernel: deploy/kubernetes/ with the ConfigMap's
 # routing set to the pass's mode (kernel: the kernel dataplane, native
-# routing), rolled out.
+# routing) and the daemon given SARENA_DAEMON_EXTRA_ARGS (space-separated,
+# e.g. --metrics-listen=127.0.0.1:9464), rolled out.
 sarena_cni() {
   local d=$WORK/deploy-$1 routing=$1
   rm -rf "$d"
@@ -92,6 +93,11 @@ sarena_cni() {
   fi
   sed -i "s/^\(    routing = \)\"native\"/\1\"$routing\"/" "$d/10-config.yaml"
   grep -q "routing = \"$routing\"" "$d/10-config.yaml" || fail "could not set routing = \"$routing\" in the ConfigMap"
+  local arg
+  for arg in ${SARENA_DAEMON_EXTRA_ARGS:-}; do
+    sed -i "s|^\(        - --sysctl-dir=/host/proc/sys\)\$|\1\n        - $arg|" "$d/20-daemonset.yaml"
+    grep -qF -- "- $arg" "$d/20-daemonset.yaml" || fail "could not add $arg to the DaemonSet"
+  done
   k apply -f "$d/" >/dev/null
   ks rollout status daemonset/sarena --timeout=180s >/dev/null || fail "$1: the DaemonSet did not roll out"
 }
