@@ -4,13 +4,19 @@
 # against a raw veth pair (pod <-> pod direct, and pod -> ClusterIP -> pod
 # through kube-proxy iptables-mode rules for Sarena eBPF, Sarena kernel and
 # ptp, issue 11; the eBPF programs' own ns per run, issue 16), the
-# NetworkPolicy engine's scale and change latency (in process, issue 26) and
-# the criterion benches; renders docs/benchmarks.md and docs/benchmarks-*.svg
-# from the results. Needs iptables (the Service rules) besides iperf3.
+# NetworkPolicy engine's scale and change latency (in process, issue 26),
+# the whole daemon's NetworkPolicy numbers on a real two-node cluster
+# (e2e/k8s/bench-policy-cluster.sh: policy created -> enforced at 1,000 pods
+# and 200 policies, RSS at 10,000 pods and 1,000 policies; it builds
+# Kubernetes with scripts/setup-k8s.sh the first time) and the criterion
+# benches; renders docs/benchmarks.md and docs/benchmarks-*.svg from the
+# results. Needs iptables (the Service rules) besides iperf3.
 #
-# Usage (as root): bash scripts/bench.sh [--pods N] [--quick]
-#   --pods N   pods per contender in the latency part (default 200)
-#   --quick    a smoke run with tiny numbers; writes target/bench-quick/, not docs/
+# Usage (as root): bash scripts/bench.sh [--pods N] [--quick] [--no-cluster]
+#   --pods N       pods per contender in the latency part (default 200)
+#   --quick        a smoke run with tiny numbers, no cluster; writes
+#                  target/bench-quick/, not docs/
+#   --no-cluster   leave out the real-cluster part (and its section)
 # Everything runs in throwaway network namespaces this run creates and removes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +30,7 @@ fi
 
 PODS=200
 QUICK=()
+CLUSTER=1
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --pods)
@@ -33,10 +40,15 @@ while [ "$#" -gt 0 ]; do
       ;;
     --quick)
       QUICK=(--quick)
+      CLUSTER=0
+      shift
+      ;;
+    --no-cluster)
+      CLUSTER=0
       shift
       ;;
     *)
-      echo "error: unknown argument '$1' (usage: bash scripts/bench.sh [--pods N] [--quick])" >&2
+      echo "error: unknown argument '$1' (usage: bash scripts/bench.sh [--pods N] [--quick] [--no-cluster])" >&2
       exit 1
       ;;
   esac
@@ -50,6 +62,7 @@ else
   OUT=target/bench DOCS=docs
   CRITERION_ARGS=(--warm-up-time 1 --measurement-time 3)
   [ "$PODS" = 200 ] || command_line="bash scripts/bench.sh --pods $PODS"
+  [ "$CLUSTER" = 1 ] || command_line+=" --no-cluster"
 fi
 start=$(date +%s)
 
@@ -82,8 +95,16 @@ cargo bench -p sarena-benches --benches -- "${CRITERION_ARGS[@]}"
 export SARENA_EBPF_OBJECT="$daemon_out/sarena-ebpf"
 log "eBPF object: $SARENA_EBPF_OBJECT"
 
-log "harness: CNI latency, churn, scale, dataplane, NetworkPolicy engine"
 mkdir -p "$OUT"
+rm -f "$OUT/policy-cluster.json"
+if [ "$CLUSTER" = 1 ]; then
+  log "NetworkPolicy on a real cluster (e2e/k8s/bench-policy-cluster.sh; Kubernetes built once)"
+  bash scripts/setup-k8s.sh >/dev/null
+  cargo build --release -p sarena-cli -p sarena-test-dns
+  SARENA_BIN_DIR=target/release bash e2e/k8s/bench-policy-cluster.sh --out "$OUT/policy-cluster.json"
+fi
+
+log "harness: CNI latency, churn, scale, dataplane, NetworkPolicy engine"
 rc=0
 SARENA_BENCH_COMMAND="$command_line" target/release/sarena-bench all --pods "$PODS" "${QUICK[@]}" \
   --out "$OUT" --docs "$DOCS" --criterion target/criterion || rc=$?

@@ -17,6 +17,7 @@
 mod change;
 mod cluster;
 mod mix;
+pub mod real_cluster;
 mod scale;
 
 use std::path::Path;
@@ -29,6 +30,7 @@ use crate::cni_ops::progress;
 pub use change::{ChangeResults, ChangeRow, OPS};
 pub use cluster::{Cluster, ClusterSpec, LOCAL_NODE, SEED};
 pub use mix::MIX;
+pub use real_cluster::RealCluster;
 pub use scale::{CHILD_COMMAND, Memory, ScaleResult, Sizes, in_child, measure as measure_scale};
 
 /// Target (issue 26): policy created → enforced, p50, ms.

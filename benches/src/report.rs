@@ -9,6 +9,7 @@ pub mod embedded;
 pub mod machine;
 pub mod plots;
 mod policy;
+mod policy_cluster;
 mod sections;
 mod services;
 
@@ -18,7 +19,7 @@ use std::path::{Path, PathBuf};
 use crate::BenchError;
 use crate::cni_ops::CniResults;
 use crate::dataplane::DataplaneResults;
-use crate::policy::PolicyResults;
+use crate::policy::{PolicyResults, RealCluster};
 
 pub use bandwidth::BANDWIDTH_TARGET;
 pub use criterion::CriterionEstimate;
@@ -40,6 +41,9 @@ pub struct ReportInputs {
     pub dataplane: Option<DataplaneResults>,
     /// Issue 26, point 7: the NetworkPolicy engine.
     pub policy: Option<PolicyResults>,
+    /// Issue 26, point 7: the whole daemon on a real cluster
+    /// (`e2e/k8s/bench-policy-cluster.sh`).
+    pub policy_cluster: Option<RealCluster>,
     /// Item 5.
     pub criterion: Vec<CriterionEstimate>,
     /// The machine.
@@ -93,6 +97,9 @@ pub fn render(inputs: &ReportInputs) -> String {
     }
     if let Some(p) = &inputs.policy {
         policy::section(&mut md, p);
+    }
+    if let Some(c) = &inputs.policy_cluster {
+        policy_cluster::section(&mut md, c);
     }
     sections::criterion(&mut md, &inputs.criterion);
     if let Some(cni) = &inputs.cni {

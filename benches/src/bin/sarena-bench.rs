@@ -252,7 +252,9 @@ fn report_part(r: &ReportArgs) -> Result<(), BenchError> {
     let cni: Option<CniResults> = read_json(&r.out.join(CNI_JSON))?;
     let dataplane: Option<DataplaneResults> = read_json(&r.out.join(DATAPLANE_JSON))?;
     let policy: Option<PolicyResults> = read_json(&r.out.join(POLICY_JSON))?;
-    if cni.is_none() && dataplane.is_none() && policy.is_none() {
+    let policy_cluster: Option<policy::RealCluster> =
+        read_json(&r.out.join(policy::real_cluster::FILE))?;
+    if cni.is_none() && dataplane.is_none() && policy.is_none() && policy_cluster.is_none() {
         return Err(BenchError::Input {
             what: format!(
                 "no results in {} (run `sarena-bench all` first)",
@@ -268,6 +270,7 @@ fn report_part(r: &ReportArgs) -> Result<(), BenchError> {
         cni,
         dataplane,
         policy,
+        policy_cluster,
         criterion: report::criterion::gather(&r.criterion),
         machine,
         command,

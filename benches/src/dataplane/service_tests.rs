@@ -279,6 +279,7 @@ fn the_report_compares_services_with_their_direct_path_and_ptp() {
         cni: None,
         dataplane: Some(dp),
         policy: None,
+        policy_cluster: None,
         criterion: vec![],
         machine: Machine::default(),
         command: "x".into(),

@@ -171,6 +171,16 @@ fn targets_of(inputs: &ReportInputs) -> Vec<Target> {
             }
         }
     }
+    if let Some(c) = &inputs.policy_cluster {
+        for (what, target, measured, met) in c.targets() {
+            t.push(Target {
+                what,
+                target,
+                measured,
+                met: Some(met),
+            });
+        }
+    }
     t
 }
 

@@ -2,7 +2,7 @@ use super::*;
 use crate::cni_ops::{Check, CniOptions, LatencyResults, OpLatency};
 use crate::node::Contender;
 use crate::policy::{
-    self as pol, ChangeResults, ChangeRow, Memory, PolicyResults, ScaleResult, Sizes,
+    self as pol, ChangeResults, ChangeRow, Memory, PolicyResults, RealCluster, ScaleResult, Sizes,
 };
 use crate::stats::Summary;
 
@@ -52,6 +52,7 @@ fn inputs() -> ReportInputs {
         cni: Some(cni),
         dataplane: None,
         policy: None,
+        policy_cluster: None,
         criterion: vec![],
         machine: Machine {
             cpu: "Test CPU".into(),
@@ -178,4 +179,33 @@ fn the_policy_section_gives_the_engines_share_of_the_targets() {
         "{md}"
     );
     assert!(md.contains("engine's peak 120.0 MiB | ✗ missed"), "{md}");
+}
+
+#[test]
+fn the_real_cluster_run_has_its_section_and_targets() {
+    let mut i = inputs();
+    assert!(!render(&i).contains("real cluster"));
+    let mut run: RealCluster = serde_json::from_str(crate::policy::real_cluster::SAMPLE).unwrap();
+    run.enforce.p99_ms = 654.1;
+    i.policy_cluster = Some(run);
+    let page = render(&i);
+    assert!(
+        page.contains("## NetworkPolicy on a real cluster"),
+        "{page}"
+    );
+    assert!(
+        page.contains("p50 40.8 ms, p90 44.8 ms, p99 654.1 ms"),
+        "{page}"
+    );
+    assert!(page.contains("| 76.8 MiB / 74.3 MiB |"), "{page}");
+    assert!(page.contains("| creating the background up to 10000 pods | 40.4 s |"));
+    let line = |what: &str| {
+        page.lines()
+            .find(|l| l.starts_with(&format!("| {what}")))
+            .unwrap_or_else(|| panic!("no row {what}: {page}"))
+            .to_string()
+    };
+    assert!(line("policy created → enforced on every node, p50").ends_with("✓ met |"));
+    assert!(line("policy created → enforced on every node, p99").ends_with("✗ missed |"));
+    assert!(line("daemon RSS, peak of the nodes").contains("76.8 MiB"));
 }
