@@ -18,8 +18,9 @@
 #   k8s-deploy is e2e/k8s/test-k8s-deploy.sh (Sarena installed by its
 #   DaemonSet on kubelet nodes; 10 measured pods, SARENA_DEPLOY_PODS="10 50"
 #   for the full measurement);
-#   netpol-table is e2e/k8s/test-netpol-table.sh native vxlan kernel (the
-#   project's NetworkPolicy truth table against its own model; 2 min a pass);
+#   netpol-table is e2e/k8s/test-netpol-table.sh vxlan kernel (the project's
+#   NetworkPolicy truth table against its own model; 2 min a pass;
+#   SARENA_NETPOL_PASSES="native vxlan kernel" for all three);
 #   upstream is e2e/k8s/test-upstream.sh: Kubernetes' own [sig-network]
 #   [Conformance] and [Feature:NetworkPolicy] tests in one run of the suite
 #   per cluster, on the control (the reference bridge, which enforces no
@@ -89,7 +90,7 @@ run() {
         return 0
       fi
       local netpol_passes
-      read -r -a netpol_passes <<<"${SARENA_NETPOL_PASSES:-native vxlan kernel}"
+      read -r -a netpol_passes <<<"${SARENA_NETPOL_PASSES:-vxlan kernel}"
       cmd=(bash ./k8s/test-netpol-table.sh "${netpol_passes[@]}")
       ;;
     upstream)
