@@ -1,5 +1,5 @@
 //! The embedded paths ([`PathKind::is_embedded`]): their setup (an
-//! [`EmbeddedNode`] with a client and a server pod, and on the policy path
+//! `EmbeddedNode` with a client and a server pod, and on the policy path
 //! [`netpol::POLICIES`] NetworkPolicies compiled by the engine and applied),
 //! and their checks around the rounds: the eBPF counters must show the
 //! traffic redirected pod → pod ([`EbpfCheck`]), and the probes must show
