@@ -101,7 +101,7 @@ if [ "$CLUSTER" = 1 ]; then
   log "NetworkPolicy on a real cluster (e2e/k8s/bench-policy-cluster.sh; Kubernetes built once)"
   bash scripts/setup-k8s.sh >/dev/null
   cargo build --release -p sarena-cli -p sarena-test-dns
-  SARENA_BIN_DIR=target/release bash e2e/k8s/bench-policy-cluster.sh --out "$OUT/policy-cluster.json"
+  SARENA_BIN_DIR="$PWD/target/release" bash e2e/k8s/bench-policy-cluster.sh --out "$OUT/policy-cluster.json"
 fi
 
 log "harness: CNI latency, churn, scale, dataplane, NetworkPolicy engine"
