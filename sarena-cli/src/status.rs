@@ -53,6 +53,17 @@ pub fn render(s: &DaemonStatus) -> String {
             p.detached.join(", ")
         ),
     };
+    let dataplane = match &s.dataplane.host_routing {
+        Some(r) if !r.peer_pod_cidrs.is_empty() => format!(
+            "{dataplane}; host routing to {} peer pod CIDRs: out {} direct, {} host stack; in {} direct, {} host stack",
+            r.peer_pod_cidrs.len(),
+            r.get("to_peer_redirected") + r.get("to_peer_neigh"),
+            r.get("to_peer_fib_fallback") + r.get("to_peer_host_flow"),
+            r.get("from_peer_redirected"),
+            r.get("from_peer_host_flow"),
+        ),
+        _ => dataplane,
+    };
     let queue = match &s.delete_queue {
         None => "unknown".to_owned(),
         Some(q) => format!("{} pending ({})", q.pending, q.dir),

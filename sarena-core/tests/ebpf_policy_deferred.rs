@@ -107,8 +107,8 @@ async fn egress_to_a_service_is_judged_after_translation() {
 
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
-async fn to_network_attaches_once_and_detaches_only_itself() {
-    let t = TestDataplane::open("to_network_attaches_once_and_detaches_only_itself");
+async fn network_hooks_attach_once_and_detach_only_themselves() {
+    let t = TestDataplane::open("network_hooks_attach_once_and_detach_only_themselves");
     // A veth pair of the test's own, in the host netns, gone on drop.
     let name = sarena_test_support::unique("srup");
     let peer = sarena_test_support::unique("srpe");
@@ -117,13 +117,19 @@ async fn to_network_attaches_once_and_detaches_only_itself() {
         "ip", "link", "add", &name, "type", "veth", "peer", "name", &peer
     ]));
     let egress = || run(&["tc", "filter", "show", "dev", &name, "egress"]);
+    let ingress = || run(&["tc", "filter", "show", "dev", &name, "ingress"]);
 
     t.dp.attach_network_hook(&name).await.unwrap();
     t.dp.attach_network_hook(&name).await.unwrap();
-    assert_eq!(tc_programs(&name), (0, 1), "{}", egress());
+    assert_eq!(tc_programs(&name), (1, 1), "{}{}", ingress(), egress());
     assert!(egress().contains("to_network"), "{}", egress());
+    assert!(ingress().contains("from_network"), "{}", ingress());
+    // A reconcile (a restart, a new session) keeps them: they belong to
+    // the node's device, not to an endpoint it does not know.
+    t.dp.reconcile(&[]).await.unwrap();
+    assert_eq!(tc_programs(&name), (1, 1), "{}{}", ingress(), egress());
     t.dp.detach_network_hook(&name).await.unwrap();
-    assert_eq!(tc_programs(&name), (0, 0), "{}", egress());
+    assert_eq!(tc_programs(&name), (0, 0), "{}{}", ingress(), egress());
     t.dp.detach_network_hook(&name).await.unwrap();
     // A missing device: nothing to detach, nothing to attach to.
     assert!(t.dp.detach_network_hook("srnosuchdev0").await.is_ok());

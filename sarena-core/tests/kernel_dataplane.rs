@@ -169,6 +169,7 @@ async fn masquerading_lets_pods_reach_the_outside() {
     let world_net = ClusterNetworks {
         pod_cidrs: vec!["198.18.7.0/24".parse().unwrap()],
         node_addresses: vec![],
+        peer_pod_cidrs: vec![],
     };
     let outcome = dp.apply(&NodeUpdate::ClusterNetworks(world_net)).await;
     assert_eq!(outcome.unwrap(), UpdateOutcome::Applied);
@@ -186,6 +187,7 @@ async fn masquerading_lets_pods_reach_the_outside() {
     let node_only = ClusterNetworks {
         pod_cidrs: vec![],
         node_addresses: vec!["198.18.7.2".parse().unwrap()],
+        peer_pod_cidrs: vec![],
     };
     dp.apply(&NodeUpdate::ClusterNetworks(node_only))
         .await

@@ -28,9 +28,17 @@ pub fn cluster_networks(view: &ClusterView, configured: &[IpNet]) -> ClusterNetw
     let mut node_addresses: Vec<IpAddr> = nodes().flat_map(|n| n.internal_ips.clone()).collect();
     node_addresses.sort();
     node_addresses.dedup();
+    let mut peer_pod_cidrs: Vec<IpNet> = view
+        .peers
+        .iter()
+        .flat_map(|n| n.pod_cidrs.iter().map(IpNet::trunc))
+        .collect();
+    peer_pod_cidrs.sort();
+    peer_pod_cidrs.dedup();
     ClusterNetworks {
         pod_cidrs,
         node_addresses,
+        peer_pod_cidrs,
     }
 }
 

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use ipnet::IpNet;
 
 pub use crate::api::DataplaneMode;
-use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
+use crate::api::{BandwidthStatus, Endpoint, HostRoutingStatus, ProgramsStatus};
 pub use error::DataplaneError;
 pub use kernel::KernelDataplane;
 #[cfg(any(test, feature = "mocks"))]
@@ -111,6 +111,11 @@ pub trait EndpointReports: Send + Sync {
         &self,
         endpoint: &Endpoint,
     ) -> Result<Option<ebpf::EndpointCounters>, DataplaneError>;
+
+    /// Host routing to and from the other nodes' pods without the host
+    /// stack: their pod CIDRs and the node-wide counters; `None` for a
+    /// dataplane without it.
+    fn host_routing(&self) -> Result<Option<HostRoutingStatus>, DataplaneError>;
 }
 
 #[cfg(any(test, feature = "mocks"))]
@@ -141,5 +146,6 @@ mockall::mock! {
             &self,
             endpoint: &Endpoint,
         ) -> Result<Option<ebpf::EndpointCounters>, DataplaneError>;
+        fn host_routing(&self) -> Result<Option<HostRoutingStatus>, DataplaneError>;
     }
 }

@@ -48,6 +48,10 @@ pub struct ClusterNetworks {
     pub pod_cidrs: Vec<IpNet>,
     /// Every Node's `InternalIP`s.
     pub node_addresses: Vec<IpAddr>,
+    /// The podCIDRs of the other nodes this node routes to (trusted peers
+    /// only, never this node's own): the eBPF dataplane sends traffic to
+    /// their pods, and delivers traffic from them, without the host stack.
+    pub peer_pod_cidrs: Vec<IpNet>,
 }
 
 impl ClusterNetworks {
@@ -108,10 +112,30 @@ impl NodeUpdates for AyaDataplane {
     async fn apply(&self, update: &NodeUpdate) -> Result<UpdateOutcome, DataplaneError> {
         match update {
             NodeUpdate::Identity { .. } => Ok(UpdateOutcome::Ignored),
-            NodeUpdate::ClusterNetworks(_) => match self.host_stack_updates() {
-                Some(host) => host.apply(update).await,
-                None => Ok(UpdateOutcome::Ignored),
-            },
+            NodeUpdate::ClusterNetworks(networks) => {
+                let host = match self.host_stack_updates() {
+                    Some(host) => host.apply(update).await?,
+                    None => UpdateOutcome::Ignored,
+                };
+                // The node's devices first, then the map (see set_peer_pods).
+                if !networks.peer_pod_cidrs.is_empty() {
+                    let hooked = self.ensure_network_hooks().await?;
+                    tracing::debug!(devices = ?hooked, "eBPF host routing: node devices");
+                }
+                let change = self.set_peer_pods(&networks.peer_pod_cidrs)?;
+                if !change.added.is_empty() || !change.removed.is_empty() {
+                    tracing::info!(
+                        added = ?change.added,
+                        removed = ?change.removed,
+                        "eBPF host routing: other nodes' pod CIDRs"
+                    );
+                }
+                if networks.peer_pod_cidrs.is_empty() {
+                    Ok(host)
+                } else {
+                    Ok(UpdateOutcome::Applied)
+                }
+            }
             NodeUpdate::Policy(compiled) => {
                 let applied = self.apply_policy(compiled.clone());
                 // The deferred egress check where traffic leaves the node:

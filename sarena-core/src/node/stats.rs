@@ -23,6 +23,13 @@ impl WithDataplane {
                 None
             }
         };
+        status.dataplane.host_routing = match self.dataplane.host_routing() {
+            Ok(routing) => routing,
+            Err(error) => {
+                tracing::warn!(error = %crate::error_chain(&error), "cannot read host routing");
+                None
+            }
+        };
         Ok(status)
     }
 
@@ -69,6 +76,7 @@ mod tests {
 
     use super::*;
     use crate::api::EndpointSpec;
+    use crate::api::HostRoutingStatus;
     use crate::api::{Attachment, Health, Inspect, IpamState, MockNodeApi, ProgramsStatus};
     use crate::dataplane::ebpf::EndpointCounters;
     use crate::dataplane::{DataplaneError, DataplaneMode, MockDataplane};
@@ -106,7 +114,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn status_has_the_dataplanes_mode_and_programs() {
+    async fn status_has_the_dataplanes_mode_programs_and_host_routing() {
         let mut dataplane = MockDataplane::new();
         dataplane.expect_mode().return_const(DataplaneMode::Kernel);
         dataplane
@@ -118,9 +126,18 @@ mod tests {
                     detached: vec!["lxcb".into()],
                 }))
             });
+        dataplane.expect_host_routing().returning(|| {
+            Ok(Some(HostRoutingStatus {
+                peer_pod_cidrs: vec!["10.244.1.0/24".parse().unwrap()],
+                counters: [("from_peer_redirected".to_owned(), 7)].into(),
+            }))
+        });
         let daemon = WithDataplane::new(Arc::new(registry()), Arc::new(dataplane));
         let status = daemon.status().await.unwrap();
         assert_eq!(status.dataplane.mode, "kernel");
+        let routing = status.dataplane.host_routing.unwrap();
+        assert_eq!(routing.get("from_peer_redirected"), 7);
+        assert_eq!(routing.peer_pod_cidrs.len(), 1);
         let programs = status.dataplane.programs.unwrap();
         assert_eq!(
             (programs.attached, programs.detached),

@@ -20,6 +20,7 @@ pub async fn pod(links: &RtnetlinkLinks, host: u8) -> Pod {
 pub mod frames;
 pub mod frames6;
 pub mod ipv6;
+pub mod peer;
 pub mod policy;
 pub mod raw;
 pub mod shop;
@@ -113,6 +114,11 @@ impl NftTable {
         );
         assert!(out.status.success(), "nft: {out:?}\n{rules}");
         table
+    }
+
+    /// The table's (unique) name.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sarena_core::dataplane::ebpf::{AyaDataplane, DropReason};
@@ -80,8 +81,14 @@ pub fn connects(from: &Pod, to: &Pod, addr: IpAddr, port: u16) -> bool {
 /// [`connects`] with `to` listening on `listen` and `from` connecting to
 /// `connect` (a Service address the host translates to `listen`).
 pub fn connects_at(from: &Pod, to: &Pod, listen: IpAddr, connect: IpAddr, port: u16) -> bool {
-    let server = serve_one(to, listen, port);
-    let client = in_netns(&from.netns.path(), move || exchange(connect, port));
+    connects_ns(&from.netns.path(), &to.netns.path(), listen, connect, port)
+}
+
+/// [`connects_at`] between any two namespaces (a pod's, or one standing
+/// for another node's pod).
+pub fn connects_ns(from: &Path, to: &Path, listen: IpAddr, connect: IpAddr, port: u16) -> bool {
+    let server = serve_one_in(to, listen, port);
+    let client = in_netns(from, move || exchange(connect, port));
     let ok = client.join().unwrap();
     server.join().unwrap();
     ok
@@ -90,17 +97,17 @@ pub fn connects_at(from: &Pod, to: &Pod, listen: IpAddr, connect: IpAddr, port: 
 /// Whether the host (the test's own netns) completes a TCP exchange with
 /// `to` on `addr`:`port`.
 pub fn host_connects(to: &Pod, addr: IpAddr, port: u16) -> bool {
-    let server = serve_one(to, addr, port);
+    let server = serve_one_in(&to.netns.path(), addr, port);
     let ok = exchange(addr, port);
     server.join().unwrap();
     ok
 }
 
-/// A listener on `addr`:`port` in `to`, listening when this returns, that
-/// echoes one byte of the first connection within 3 s.
-fn serve_one(to: &Pod, addr: IpAddr, port: u16) -> std::thread::JoinHandle<()> {
+/// A listener on `addr`:`port` in the namespace `to`, listening when this
+/// returns, that echoes one byte of the first connection within 3 s.
+fn serve_one_in(to: &Path, addr: IpAddr, port: u16) -> std::thread::JoinHandle<()> {
     let (tx, rx) = std::sync::mpsc::channel();
-    let server = in_netns(&to.netns.path(), move || {
+    let server = in_netns(to, move || {
         let listener = TcpListener::bind(SocketAddr::new(addr, port)).unwrap();
         listener.set_nonblocking(true).unwrap();
         tx.send(()).unwrap();

@@ -218,6 +218,23 @@ fn encode_status(status: &DaemonStatus, encoder: &mut DescriptorEncoder) -> fmt:
             programs.detached.len() as u64,
         )?;
     }
+    if let Some(routing) = &status.dataplane.host_routing {
+        gauge(
+            encoder,
+            "sarena_host_routing_peer_pod_cidrs",
+            "Other nodes' pod CIDRs the eBPF programs route to and from without the host stack",
+            routing.peer_pod_cidrs.len() as u64,
+        )?;
+        for (name, value) in &routing.counters {
+            let metric = format!("sarena_host_routing_{name}");
+            let help = format!(
+                "eBPF host routing counter {name} of the node (sarena_common::peers::NodeCounters), summed over CPUs"
+            );
+            let mut family =
+                encoder.encode_descriptor(&metric, &help, None, MetricType::Counter)?;
+            ConstCounter::new(*value).encode(family.encode_family(&Labels::default())?)?;
+        }
+    }
     Ok(())
 }
 

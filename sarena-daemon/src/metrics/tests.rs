@@ -4,8 +4,8 @@
 use prometheus_parse::{Sample, Scrape, Value};
 use sarena_core::api::{
     ApiErrorKind, Attachment, DaemonStatus, DataplaneCounters, Endpoint, EndpointSpec,
-    EndpointStats, Health, IpamState, MockNodeApi, NetworkStatus, PeersStatus, PodRef, PoolState,
-    ProgramsStatus, RejectedPeerStatus, VxlanFilterStatus,
+    EndpointStats, Health, HostRoutingStatus, IpamState, MockNodeApi, NetworkStatus, PeersStatus,
+    PodRef, PoolState, ProgramsStatus, RejectedPeerStatus, VxlanFilterStatus,
 };
 use sarena_core::dataplane::ebpf::{DropReason, EndpointCounters};
 
@@ -80,6 +80,10 @@ fn daemon() -> MockNodeApi {
         status.dataplane.programs = Some(ProgramsStatus {
             attached: 1,
             detached: vec!["lxcb".into()],
+        });
+        status.dataplane.host_routing = Some(HostRoutingStatus {
+            peer_pod_cidrs: vec!["10.244.1.0/24".parse().unwrap()],
+            counters: [("from_peer_redirected".to_owned(), 11)].into(),
         });
         status.network = Some(NetworkStatus {
             peers: Some(PeersStatus {
@@ -224,6 +228,18 @@ async fn a_scrape_has_the_snapshot_and_what_was_recorded() {
     assert_eq!(
         number(sample(&scrape, "sarena_dataplane_programs_detached", &[])),
         1.0
+    );
+    assert_eq!(
+        number(sample(&scrape, "sarena_host_routing_peer_pod_cidrs", &[])),
+        1.0
+    );
+    assert_eq!(
+        number(sample(
+            &scrape,
+            "sarena_host_routing_from_peer_redirected_total",
+            &[]
+        )),
+        11.0
     );
     assert_eq!(
         number(sample(&scrape, "sarena_metrics_endpoints_omitted", &[])),

@@ -26,6 +26,8 @@ pub const MAP_TYPE_HASH: u32 = 1;
 pub const MAP_TYPE_ARRAY: u32 = 2;
 /// `BPF_MAP_TYPE_PERCPU_HASH`.
 pub const MAP_TYPE_PERCPU_HASH: u32 = 5;
+/// `BPF_MAP_TYPE_PERCPU_ARRAY`.
+pub const MAP_TYPE_PERCPU_ARRAY: u32 = 6;
 /// `BPF_MAP_TYPE_LRU_HASH`.
 pub const MAP_TYPE_LRU_HASH: u32 = 9;
 /// `BPF_MAP_TYPE_LPM_TRIE`.
@@ -111,6 +113,7 @@ impl fmt::Display for MapLayout {
             MAP_TYPE_HASH => f.write_str("hash")?,
             MAP_TYPE_ARRAY => f.write_str("array")?,
             MAP_TYPE_PERCPU_HASH => f.write_str("per-CPU hash")?,
+            MAP_TYPE_PERCPU_ARRAY => f.write_str("per-CPU array")?,
             MAP_TYPE_LRU_HASH => f.write_str("LRU hash")?,
             MAP_TYPE_HASH_OF_MAPS => f.write_str("hash of maps")?,
             MAP_TYPE_LPM_TRIE => f.write_str("LPM trie")?,
@@ -282,6 +285,31 @@ pub const PINNED: &[PinnedLayout] = &[
             4,
             crate::MAX_ENDPOINTS,
             NO_PREALLOC,
+        ),
+        3,
+        None,
+    ),
+    // eBPF host routing (issue 27): new names, generation 3 again.
+    pinned(
+        crate::peers::PEER_PODS_MAP,
+        layout(
+            MAP_TYPE_LPM_TRIE,
+            core::mem::size_of::<crate::policy::IpcacheKey>(),
+            core::mem::size_of::<crate::peers::PeerPodsValue>(),
+            crate::peers::MAX_PEER_POD_CIDRS,
+            NO_PREALLOC,
+        ),
+        3,
+        None,
+    ),
+    pinned(
+        crate::peers::NODE_COUNTERS_MAP,
+        layout(
+            MAP_TYPE_PERCPU_ARRAY,
+            4,
+            core::mem::size_of::<crate::peers::NodeCounters>(),
+            1,
+            0,
         ),
         3,
         None,

@@ -12,6 +12,7 @@
 mod bandwidth;
 pub mod layouts;
 mod link_local;
+pub mod peers;
 pub mod policy;
 pub mod v1;
 
@@ -103,6 +104,16 @@ pub struct EndpointInfo {
 
 /// [`EndpointInfo::flags`]: the endpoint is set up and may receive redirected traffic.
 pub const ENDPOINT_F_ACTIVE: u32 = 1;
+
+/// [`EndpointInfo::flags`]: the endpoint's programs send its traffic for
+/// other nodes' pods straight to the network (`from_container` with eBPF
+/// host routing), so `from_network` may deliver their answers straight in.
+/// (Bits 1 to 3: [`ENDPOINT_F_INGRESS_PACED`] and the isolation bits of
+/// [`policy`].) A daemon of an earlier release rewrites every entry without
+/// it at start (and its programs never send to the network directly), so
+/// after a downgrade the `from_network` left on the uplink delivers
+/// nothing and both directions go through the host stack again.
+pub const ENDPOINT_F_PEER_ROUTED: u32 = 1 << 4;
 
 /// Why a program dropped a frame (index into [`EndpointCounters::drops`]).
 ///
@@ -415,6 +426,10 @@ mod user {
     unsafe impl aya::Pod for super::FlowState {}
     // SAFETY: as above (4 + 4 bytes).
     unsafe impl aya::Pod for super::layouts::PinsMark {}
+    // SAFETY: as above (one u32).
+    unsafe impl aya::Pod for super::peers::PeerPodsValue {}
+    // SAFETY: as above (only u64 fields).
+    unsafe impl aya::Pod for super::peers::NodeCounters {}
 }
 
 #[cfg(test)]
@@ -437,6 +452,8 @@ mod tests {
         assert_eq!(core::mem::size_of::<FlowKey>(), 40);
         assert_eq!(core::mem::align_of::<FlowKey>(), 1);
         assert_eq!(core::mem::size_of::<FlowState>(), 16);
+        assert_eq!(core::mem::size_of::<peers::PeerPodsValue>(), 4);
+        assert_eq!(core::mem::size_of::<peers::NodeCounters>(), 128);
     }
 
     #[test]

@@ -16,6 +16,12 @@
 //! used ones, never another pod's (issue 25: one node-wide table let any pod
 //! flood out every other pod's idle Service flows).
 //!
+//! A flow between a local pod and a peer's pod (another node's, see
+//! `peer`) has a single entry, in the local pod's table, in the direction
+//! into the local pod: the host stack's deliveries into the pod record it
+//! (`to_container`), and so do its sends from the pod to the network
+//! (`to_network`); the programs' direct paths both ways look it up.
+//!
 //! Failure modes are lopsided on purpose: an entry too many (a stale one, an
 //! address reused by a new pod) only sends a flow through the host stack,
 //! which forwards it correctly; an entry missing for a translated flow would
@@ -201,6 +207,46 @@ pub fn record(key: &FlowKey, from: u32, to: u32) {
             }
         }
     }
+}
+
+/// Whether the host stack handled the flow between the local pod behind
+/// `local` and a peer's pod (another node's), `into_local` being the
+/// flow's direction into the local pod: such flows have one entry, in the
+/// local pod's table, whoever started them.
+#[inline(always)]
+pub fn peer_flow_handled(into_local: &FlowKey, local: u32) -> bool {
+    match table(local) {
+        Some(table) => table.get_ptr(into_local).is_some(),
+        None => false,
+    }
+}
+
+/// The host stack handled a packet of a flow between the local pod behind
+/// `local` and a peer's pod (delivered it into the pod, or sent it from
+/// the pod to the network): records or refreshes `into_local` (the flow's
+/// direction into the local pod) in the pod's table. `true` for a new entry.
+#[inline(always)]
+pub fn record_peer(into_local: &FlowKey, local: u32) -> bool {
+    let Some(table) = table(local) else {
+        return false;
+    };
+    // SAFETY: reading the clock has no preconditions.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if let Some(state) = table.get_ptr_mut(into_local) {
+        refresh(state, now);
+        return false;
+    }
+    let state = FlowState {
+        last_seen_ns: now,
+        // No local device: the other end is on another node.
+        ifindex: 0,
+        flags: 0,
+    };
+    if table.insert(into_local, state, 0).is_ok() {
+        counters::host_flow_recorded(local);
+        return true;
+    }
+    false
 }
 
 /// Sets an entry's last-seen time, at most once per [`HOST_FLOW_REFRESH_NS`].

@@ -68,9 +68,7 @@ fn ether_type(ctx: &TcContext) -> Result<u16, DropReason> {
 }
 
 /// Sends the frame (its IP header already rewritten) from the pod behind
-/// `ifindex` into the pod `dst`: MACs rewritten, counted, then straight into
-/// the pod's netns; when the peer redirect is refused, out of the
-/// destination's host veth instead.
+/// `ifindex` into the pod `dst`: counted on the sender, then [`deliver`]ed.
 #[inline(always)]
 pub fn into_pod(
     ctx: &TcContext,
@@ -78,13 +76,19 @@ pub fn into_pod(
     ifindex: u32,
     dst: &EndpointInfo,
 ) -> Result<i32, DropReason> {
+    counters::redirected(ifindex);
+    deliver(ctx, eth, dst)
+}
+
+/// Sends the frame (its IP header already rewritten) into the pod `dst`:
+/// MACs rewritten, counted, then straight into the pod's netns (through
+/// its host veth's egress when traffic to it is paced); when the peer
+/// redirect is refused, out of the destination's host veth instead.
+#[inline(always)]
+pub fn deliver(ctx: &TcContext, eth: &mut EthHdr, dst: &EndpointInfo) -> Result<i32, DropReason> {
     eth.dst_addr = dst.pod_mac;
     eth.src_addr = dst.host_mac;
-    counters::redirected(ifindex);
     counters::to_pod(dst.ifindex, ctx.len());
-    // Straight into the pod's netns (through its host veth's egress when
-    // traffic to it is paced); when the peer redirect is refused, out of the
-    // destination's host veth instead.
     let action = bandwidth::redirect(ctx, dst);
     if action == verdict::REDIRECT {
         return Ok(action as i32);

@@ -7,12 +7,13 @@ use sarena_common::{DropReason, ENDPOINT_F_ACTIVE, EndpointKey};
 use crate::{
     SARENA_ENDPOINTS, antispoof, counters, flows, forward,
     packet::{ptr_at, verdict},
-    policy,
+    peer, policy,
 };
 
 /// IPv4 from one of the pod's own addresses: to another local endpoint
-/// straight into that pod, unless the host stack handled the flow; anything
-/// else to the host stack. Any other source is dropped.
+/// straight into that pod, to a peer's pod straight to its node (see
+/// [`peer`]), unless the host stack handled the flow; anything else to the
+/// host stack. Any other source is dropped.
 #[inline(always)]
 pub fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
     let eth: *mut EthHdr = ptr_at(ctx, 0, DropReason::MalformedEthernet)?;
@@ -37,7 +38,7 @@ pub fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
         }
     }
     let Some(dst) = SARENA_ENDPOINTS.get_ptr(EndpointKey::new(ip.dst_addr)) else {
-        return Ok(verdict::OK);
+        return peer::to_peer4(ctx, eth, ip, ifindex);
     };
     // SAFETY: a map value pointer returned by the lookup helper.
     let dst = unsafe { *dst };
@@ -69,14 +70,14 @@ pub fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
 
 /// Version 4 and a header of at least 20 bytes.
 #[inline(always)]
-fn well_formed(ip: &Ipv4Hdr) -> bool {
+pub fn well_formed(ip: &Ipv4Hdr) -> bool {
     ip.vihl >> 4 == 4 && ip.vihl & 0x0f >= 5
 }
 
 /// TTL minus one with the header checksum updated incrementally (RFC 1624):
 /// the TTL is the high byte of its 16-bit word, so the checksum gains 0x0100.
 #[inline(always)]
-fn decrement_ttl(ip: &mut Ipv4Hdr) {
+pub fn decrement_ttl(ip: &mut Ipv4Hdr) {
     let sum = u32::from(u16::from_be_bytes(ip.check)) + 0x0100;
     let sum = (sum & 0xffff) + (sum >> 16);
     ip.check = (sum as u16).to_be_bytes();
@@ -86,10 +87,10 @@ fn decrement_ttl(ip: &mut Ipv4Hdr) {
 /// An IPv4 frame the host stack delivers to the pod behind `ifindex`:
 /// NetworkPolicy first (the deferred egress check of a local sender, the
 /// pod's ingress; see [`policy::to_pod`]), then, when it comes from
-/// another pod of this node, its flow recorded (whose answer
-/// `from_container` could otherwise redirect). Frames from elsewhere are
-/// not recorded: their answers never take the redirect, and they would
-/// only crowd the map. A verdict.
+/// another pod of this node or a peer's pod, its flow recorded (whose
+/// answer `from_container` could otherwise redirect). Frames from
+/// elsewhere are not recorded: their answers never take a redirect, and
+/// they would only crowd the map. A verdict.
 #[inline(always)]
 pub fn to_container(ctx: &TcContext, ifindex: u32) -> i32 {
     let Ok(ip) = ptr_at::<Ipv4Hdr>(ctx, EthHdr::LEN, DropReason::MalformedIpv4) else {
@@ -115,6 +116,12 @@ pub fn to_container(ctx: &TcContext, ifindex: u32) -> i32 {
         }
     }
     let Some(src) = SARENA_ENDPOINTS.get_ptr(EndpointKey::new(ip.src_addr)) else {
+        // From a peer's pod through the host stack: the flow stays there.
+        if peer::peer_pod4(ip.src_addr)
+            && let Some(key) = flows::key_of(ctx, ip)
+        {
+            peer::recorded(flows::record_peer(&key, ifindex));
+        }
         return verdict::OK;
     };
     // SAFETY: a map value pointer returned by the lookup helper.

@@ -12,7 +12,7 @@ use crate::{
     flows::{self, IPPROTO_ICMPV6},
     forward, ndp,
     packet::{ptr_at, read, verdict},
-    policy,
+    peer, policy,
 };
 
 /// Where the IPv6 payload starts.
@@ -68,7 +68,7 @@ pub fn try_ipv6(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
         }
     }
     let Some(dst) = SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(ip.dst_addr)) else {
-        return Ok(verdict::OK);
+        return peer::to_peer6(ctx, eth, ip, &upper, ifindex);
     };
     // SAFETY: a map value pointer returned by the lookup helper.
     let dst = unsafe { *dst };
@@ -139,7 +139,8 @@ fn link_traffic(ctx: &TcContext, ip: &Ipv6Hdr, upper: Option<&exthdr::Upper>) ->
 /// An IPv6 frame the host stack delivers to the pod behind `ifindex`:
 /// NetworkPolicy (the deferred egress check of a local sender, the pod's
 /// ingress; see [`policy::to_pod`]), then the flow recorded when it comes
-/// from another pod of this node, as [`crate::ipv4::to_container`] does
+/// from another pod of this node or a peer's pod, as
+/// [`crate::ipv4::to_container`] does
 /// for IPv4. A verdict. (A frame from a local pod passed that pod's
 /// `from_container`, so its header chain parses here too.)
 #[inline(always)]
@@ -174,6 +175,13 @@ pub fn to_container(ctx: &TcContext, ifindex: u32) -> i32 {
         }
     }
     let Some(src) = SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(ip.src_addr)) else {
+        // From a peer's pod through the host stack: the flow stays there.
+        if peer::peer_pod6(&ip.src_addr)
+            && let Some(upper) = upper
+            && let Some(key) = flows::key_of6(ctx, ip, &upper)
+        {
+            peer::recorded(flows::record_peer(&key, ifindex));
+        }
         return verdict::OK;
     };
     // SAFETY: a map value pointer returned by the lookup helper.

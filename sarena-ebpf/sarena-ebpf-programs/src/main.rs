@@ -8,8 +8,9 @@
 //!   anything but IPv4 over Ethernet. ARP requests and neighbour solicitations for
 //!   any address but the pod's own are answered with the host end's MAC
 //!   ([`arp`], [`ndp`]); IPv4 and IPv6 to another local endpoint are forwarded
-//!   straight into that pod unless the host stack handled their flow (see
-//!   [`flows`]); everything else goes on to the host stack. NetworkPolicy
+//!   straight into that pod, and to another node's pod straight out of the
+//!   device the FIB names ([`peer`]), unless the host stack handled their
+//!   flow (see [`flows`]); everything else goes on to the host stack. NetworkPolicy
 //!   ([`policy`]) judges the pod's egress before any path, and the local
 //!   destination's ingress right before the redirect.
 //! - [`to_container`] (egress): frames the host stack sends to the pod;
@@ -17,7 +18,10 @@
 //!   sender, the pod's ingress; dropped when denied), flows from other
 //!   local pods recorded, and passed.
 //! - [`to_network`] (egress of the node's vxlan device and uplink): the
+//!   flows the host stack sends to other nodes' pods recorded, and the
 //!   deferred egress check of pods' translated packets leaving the node.
+//! - [`from_network`] (ingress of the same devices): other nodes' pods'
+//!   packets for local pods straight into them ([`peer`]).
 //! - [`to_container_bw`] (egress, in place of `to_container` for a pod
 //!   whose incoming traffic is limited) and [`pod_egress`] (egress of the
 //!   pod's own interface, for a pod whose outgoing traffic is limited): see
@@ -38,6 +42,7 @@ mod ipv4;
 mod ipv6;
 mod ndp;
 mod packet;
+mod peer;
 mod policy;
 
 use aya_ebpf::{
@@ -157,12 +162,25 @@ pub fn pod_egress(ctx: TcContext) -> i32 {
 }
 
 /// Egress of the node's network devices (the vxlan device, the uplink):
-/// the deferred NetworkPolicy egress check of a pod's packet that the host
-/// stack translated and sends off the node (see [`policy`]); everything
-/// else passes untouched.
+/// what `from_container` sent straight to a peer's pod passes (its mark
+/// cleared); the flow of a pod's packet the host stack sends to a peer's
+/// pod is recorded ([`peer`]); the deferred NetworkPolicy egress check of
+/// a pod's packet the host stack translated (see [`policy`]). Nothing is
+/// changed on the way but Sarena's own mark bits.
 #[classifier]
 pub fn to_network(ctx: TcContext) -> i32 {
+    if peer::leaving(&ctx) {
+        return packet::verdict::OK;
+    }
     policy::to_network(&ctx)
+}
+
+/// Ingress of the node's network devices (the uplink, the vxlan device):
+/// a peer pod's packet for a local pod goes straight into it (see
+/// [`peer`]); everything else passes untouched.
+#[classifier]
+pub fn from_network(ctx: TcContext) -> i32 {
+    peer::from_network(&ctx)
 }
 
 #[cfg(not(test))]

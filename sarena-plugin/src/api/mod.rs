@@ -50,7 +50,7 @@ pub use policy::{
 };
 pub use status::{
     DaemonStatus, DataplaneCounters, DataplaneStatus, DeleteQueueStatus, EndpointStats,
-    KubernetesStatus, PoolUsage, ProgramsStatus,
+    HostRoutingStatus, KubernetesStatus, PoolUsage, ProgramsStatus,
 };
 pub use token::{
     DEFAULT_TOKEN_FILE, MAX_TOKEN_LEN, MIN_TOKEN_LEN, read_token_file, token_file_for,

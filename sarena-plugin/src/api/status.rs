@@ -53,6 +53,29 @@ pub struct DataplaneStatus {
     /// that have none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub programs: Option<ProgramsStatus>,
+    /// eBPF host routing to and from the other nodes' pods; absent in the
+    /// modes without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_routing: Option<HostRoutingStatus>,
+}
+
+/// eBPF host routing: the other nodes' pod CIDRs the programs route to and
+/// from without the host stack, and what those paths did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRoutingStatus {
+    /// The other nodes' pod CIDRs in the programs' map, sorted (empty
+    /// outside Kubernetes mode, or alone in the cluster).
+    pub peer_pod_cidrs: Vec<IpNet>,
+    /// The node-wide counters by field name (`sarena_common::peers::NodeCounters`),
+    /// summed over CPUs, since the map was created.
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl HostRoutingStatus {
+    /// The counter `name`, zero when absent.
+    pub fn get(&self, name: &str) -> u64 {
+        self.counters.get(name).copied().unwrap_or(0)
+    }
 }
 
 /// Whether every endpoint has the daemon's programs on both hooks.
@@ -130,6 +153,7 @@ impl DaemonStatus {
             dataplane: DataplaneStatus {
                 mode: mode.to_owned(),
                 programs: None,
+                host_routing: None,
             },
             pools,
             endpoints,

@@ -3,7 +3,9 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
-use sarena_common::{ENDPOINT_F_ACTIVE, Endpoint6Key, EndpointInfo, EndpointKey};
+use sarena_common::{
+    ENDPOINT_F_ACTIVE, ENDPOINT_F_PEER_ROUTED, Endpoint6Key, EndpointInfo, EndpointKey,
+};
 
 use crate::api::Endpoint;
 
@@ -31,6 +33,7 @@ pub fn endpoint_info(endpoint: &Endpoint, isolation: u32) -> EndpointInfo {
     EndpointInfo {
         ifindex: endpoint.spec.host_ifindex,
         flags: ENDPOINT_F_ACTIVE
+            | ENDPOINT_F_PEER_ROUTED
             | super::bandwidth::entry_flags(endpoint)
             | (isolation & super::policy::POLICY_BITS),
         pod_mac: endpoint.spec.pod_mac.octets(),
@@ -108,7 +111,7 @@ pub(super) mod tests {
         assert_eq!(info.ifindex, 9);
         assert_eq!(info.host_mac, [2, 0, 0, 0, 0, 1]);
         assert_eq!(info.pod_mac, [0x0a, 0, 0, 0, 0, 2]);
-        assert_eq!(info.flags, ENDPOINT_F_ACTIVE);
+        assert_eq!(info.flags, ENDPOINT_F_ACTIVE | ENDPOINT_F_PEER_ROUTED);
         let v6 = ipv6_entries(&ep, 0);
         assert_eq!(v6.len(), 1);
         assert_eq!(v6[0].0.ip(), "fd00::5".parse::<IpAddr>().unwrap());
@@ -123,7 +126,9 @@ pub(super) mod tests {
         );
         assert_eq!(
             isolated.flags,
-            ENDPOINT_F_ACTIVE | sarena_common::policy::ENDPOINT_F_INGRESS_ISOLATED,
+            ENDPOINT_F_ACTIVE
+                | ENDPOINT_F_PEER_ROUTED
+                | sarena_common::policy::ENDPOINT_F_INGRESS_ISOLATED,
             "only the isolation bits are taken"
         );
     }

@@ -10,6 +10,7 @@ use aya::programs::tc::SchedClassifier;
 use aya::{Ebpf, EbpfLoader};
 use tokio::sync::OnceCell;
 
+use sarena_common::peers::FROM_NETWORK_PROG;
 use sarena_common::policy::TO_NETWORK_PROG;
 use sarena_common::{
     FROM_CONTAINER_PROG, POD_EGRESS_PROG, TO_CONTAINER_BW_PROG, TO_CONTAINER_PROG,
@@ -62,6 +63,7 @@ impl AyaDataplane {
         let maps = Maps::take(&mut ebpf)?;
         let policy = super::policy::PolicyLoader::open(super::policy::held_tables(&maps)?);
         let pacing = PacingMap::take(&mut ebpf)?;
+        let peers = super::peer_maps::PeerMaps::take(&mut ebpf)?;
         let upgrade = Upgrade::open(inspection)?;
         let kill_at = KillAt::from_env();
         if upgrade.migrating() {
@@ -81,6 +83,7 @@ impl AyaDataplane {
                 shaping: None,
                 upgrade,
                 policy,
+                peers,
             }),
             host_stack: None,
             host_updates: None,
@@ -106,13 +109,15 @@ pub(super) fn loader<'a>(pin_dir: &Path) -> EbpfLoader<'a> {
 /// Every program of the object: the two of every host veth, the paced
 /// egress one, `pod_egress` (loaded here only for its tag: each limited
 /// pod gets an instance of its own, see `pod_side.rs`), and `to_network`
-/// (the node devices' egress, see `network_hook.rs`).
-const PROGRAMS: [&str; 5] = [
+/// and `from_network` (the node devices' egress and ingress, see
+/// `network_hook.rs`).
+const PROGRAMS: [&str; 6] = [
     FROM_CONTAINER_PROG,
     TO_CONTAINER_PROG,
     TO_CONTAINER_BW_PROG,
     POD_EGRESS_PROG,
     TO_NETWORK_PROG,
+    FROM_NETWORK_PROG,
 ];
 
 /// Loads the programs into the kernel; returns their tags by name and the

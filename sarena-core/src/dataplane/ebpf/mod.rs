@@ -43,6 +43,7 @@ mod inspect;
 mod load;
 mod maps;
 mod network_hook;
+mod peer_maps;
 pub mod pins;
 mod pod_side;
 mod policy;
@@ -63,9 +64,11 @@ use aya::Ebpf;
 pub use bandwidth::{BASE_HORIZON_NS, MAX_BURST_NS, MAX_HORIZON_NS, as_enforced};
 pub use error::BpfError;
 pub use fault::KILL_AT_ENV;
+pub use peer_maps::PeerPodsChange;
 pub use pins::{Direction, PinnedAttachment};
 pub use policy::PolicyApplied;
 pub use policy_maps::PolicyMaps;
+pub use sarena_common::peers::NodeCounters;
 pub use sarena_common::{
     BandwidthState, DropReason, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, Pacer,
 };
@@ -76,7 +79,7 @@ use super::{
     Dataplane, DataplaneError, DataplaneMode, EndpointReports, NodeNetwork, NodeUpdates,
     ReconcileReport,
 };
-use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
+use crate::api::{BandwidthStatus, Endpoint, HostRoutingStatus, ProgramsStatus};
 use crate::netlink;
 use crate::sysctl;
 use bandwidth::PacingMap;
@@ -144,6 +147,8 @@ struct State {
     upgrade: upgrade::Upgrade,
     /// NetworkPolicy: what the maps hold and the engine's last state.
     policy: policy::PolicyLoader,
+    /// eBPF host routing: the other nodes' pod CIDRs, its counters.
+    peers: peer_maps::PeerMaps,
 }
 
 impl State {
@@ -427,5 +432,17 @@ impl EndpointReports for AyaDataplane {
         endpoint: &Endpoint,
     ) -> Result<Option<BandwidthStatus>, DataplaneError> {
         self.shaping_status(endpoint).await
+    }
+
+    fn host_routing(&self) -> Result<Option<HostRoutingStatus>, DataplaneError> {
+        let counters = self.node_counters()?;
+        Ok(Some(HostRoutingStatus {
+            peer_pod_cidrs: self.peer_pods()?,
+            counters: counters
+                .named()
+                .into_iter()
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect(),
+        }))
     }
 }

@@ -1,9 +1,12 @@
-//! `to_network` on the node's own devices (the vxlan device, the uplink):
-//! the deferred NetworkPolicy egress check of pods' packets the host stack
-//! translated and sends off the node (`sarena_common::policy::MARK_EGRESS_DEFERRED`).
+//! `to_network` and `from_network` on the node's own devices (the vxlan
+//! device, the uplink): on egress, the deferred NetworkPolicy egress check
+//! of pods' packets the host stack translated and sends off the node
+//! (`sarena_common::policy::MARK_EGRESS_DEFERRED`) and the record of the
+//! host stack's flows to other nodes' pods; on ingress, other nodes' pods'
+//! packets straight into local pods (`sarena_common::peers`).
 //!
 //! Attached like the pod programs, as a `cls_bpf` filter at Sarena's
-//! position on the device's `clsact` egress hook (see [`super::tc`]), so it
+//! position on the device's `clsact` hooks (see [`super::tc`]), so it
 //! stays attached while the daemon is down. These devices are shared with
 //! the rest of the node: a filter of another program at that position is
 //! left alone (an error), and detaching removes only Sarena's own.
@@ -11,6 +14,7 @@
 use std::collections::BTreeSet;
 
 use rtnetlink::packet_route::route::{RouteAttribute, RouteMessage, RouteProtocol};
+use sarena_common::peers::FROM_NETWORK_PROG;
 use sarena_common::policy::TO_NETWORK_PROG;
 
 use super::AyaDataplane;
@@ -21,9 +25,21 @@ use super::pins::Direction;
 use super::tc::{self, TcAttachment};
 use crate::dataplane::DataplaneError;
 
-/// Sarena's filter on the egress hook, among `current`.
-fn on_egress(current: &[TcAttachment]) -> Option<&TcAttachment> {
-    current.iter().find(|a| a.direction == Direction::Egress)
+/// Sarena's programs on a node device, by hook, in the order they are
+/// attached.
+const HOOKS: [(Direction, &str); 2] = [
+    (Direction::Egress, TO_NETWORK_PROG),
+    (Direction::Ingress, FROM_NETWORK_PROG),
+];
+
+/// Whether `program` is one of the node devices' programs (not a pod's).
+pub(super) fn is_network_hook(program: &str) -> bool {
+    HOOKS.iter().any(|(_, name)| *name == program)
+}
+
+/// Sarena's filter on the `direction` hook, among `current`.
+fn on(current: &[TcAttachment], direction: Direction) -> Option<&TcAttachment> {
+    current.iter().find(|a| a.direction == direction)
 }
 
 /// The ifindexes of the devices pod traffic leaves the node by, among
@@ -77,10 +93,11 @@ impl AyaDataplane {
         Ok(hooked)
     }
 
-    /// Puts `to_network` on the tc egress of the device `ifname`. Idempotent:
-    /// a filter already running this dataplane's `to_network` is kept, an
-    /// older `to_network` replaced; another program at Sarena's position is
-    /// [`BpfError::ForeignFilter`].
+    /// Puts `to_network` on the tc egress and `from_network` on the tc
+    /// ingress of the device `ifname`. Idempotent: a filter already running
+    /// this dataplane's program is kept, an older one replaced in place;
+    /// another program at Sarena's position is [`BpfError::ForeignFilter`]
+    /// (checked on both hooks before either is touched).
     pub async fn attach_network_hook(&self, ifname: &str) -> Result<(), DataplaneError> {
         let Some(ifindex) = host_ifindex(ifname) else {
             return Err(BpfError::NoDevice {
@@ -93,31 +110,35 @@ impl AyaDataplane {
             tc::query(&host, ifindex).await?
         };
         let mut state = self.lock();
-        if let Some(found) = on_egress(&current) {
-            if found.program != TO_NETWORK_PROG {
-                return Err(BpfError::ForeignFilter {
-                    ifname: ifname.to_owned(),
-                    direction: Direction::Egress,
-                    program: TO_NETWORK_PROG,
-                    found: found.program.clone(),
+        let mut todo = Vec::new();
+        for (direction, name) in HOOKS {
+            if let Some(found) = on(&current, direction) {
+                if found.program != name {
+                    return Err(BpfError::ForeignFilter {
+                        ifname: ifname.to_owned(),
+                        direction,
+                        program: name,
+                        found: found.program.clone(),
+                    }
+                    .into());
                 }
-                .into());
+                if Some(found.tag) == state.tag(name) {
+                    continue;
+                }
             }
-            if Some(found.tag) == state.tag(TO_NETWORK_PROG) {
-                return Ok(());
-            }
+            todo.push((direction, name));
         }
-        tc::attach(
-            program(&mut state.ebpf, TO_NETWORK_PROG)?,
-            ifname,
-            Direction::Egress,
-        )?;
+        // Egress first: the host stack's flows to other nodes' pods are
+        // recorded before `from_network` delivers any answer directly.
+        for (direction, name) in todo {
+            tc::attach(program(&mut state.ebpf, name)?, ifname, direction)?;
+        }
         Ok(())
     }
 
-    /// Removes `to_network` from the tc egress of the device `ifname`, and
-    /// only it: another program at Sarena's position, a missing filter or
-    /// device are left as they are.
+    /// Removes `from_network` and `to_network` from the device `ifname`,
+    /// and only them: another program at Sarena's position, a missing
+    /// filter or device are left as they are.
     pub async fn detach_network_hook(&self, ifname: &str) -> Result<(), DataplaneError> {
         let Some(ifindex) = host_ifindex(ifname) else {
             return Ok(());
@@ -126,12 +147,16 @@ impl AyaDataplane {
             let host = self.host_netlink().await?;
             tc::query(&host, ifindex).await?
         };
-        match on_egress(&current) {
-            Some(found) if found.program == TO_NETWORK_PROG => {
-                Ok(tc::detach(ifname, Direction::Egress)?)
+        // Ingress first: no answer is delivered directly once the flows
+        // stop being recorded.
+        for (direction, name) in HOOKS.iter().rev() {
+            if let Some(found) = on(&current, *direction)
+                && found.program == *name
+            {
+                tc::detach(ifname, *direction)?;
             }
-            _ => Ok(()),
         }
+        Ok(())
     }
 }
 

@@ -26,7 +26,7 @@ use crate::dataplane::DataplaneError;
 use crate::policy::{Direction, EntryKey, IpcacheEntry, RuleId};
 
 /// An ipcache key without its prefix length: family, 3 zero bytes, address.
-type IpcacheData = [u8; 20];
+pub(super) type IpcacheData = [u8; 20];
 /// A policy key without its prefix length: ifindex, direction, identity,
 /// protocol, port (big-endian).
 type PolicyData = [u8; 12];
@@ -50,7 +50,7 @@ impl std::fmt::Debug for PolicyMaps {
 
 /// A failed insert of `object` into `map`: [`BpfError::MapFull`] when the
 /// map is full, [`BpfError::Map`] otherwise.
-fn insert_error(
+pub(super) fn insert_error(
     call: &'static str,
     map: &'static str,
     object: impl ToString,
@@ -78,7 +78,7 @@ fn lpm<K: aya::Pod, V: aya::Pod>(
 }
 
 /// The trie key of `prefix` (its host bits cleared).
-fn ipcache_key(prefix: IpNet) -> Key<IpcacheData> {
+pub(super) fn ipcache_key(prefix: IpNet) -> Key<IpcacheData> {
     let prefix = prefix.trunc();
     let key = match prefix.addr() {
         IpAddr::V4(a) => IpcacheKey::prefix4(a.octets(), u32::from(prefix.prefix_len())),
@@ -91,7 +91,7 @@ fn ipcache_key(prefix: IpNet) -> Key<IpcacheData> {
 }
 
 /// The prefix of a trie key; `None` for a key no [`ipcache_key`] makes.
-fn ipcache_prefix(key: &Key<IpcacheData>) -> Option<IpNet> {
+pub(super) fn ipcache_prefix(key: &Key<IpcacheData>) -> Option<IpNet> {
     let data = key.data();
     let len = u8::try_from(key.prefix_len().checked_sub(32)?).ok()?;
     let addr = match data[0] {

@@ -284,9 +284,12 @@ fn live_endpoints(endpoints: &[Endpoint]) -> Vec<Endpoint> {
         .collect()
 }
 
-/// Removes whatever the registry does not know: filters on other devices,
-/// map entries and counters; returns what was removed (ifnames and pod
-/// addresses), sorted.
+/// Removes whatever the registry does not know: filters on other devices
+/// (but `to_network` and `from_network` on the node's own devices, which
+/// [`AyaDataplane::ensure_network_hooks`] manages: removing them here would
+/// leave the host-routing map without the programs that keep both
+/// directions of a cross-node flow on one path), map entries and counters;
+/// returns what was removed (ifnames and pod addresses), sorted.
 fn remove_stale(
     state: &mut State,
     endpoints: &[Endpoint],
@@ -295,6 +298,9 @@ fn remove_stale(
     let mut removed = BTreeSet::new();
     for (ifname, attachments) in foreign {
         for attachment in attachments {
+            if super::network_hook::is_network_hook(&attachment.program) {
+                continue;
+            }
             tc::detach(ifname, attachment.direction)?;
             removed.insert(ifname.clone());
         }

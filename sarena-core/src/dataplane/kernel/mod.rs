@@ -35,7 +35,7 @@ use super::{
     ClusterNetworks, Dataplane, DataplaneError, DataplaneMode, EndpointReports, NodeNetwork,
     ReconcileReport, UpdateOutcome,
 };
-use crate::api::{BandwidthStatus, Endpoint, ProgramsStatus};
+use crate::api::{BandwidthStatus, Endpoint, HostRoutingStatus, ProgramsStatus};
 use crate::netlink::{self, NetlinkError};
 use crate::policy::CompiledPolicy;
 use crate::sysctl;
@@ -297,6 +297,11 @@ impl EndpointReports for KernelDataplane {
         &self,
         _endpoint: &Endpoint,
     ) -> Result<Option<EndpointCounters>, DataplaneError> {
+        Ok(None)
+    }
+
+    /// Everything goes through the host stack here.
+    fn host_routing(&self) -> Result<Option<HostRoutingStatus>, DataplaneError> {
         Ok(None)
     }
 }
