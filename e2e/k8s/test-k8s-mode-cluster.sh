@@ -7,12 +7,14 @@
 # from the controller-manager; pods networked by the real plugin inside each
 # node's netns. In native and in vxlan routing:
 #   daemons ready, NetworkUnavailable=False (SarenaIsUp), peer routes in place;
-#   pods on two nodes: ping and TCP (1 MiB) both ways, through the eBPF programs;
+#   pods on two nodes: ping and TCP (1 MiB) both ways, through the eBPF programs,
+#   on the direct paths on both nodes (eBPF host routing's counters);
 #   the pod UID in the endpoint registry; the pods' MTU lowered in vxlan;
 #   (native) a Pod object's labels and its namespace's in `sarena endpoint
 #   get`, following `kubectl label`;
 #   a cross-node ClusterIP Service: kube-proxy's iptables rules on node1 DNAT
-#   a pod on node1 to a backend pod on node2;
+#   a pod on node1 to a backend pod on node2, the answers through node1's
+#   host stack (the flow recorded);
 #   (vxlan) a hostile Node object (node1's InternalIP, podCIDR 128.0.0.0/1):
 #   rejected by both daemons (not routed, no FDB entry, PeerRejected Event,
 #   error log, counted by reason in the status);
@@ -77,6 +79,9 @@ has_event() { # NODE REASON
 }
 
 # cni_error OUTPUT: "CODE MSG" of a CNI error answer.
+# host_routing NODE: the daemon's eBPF host routing status (JSON).
+host_routing() { sm_api "$1" "$ROUTING" daemon/status | jq -c '.dataplane.host_routing'; }
+
 # endpoint_get POD: `sarena endpoint get` for POD's endpoint on node1 (native).
 endpoint_get() { "$SARENA_BIN_DIR/sarena" --socket "$(sm_sock node1 native)" endpoint get "$1-$RID"; }
 shows_labels() { endpoint_get "$1" | grep -E "^Labels: +$2\$" >/dev/null; }
@@ -198,6 +203,16 @@ EOF
   sm_serve "$b"
   sm_tcp "$a" "$b"
   sm_tcp "$b" "$a"
+  # eBPF host routing on both nodes: each sent its pod's packets straight
+  # out of the device the FIB named and delivered the other's straight in.
+  for n in node1 node2; do
+    hr=$(host_routing "$n")
+    jq -e '(.peer_pod_cidrs | length) >= 1
+      and (.counters.to_peer_redirected + .counters.to_peer_neigh) > 0
+      and .counters.from_peer_redirected > 0' <<<"$hr" >/dev/null ||
+      fail "$n ($ROUTING): not on the direct paths to and from the other node's pods: $hr"
+    log "$n host routing: $hr"
+  done
 
   phase "$ROUTING: ClusterIP (kube-proxy on node1) -> backend pod on node2"
   [ "$ROUTING" = native ] && start_kube_proxy
@@ -210,6 +225,11 @@ EOF
     fail "$a -> $SVC:80 did not reach $b on node2"
   k8s_exec "$DIR" node1 iptables-save -t nat | grep "KUBE-SEP.*-j DNAT.*--to-destination ${POD_IP[$b]}:8080" >/dev/null ||
     fail "no kube-proxy DNAT to ${POD_IP[$b]}:8080 on node1"
+  # The Services rule across nodes: node1 recorded the flow it translated,
+  # and node2's answers came back through node1's host stack.
+  hr=$(host_routing node1)
+  jq -e '.counters.peer_flows_recorded > 0 and .counters.from_peer_host_flow > 0' <<<"$hr" >/dev/null ||
+    fail "node1 ($ROUTING): the Service's answers did not take the host stack: $hr"
 
   if [ "$ROUTING" = native ]; then
     phase "no podCIDR: STATUS 50 and ADD refused with the reason"
