@@ -127,14 +127,9 @@ pub fn to_peer4(
     fib.__bindgen_anon_4.ipv4_dst = u32::from_ne_bytes(ip.dst_addr);
     // tot_len stays 0: the kernel checks the skb against the device's MTU
     // itself, GSO packets included.
-    let rc = lookup(ctx, &mut fib);
-    if rc != i64::from(BPF_FIB_LKUP_RET_SUCCESS) && rc != i64::from(BPF_FIB_LKUP_RET_NO_NEIGH) {
-        count(|c| c.to_peer_fib_fallback += 1);
+    let Some(rc) = route(ctx, &mut fib, ifindex) else {
         return Ok(verdict::OK);
-    }
-    if fib.ifindex == ifindex {
-        return Ok(verdict::OK);
-    }
+    };
     ipv4::decrement_ttl(ip);
     // SAFETY: the FIB wrote the next hop into `ipv4_dst`.
     let nh = unsafe { fib.__bindgen_anon_4.ipv4_dst };
@@ -174,14 +169,9 @@ pub fn to_peer6(
         u32::from_ne_bytes([ip.vcf[0] & 0x0f, ip.vcf[1], ip.vcf[2], ip.vcf[3]]);
     fib.__bindgen_anon_3.ipv6_src = words(&ip.src_addr);
     fib.__bindgen_anon_4.ipv6_dst = words(&ip.dst_addr);
-    let rc = lookup(ctx, &mut fib);
-    if rc != i64::from(BPF_FIB_LKUP_RET_SUCCESS) && rc != i64::from(BPF_FIB_LKUP_RET_NO_NEIGH) {
-        count(|c| c.to_peer_fib_fallback += 1);
+    let Some(rc) = route(ctx, &mut fib, ifindex) else {
         return Ok(verdict::OK);
-    }
-    if fib.ifindex == ifindex {
-        return Ok(verdict::OK);
-    }
+    };
     ip.hop_limit -= 1;
     // SAFETY: the FIB wrote the next hop into `ipv6_dst`.
     let nh = unsafe { fib.__bindgen_anon_4.ipv6_dst };
@@ -203,19 +193,28 @@ fn words(a: &[u8; 16]) -> [u32; 4] {
     ]
 }
 
-/// The FIB lookup of the packet, as if forwarded from the pod's veth.
+/// The FIB lookup of the packet from the pod behind `ifindex`, as if
+/// forwarded from its veth: the lookup's result when the packet can go
+/// out of another device directly (next hop resolved, or to be resolved
+/// by the kernel); `None` (counted when the FIB did not resolve) when the
+/// host stack must handle it.
 #[inline(always)]
-fn lookup(ctx: &TcContext, fib: &mut FibParams) -> i64 {
+fn route(ctx: &TcContext, fib: &mut FibParams, ifindex: u32) -> Option<i64> {
     // SAFETY: the context pointer the kernel passed in and a stack struct
     // of the size given.
-    unsafe {
+    let rc = unsafe {
         bpf_fib_lookup(
             ctx.skb.skb as *mut _,
             fib,
             core::mem::size_of::<FibParams>() as i32,
             0,
         )
+    };
+    if rc != i64::from(BPF_FIB_LKUP_RET_SUCCESS) && rc != i64::from(BPF_FIB_LKUP_RET_NO_NEIGH) {
+        count(|c| c.to_peer_fib_fallback += 1);
+        return None;
     }
+    (fib.ifindex != ifindex).then_some(rc)
 }
 
 /// Sends the packet out of the FIB's device: MACs rewritten and redirected
