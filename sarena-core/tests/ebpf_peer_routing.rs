@@ -20,14 +20,13 @@
 mod ebpf;
 
 use std::net::{IpAddr, Ipv4Addr};
-use std::sync::Arc;
 
 use ebpf::peer::*;
 use ebpf::policy::{ID_C, allow_tcp, connects_ns, drops, isolate};
 use ebpf::{NftTable, TestDataplane};
 use ipnet::IpNet;
 use sarena_core::dataplane::ebpf::{DropReason, NodeCounters};
-use sarena_core::dataplane::{Dataplane, KernelDataplane, NodeNetwork};
+use sarena_core::dataplane::{Dataplane, NodeNetwork};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_core::policy::{Direction, IpcacheEntry};
 use sarena_test_support::{HostStack, Pod, SysctlGuard};
@@ -56,10 +55,7 @@ async fn nodes(test: &str) -> Nodes {
     ];
     let host = HostStack::new();
     let links = RtnetlinkLinks::new().unwrap();
-    let kernel = KernelDataplane::with_names(host.names.clone())
-        .unwrap()
-        .without_antispoof();
-    let t = t.with_host_stack(Arc::new(kernel));
+    let t = t.with_kernel_host(&host);
     t.dp.setup(&NodeNetwork {
         gateways: vec![
             LOCAL_GATEWAY4.parse().unwrap(),

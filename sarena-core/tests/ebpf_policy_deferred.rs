@@ -11,12 +11,11 @@
 mod ebpf;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 
 use ebpf::policy::*;
 use ebpf::{NftTable, TestDataplane};
 use sarena_core::dataplane::ebpf::DropReason;
-use sarena_core::dataplane::{Dataplane, KernelDataplane, NodeNetwork};
+use sarena_core::dataplane::{Dataplane, NodeNetwork};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_core::policy::{Direction, EntryKey, IpcacheEntry};
 use sarena_test_support::{
@@ -34,10 +33,7 @@ async fn egress_to_a_service_is_judged_after_translation() {
     let _forwarding = SysctlGuard::save("net/ipv4/ip_forward");
     let host = HostStack::new();
     let links = RtnetlinkLinks::new().unwrap();
-    let kernel = KernelDataplane::with_names(host.names.clone())
-        .unwrap()
-        .without_antispoof();
-    let t = t.with_host_stack(Arc::new(kernel));
+    let t = t.with_kernel_host(&host);
     t.dp.setup(&NodeNetwork {
         gateways: vec!["10.246.0.1".parse().unwrap()],
         pools: vec!["10.246.0.0/24".parse().unwrap()],

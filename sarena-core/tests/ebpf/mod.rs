@@ -68,6 +68,16 @@ impl TestDataplane {
         }
     }
 
+    /// The same dataplane with the kernel dataplane over `host`'s names
+    /// (anti-spoofing left to the programs) for what the programs leave to
+    /// the host stack.
+    pub fn with_kernel_host(self, host: &sarena_test_support::HostStack) -> TestDataplane {
+        let kernel = sarena_core::dataplane::KernelDataplane::with_names(host.names.clone())
+            .unwrap()
+            .without_antispoof();
+        self.with_host_stack(std::sync::Arc::new(kernel))
+    }
+
     /// Attaches each of `pods`.
     pub async fn attach(&self, pods: &[&Pod]) {
         for pod in pods {
