@@ -3,7 +3,9 @@
 # reference ptp/bridge + host-local plugins, churn, scale, the dataplane
 # against a raw veth pair (pod <-> pod direct, and pod -> ClusterIP -> pod
 # through kube-proxy iptables-mode rules for Sarena eBPF, Sarena kernel and
-# ptp, issue 11; the eBPF programs' own ns per run, issue 16), the
+# ptp, issue 11; the eBPF programs' own ns per run, issue 16), pods on two
+# nodes against the underlay (Sarena eBPF native and VXLAN, Sarena kernel,
+# host-gw; then under 20,000 host FORWARD rules on every node, issue 27), the
 # NetworkPolicy engine's scale and change latency (in process, issue 26),
 # the whole daemon's NetworkPolicy numbers on a real two-node cluster
 # (e2e/k8s/bench-policy-cluster.sh: policy created -> enforced at 1,000 pods
@@ -104,7 +106,7 @@ if [ "$CLUSTER" = 1 ]; then
   SARENA_BIN_DIR="$PWD/target/release" bash e2e/k8s/bench-policy-cluster.sh --out "$OUT/policy-cluster.json"
 fi
 
-log "harness: CNI latency, churn, scale, dataplane, NetworkPolicy engine"
+log "harness: CNI latency, churn, scale, dataplane, pods across nodes, NetworkPolicy engine"
 rc=0
 SARENA_BENCH_COMMAND="$command_line" target/release/sarena-bench all --pods "$PODS" "${QUICK[@]}" \
   --out "$OUT" --docs "$DOCS" --criterion target/criterion || rc=$?

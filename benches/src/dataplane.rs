@@ -21,6 +21,8 @@
 //! [`NodeNetns`]: crate::node::NodeNetns
 
 mod cpu;
+pub mod crossnode;
+mod crr;
 mod ebpf_check;
 mod embedded;
 pub mod embedded_check;

@@ -223,6 +223,25 @@ impl NodeNetns {
             .map_err(|source| BenchError::io("dup", self.netns.path(), source))
     }
 
+    /// DELs `pod`, warning on stderr when that fails (for teardown paths,
+    /// which go on regardless).
+    pub fn del_or_warn(&self, pod: &Pod) {
+        match self.del(pod) {
+            Ok(run) if run.ok() => {}
+            Ok(run) => eprintln!(
+                "sarena-bench: warning: DEL of {} on {}: {}",
+                pod.container_id(),
+                self.contender.label(),
+                run.error_text()
+            ),
+            Err(e) => eprintln!(
+                "sarena-bench: warning: DEL of {}: {}",
+                pod.container_id(),
+                sarena_core::error_chain(&e)
+            ),
+        }
+    }
+
     /// The contender on this node.
     pub fn contender(&self) -> Contender {
         self.contender

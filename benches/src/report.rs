@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use crate::BenchError;
 use crate::cni_ops::CniResults;
 use crate::dataplane::DataplaneResults;
+use crate::dataplane::crossnode::CrossNodeResults;
 use crate::policy::{PolicyResults, RealCluster};
 
 pub use bandwidth::BANDWIDTH_TARGET;
@@ -39,6 +40,8 @@ pub struct ReportInputs {
     pub cni: Option<CniResults>,
     /// Item 4.
     pub dataplane: Option<DataplaneResults>,
+    /// Issue 27: pods across two nodes.
+    pub crossnode: Option<CrossNodeResults>,
     /// Issue 26, point 7: the NetworkPolicy engine.
     pub policy: Option<PolicyResults>,
     /// Issue 26, point 7: the whole daemon on a real cluster
@@ -94,6 +97,9 @@ pub fn render(inputs: &ReportInputs) -> String {
         None => {
             let _ = writeln!(md, "## Dataplane\n\nNot measured in this run.\n");
         }
+    }
+    if let Some(c) = &inputs.crossnode {
+        let _ = writeln!(md, "{}\n", c.markdown().trim_end());
     }
     if let Some(p) = &inputs.policy {
         policy::section(&mut md, p);

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use sarena_benches::BenchError;
 use sarena_benches::cni_ops::{self, CniOptions, CniResults};
+use sarena_benches::dataplane::crossnode::{self, CrossKind, CrossNodeOptions, CrossNodeResults};
 use sarena_benches::dataplane::{self, DataplaneOptions, DataplaneResults, PathKind};
 use sarena_benches::node::Bins;
 use sarena_benches::policy::{self, ClusterSpec, PolicyOptions, PolicyResults};
@@ -34,10 +35,13 @@ enum Part {
     Cni(RunArgs),
     /// Pod ↔ pod throughput and request/response against a raw veth pair.
     Dataplane(RunArgs),
+    /// Pods on two nodes against the underlay (issue 27), without and with
+    /// a host firewall.
+    Crossnode(RunArgs),
     /// The NetworkPolicy engine: scale (10,000 pods, 1,000 policies) and
     /// change latency (1,000 pods, 200 policies), in process; no root needed.
     Policy(RunArgs),
-    /// `cni`, then `dataplane`, then `policy`, then `report`.
+    /// `cni`, then `dataplane`, then `crossnode`, then `policy`, then `report`.
     All(RunArgs),
     /// Renders the page from the JSON results in --out.
     Report(ReportArgs),
@@ -64,7 +68,8 @@ struct RunArgs {
     /// sarena-ebpf-service, sarena-kernel-service, ptp-host-local-service,
     /// raw-veth6, sarena-ebpf6, sarena-ebpf-embedded,
     /// sarena-ebpf-embedded-policies. Ratios need the raw veth pair of the
-    /// path's family among them.
+    /// path's family among them. `crossnode`'s paths: underlay,
+    /// sarena-ebpf-native, sarena-ebpf-vxlan, sarena-kernel, host-gw.
     #[arg(long, value_delimiter = ',')]
     paths: Vec<String>,
     #[command(flatten)]
@@ -98,6 +103,7 @@ struct RunInfo {
 const CNI_JSON: &str = "cni.json";
 const DATAPLANE_JSON: &str = "dataplane.json";
 const POLICY_JSON: &str = "policy.json";
+const CROSSNODE_JSON: &str = "crossnode.json";
 const RUN_JSON: &str = "run.json";
 
 fn main() -> ExitCode {
@@ -126,6 +132,10 @@ fn run(part: Part) -> Result<bool, BenchError> {
             start(&a)?;
             dp(&a)
         }
+        Part::Crossnode(a) => {
+            start(&a)?;
+            crossnode(&a)
+        }
         Part::Policy(a) => {
             write_run_info(&a, None)?;
             policy_part(&a)?;
@@ -135,9 +145,10 @@ fn run(part: Part) -> Result<bool, BenchError> {
             start(&a)?;
             let cni_ok = cni(&a)?;
             let dp_ok = dp(&a)?;
+            let cross_ok = crossnode(&a)?;
             policy_part(&a)?;
             report_part(&a.report)?;
-            Ok(cni_ok && dp_ok)
+            Ok(cni_ok && dp_ok && cross_ok)
         }
         Part::Report(r) => {
             report_part(&r)?;
@@ -212,18 +223,8 @@ fn dp(a: &RunArgs) -> Result<bool, BenchError> {
         DataplaneOptions::full()
     };
     if !a.paths.is_empty() {
-        opts.paths = a
-            .paths
-            .iter()
-            .map(|name| {
-                PathKind::from_name(name).ok_or_else(|| BenchError::Input {
-                    what: format!(
-                        "--paths: no path {name:?} (known: {})",
-                        PathKind::ALL.map(PathKind::name).join(", ")
-                    ),
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        let known = PathKind::ALL.map(PathKind::name);
+        opts.paths = parse_paths(&a.paths, "path", PathKind::from_name, &known)?;
     }
     cni_ops::progress(&format!("dataplane: {} rounds", opts.rounds));
     let results = dataplane::run(&opts)?;
@@ -233,6 +234,54 @@ fn dp(a: &RunArgs) -> Result<bool, BenchError> {
         cni_ops::progress(&format!("dataplane problem: {p}"));
     }
     Ok(problems.is_empty())
+}
+
+fn crossnode(a: &RunArgs) -> Result<bool, BenchError> {
+    let mut opts = if a.quick {
+        CrossNodeOptions::quick()
+    } else {
+        CrossNodeOptions::full()
+    };
+    if !a.paths.is_empty() {
+        let known = CrossKind::ALL.map(CrossKind::name);
+        let by_name = |n: &str| CrossKind::ALL.into_iter().find(|k| k.name() == n);
+        opts.paths = parse_paths(&a.paths, "cross-node path", by_name, &known)?;
+    }
+    cni_ops::progress(&format!(
+        "cross-node: {} rounds, then {} host rules",
+        opts.rounds, opts.firewall_rules
+    ));
+    let results = crossnode::run(&opts, &Bins::locate()?)?;
+    write_json(&a.report.out.join(CROSSNODE_JSON), &results)?;
+    let problems = results.problems();
+    for p in &problems {
+        cni_ops::progress(&format!("cross-node problem: {p}"));
+    }
+    Ok(problems.is_empty())
+}
+
+/// `--paths` by name (`what` names the kind in the error).
+fn parse_paths<T>(
+    names: &[String],
+    what: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    known: &[impl AsRef<str>],
+) -> Result<Vec<T>, BenchError> {
+    names
+        .iter()
+        .map(|name| {
+            parse(name).ok_or_else(|| BenchError::Input {
+                what: format!(
+                    "--paths: no {what} {name:?} (known: {})",
+                    known
+                        .iter()
+                        .map(AsRef::as_ref)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })
+        })
+        .collect()
 }
 
 fn policy_part(a: &RunArgs) -> Result<(), BenchError> {
@@ -251,10 +300,16 @@ fn report_part(r: &ReportArgs) -> Result<(), BenchError> {
     let info: Option<RunInfo> = read_json(&r.out.join(RUN_JSON))?;
     let cni: Option<CniResults> = read_json(&r.out.join(CNI_JSON))?;
     let dataplane: Option<DataplaneResults> = read_json(&r.out.join(DATAPLANE_JSON))?;
+    let crossnode: Option<CrossNodeResults> = read_json(&r.out.join(CROSSNODE_JSON))?;
     let policy: Option<PolicyResults> = read_json(&r.out.join(POLICY_JSON))?;
     let policy_cluster: Option<policy::RealCluster> =
         read_json(&r.out.join(policy::real_cluster::FILE))?;
-    if cni.is_none() && dataplane.is_none() && policy.is_none() && policy_cluster.is_none() {
+    if cni.is_none()
+        && dataplane.is_none()
+        && crossnode.is_none()
+        && policy.is_none()
+        && policy_cluster.is_none()
+    {
         return Err(BenchError::Input {
             what: format!(
                 "no results in {} (run `sarena-bench all` first)",
@@ -269,6 +324,7 @@ fn report_part(r: &ReportArgs) -> Result<(), BenchError> {
     let inputs = ReportInputs {
         cni,
         dataplane,
+        crossnode,
         policy,
         policy_cluster,
         criterion: report::criterion::gather(&r.criterion),

@@ -18,9 +18,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
+use sarena_common::peers::NodeCounters;
 use sarena_core::api::{Attachment, PodRef};
+use sarena_core::cluster::rtnl::RtnetlinkPeers;
+use sarena_core::cluster::{
+    ClusterView, KubernetesConfig, PeerRouting as _, PeerSync, RoutingMode, cluster_networks,
+};
 use sarena_core::cni::Version;
 use sarena_core::dataplane::ebpf::{AyaDataplane, PolicyApplied};
+use sarena_core::dataplane::{NodeUpdate, NodeUpdates as _};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_core::node::{NodeConfig, Registry, WithDataplane};
 use sarena_core::plugin::{AddRequest, DelRequest, Plugin};
@@ -85,6 +91,15 @@ impl EmbeddedNode {
     /// A node with pool `10.<subnet>.0.0/24`, the eBPF dataplane loaded and
     /// pinned under a fresh pin dir, and no pods yet.
     pub fn start(label: &str, subnet: u8) -> Result<EmbeddedNode, BenchError> {
+        EmbeddedNode::start_with(label, subnet, None)
+    }
+
+    /// [`EmbeddedNode::start`] with the pods' MTU set (`None`: the default).
+    pub fn start_with(
+        label: &str,
+        subnet: u8,
+        mtu: Option<u32>,
+    ) -> Result<EmbeddedNode, BenchError> {
         let object = ebpf_object()?;
         let node_ns = Netns::create(&unique_name("dp-emb-node"))?;
         let state_dir = tempfile::Builder::new()
@@ -114,8 +129,9 @@ impl EmbeddedNode {
             _state_dir: state_dir,
             node_ns,
         };
+        let mtu = mtu.map_or(String::new(), |m| format!("mtu = {m}\n"));
         let config = format!(
-            "dataplane = \"ebpf\"\n[[ipam.pools]]\nname = \"embedded\"\ncidrs = [\"10.{subnet}.0.0/24\"]\n"
+            "{mtu}dataplane = \"ebpf\"\n[[ipam.pools]]\nname = \"embedded\"\ncidrs = [\"10.{subnet}.0.0/24\"]\n"
         );
         let state = node._state_dir.path().to_owned();
         let (plugin, dataplane) = node.on_worker(move |rt| {
@@ -211,6 +227,69 @@ impl EmbeddedNode {
     /// The node's pin dir (its counters map and programs).
     pub fn pin_dir(&self) -> &Path {
         &self.pin_dir
+    }
+
+    /// The node's netns.
+    pub fn node_netns(&self) -> &Netns {
+        &self.node_ns
+    }
+
+    /// The node's pod CIDR (its pool).
+    pub fn pod_cidr(subnet: u8) -> ipnet::IpNet {
+        ipnet::IpNet::from(ipnet::Ipv4Net::new_assert(
+            std::net::Ipv4Addr::new(10, subnet, 0, 0),
+            24,
+        ))
+    }
+
+    /// Makes the node a member of `view` as Kubernetes mode does once the
+    /// API server has told it: the peer routes or the VXLAN overlay of
+    /// `routing` (the daemon's own [`PeerSync`] over rtnetlink, in the
+    /// node netns), then the cluster's networks handed to the dataplane,
+    /// which hooks the node's devices and routes to the peers' pods itself.
+    pub fn join_cluster(&self, view: ClusterView, routing: RoutingMode) -> Result<(), BenchError> {
+        let dataplane = self.dataplane.clone().ok_or_else(|| BenchError::Input {
+            what: format!("{}: the node did not start", self.label),
+        })?;
+        let context = self.label.clone();
+        self.on_worker(move |rt| {
+            rt.block_on(async move {
+                let peers = Arc::new(
+                    RtnetlinkPeers::new()
+                        .map_err(|e| BenchError::embedded("RtnetlinkPeers::new", &context, e))?,
+                );
+                let config = KubernetesConfig {
+                    routing,
+                    ..KubernetesConfig::default()
+                };
+                let sync = PeerSync::new(config, None, peers.clone(), peers);
+                let report = sync
+                    .sync(&view)
+                    .await
+                    .map_err(|e| BenchError::embedded("PeerSync::sync", &context, e))?;
+                if !report.failed.is_empty() || report.deferred {
+                    return Err(BenchError::Verify {
+                        what: format!("{context}: peer routing: {report:?}"),
+                    });
+                }
+                let networks = cluster_networks(&view, &[]);
+                dataplane
+                    .apply(&NodeUpdate::ClusterNetworks(networks))
+                    .await
+                    .map_err(|e| BenchError::embedded("NodeUpdates::apply", &context, e))?;
+                Ok(())
+            })
+        })?
+    }
+
+    /// What eBPF host routing did on this node so far.
+    pub fn node_counters(&self) -> Result<NodeCounters, BenchError> {
+        let dataplane = self.dataplane.as_ref().ok_or_else(|| BenchError::Input {
+            what: format!("{}: the node did not start", self.label),
+        })?;
+        dataplane
+            .node_counters()
+            .map_err(|e| BenchError::embedded("node_counters", self.label.clone(), e))
     }
 
     /// Hands the engine's output to the dataplane, as the daemon does.

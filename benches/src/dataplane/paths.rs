@@ -78,20 +78,7 @@ impl Drop for PodPair {
             self.neighbour.as_ref(),
         ];
         for pod in pods.into_iter().flatten() {
-            match self.node.del(pod) {
-                Ok(run) if run.ok() => {}
-                Ok(run) => eprintln!(
-                    "sarena-bench: warning: DEL of {} on {}: {}",
-                    pod.container_id(),
-                    self.node.contender().label(),
-                    run.error_text()
-                ),
-                Err(e) => eprintln!(
-                    "sarena-bench: warning: DEL of {}: {}",
-                    pod.container_id(),
-                    sarena_core::error_chain(&e)
-                ),
-            }
+            self.node.del_or_warn(pod);
         }
     }
 }
@@ -149,7 +136,7 @@ pub fn parse_mtu(ip_link: &str) -> Option<u32> {
     words.next()?.parse().ok()
 }
 
-fn mtu_of(netns_name: &str) -> Option<u32> {
+pub(crate) fn mtu_of(netns_name: &str) -> Option<u32> {
     run_cmd("ip", &["-n", netns_name, "-o", "link", "show", "eth0"])
         .ok()
         .as_deref()

@@ -4,8 +4,9 @@
 //! `run_time_ns` and `run_cnt` of each program's info.
 //!
 //! A node's programs are the `from_container` and `to_container` programs
-//! that use its pinned counters map (found by map id, so other daemons'
-//! programs on the machine never count). The statistics are switched on with
+//! (and, across nodes, `from_network` and `to_network`) that use its pinned
+//! counters maps (found by map id, so other daemons' programs on the
+//! machine never count). The statistics are switched on with
 //! `BPF_ENABLE_STATS` (aya's [`enable_stats`]) only around an extra
 //! request/response run per round, never during the timed runs whose rates
 //! are compared (they add two clock reads to every program run, eBPF paths
@@ -14,11 +15,13 @@
 //! killed; the `kernel.bpf_stats_enabled` sysctl, a separate reference on
 //! the same switch, is left as it was (recorded before and after the run).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use aya::maps::MapData;
 use aya::programs::loaded_programs;
 use aya::sys::{Stats, enable_stats};
+use sarena_common::peers::NODE_COUNTERS_MAP;
 use sarena_common::{COUNTERS_MAP, FROM_CONTAINER_PROG, TO_CONTAINER_PROG};
 use serde::{Deserialize, Serialize};
 
@@ -70,72 +73,126 @@ impl ProgramRuns {
     }
 }
 
-/// The kernel ids of one node's programs.
+/// The kernel ids of some of one node's programs, by program name: the
+/// programs of those names that use one of the node's pinned maps (its
+/// pods' counters, its host-routing counters), so other nodes' programs on
+/// the machine never count.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct NodePrograms {
-    from_container: Vec<u32>,
-    to_container: Vec<u32>,
+pub struct NamedPrograms {
+    ids: BTreeMap<&'static str, Vec<u32>>,
 }
 
-impl NodePrograms {
-    /// The programs using the counters map pinned under `pin_dir`.
-    pub fn find(pin_dir: &Path) -> Result<NodePrograms, BenchError> {
-        let path = pin_dir.join("maps").join(COUNTERS_MAP);
-        let map_id = MapData::from_pin(&path)
-            .and_then(|m| m.info())
-            .map_err(|source| BenchError::Counters {
-                path: path.clone(),
-                source,
-            })?
-            .id();
-        let mut found = NodePrograms::default();
+/// The maps under a pin dir that mark a program as the node's.
+const NODE_MAPS: [&str; 2] = [COUNTERS_MAP, NODE_COUNTERS_MAP];
+
+impl NamedPrograms {
+    /// The programs named `names` of the node pinned under `pin_dir`;
+    /// every name must have at least one.
+    pub fn find(pin_dir: &Path, names: &[&'static str]) -> Result<NamedPrograms, BenchError> {
+        let mut map_ids = Vec::new();
+        for map in NODE_MAPS {
+            let path = pin_dir.join("maps").join(map);
+            if map == COUNTERS_MAP || path.exists() {
+                let id = MapData::from_pin(&path)
+                    .and_then(|m| m.info())
+                    .map_err(|source| BenchError::Counters {
+                        path: path.clone(),
+                        source,
+                    })?
+                    .id();
+                map_ids.push(id);
+            }
+        }
+        let mut ids: BTreeMap<&'static str, Vec<u32>> =
+            names.iter().map(|n| (*n, Vec::new())).collect();
         // Programs of other nodes come and go meanwhile: those that vanish
         // between listing and reading are skipped.
         for info in loaded_programs().flatten() {
-            let list = match info.name_as_str() {
-                Some(FROM_CONTAINER_PROG) => &mut found.from_container,
-                Some(TO_CONTAINER_PROG) => &mut found.to_container,
-                _ => continue,
+            let Some(list) = info.name_as_str().and_then(|n| ids.get_mut(n)) else {
+                continue;
             };
             if let Ok(Some(maps)) = info.map_ids()
-                && maps.contains(&map_id)
+                && maps.iter().any(|m| map_ids.contains(m))
             {
                 list.push(info.id());
             }
         }
-        if found.from_container.is_empty() || found.to_container.is_empty() {
+        if let Some((name, _)) = ids.iter().find(|(_, l)| l.is_empty()) {
             return Err(BenchError::Verify {
                 what: format!(
-                    "no {FROM_CONTAINER_PROG}/{TO_CONTAINER_PROG} program uses map {} (id {map_id})",
-                    path.display()
+                    "no {name} program uses the maps under {} (ids {map_ids:?})",
+                    pin_dir.display()
                 ),
             });
         }
-        Ok(found)
+        Ok(NamedPrograms { ids })
     }
 
-    /// The programs' totals now (`from_container`, `to_container`).
-    fn totals(&self) -> Result<(RunDelta, RunDelta), BenchError> {
-        let (mut from, mut to, mut seen) = (RunDelta::default(), RunDelta::default(), 0);
+    /// Each name's totals now.
+    pub fn totals(&self) -> Result<BTreeMap<&'static str, RunDelta>, BenchError> {
+        let mut totals: BTreeMap<&'static str, RunDelta> =
+            self.ids.keys().map(|n| (*n, RunDelta::default())).collect();
+        let mut seen = 0;
         for info in loaded_programs().flatten() {
             let id = info.id();
-            let slot = if self.from_container.contains(&id) {
-                &mut from
-            } else if self.to_container.contains(&id) {
-                &mut to
-            } else {
+            let Some(name) = self
+                .ids
+                .iter()
+                .find(|(_, l)| l.contains(&id))
+                .map(|(n, _)| *n)
+            else {
                 continue;
             };
+            let slot = totals.entry(name).or_default();
             slot.run_time_ns += u64::try_from(info.run_time().as_nanos()).unwrap_or(u64::MAX);
             slot.runs += info.run_count();
             seen += 1;
         }
-        if seen != self.from_container.len() + self.to_container.len() {
+        if seen != self.ids.values().map(Vec::len).sum::<usize>() {
             return Err(BenchError::Verify {
                 what: format!("the node's programs {self:?} are no longer all loaded"),
             });
         }
-        Ok((from, to))
+        Ok(totals)
+    }
+}
+
+/// The growth of each name's totals from `before` to `after`.
+pub fn since(
+    after: &BTreeMap<&'static str, RunDelta>,
+    before: &BTreeMap<&'static str, RunDelta>,
+) -> BTreeMap<String, RunDelta> {
+    after
+        .iter()
+        .map(|(n, a)| {
+            (
+                (*n).to_owned(),
+                a.since(before.get(n).copied().unwrap_or_default()),
+            )
+        })
+        .collect()
+}
+
+/// The kernel ids of one node's pod programs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NodePrograms {
+    programs: NamedPrograms,
+}
+
+impl NodePrograms {
+    /// The `from_container` and `to_container` programs of the node pinned
+    /// under `pin_dir`.
+    pub fn find(pin_dir: &Path) -> Result<NodePrograms, BenchError> {
+        Ok(NodePrograms {
+            programs: NamedPrograms::find(pin_dir, &[FROM_CONTAINER_PROG, TO_CONTAINER_PROG])?,
+        })
+    }
+
+    /// The programs' totals now (`from_container`, `to_container`).
+    fn totals(&self) -> Result<(RunDelta, RunDelta), BenchError> {
+        let t = self.programs.totals()?;
+        let get = |n| t.get(n).copied().unwrap_or_default();
+        Ok((get(FROM_CONTAINER_PROG), get(TO_CONTAINER_PROG)))
     }
 }
 
@@ -155,6 +212,31 @@ pub fn measure(
         to_container: after.1.since(before.1),
         transactions,
     })
+}
+
+/// Runs `f` with the run-time statistics on and returns what each of
+/// `nodes`' programs did meanwhile, and `f`'s result.
+pub fn measure_nodes<T>(
+    nodes: &[&NamedPrograms],
+    f: impl FnOnce() -> Result<T, BenchError>,
+) -> Result<(Vec<BTreeMap<String, RunDelta>>, T), BenchError> {
+    let on = enable_stats(Stats::RunTime).map_err(|source| BenchError::BpfStats { source })?;
+    let before = nodes
+        .iter()
+        .map(|n| n.totals())
+        .collect::<Result<Vec<_>, _>>()?;
+    let out = f()?;
+    let after = nodes
+        .iter()
+        .map(|n| n.totals())
+        .collect::<Result<Vec<_>, _>>()?;
+    drop(on);
+    let runs = after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| since(a, b))
+        .collect();
+    Ok((runs, out))
 }
 
 /// Whether the `kernel.bpf_stats_enabled` sysctl is on (`None`: unreadable).

@@ -29,6 +29,20 @@ pub const SERVER_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x99, 0, 0, 0, 0, 0, 2);
 /// The pair's MTU: the same as the pods' on the nodes.
 pub const MTU: u32 = 1500;
 
+/// A veth pair named `ifname` at both ends, one end in the netns named
+/// `a`, the other in `b`, both with `mtu`.
+pub fn veth_between(a: &str, b: &str, ifname: &str, mtu: u32) -> Result<(), BenchError> {
+    let mtu = mtu.to_string();
+    run_cmd(
+        "ip",
+        &[
+            "link", "add", "name", ifname, "netns", a, "mtu", &mtu, "type", "veth", "peer", "name",
+            ifname, "netns", b, "mtu", &mtu,
+        ],
+    )
+    .map(drop)
+}
+
 /// Two namespaces joined by one veth pair (`eth0` in each); both removed on
 /// drop, which removes the pair.
 #[derive(Debug)]
@@ -43,29 +57,7 @@ impl RawVethPair {
     pub fn new(ipv6: bool) -> Result<RawVethPair, BenchError> {
         let client = Netns::create(&unique_name("dp-raw-client"))?;
         let server = Netns::create(&unique_name("dp-raw-server"))?;
-        let mtu = MTU.to_string();
-        run_cmd(
-            "ip",
-            &[
-                "link",
-                "add",
-                "name",
-                "eth0",
-                "netns",
-                client.name(),
-                "mtu",
-                &mtu,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "eth0",
-                "netns",
-                server.name(),
-                "mtu",
-                &mtu,
-            ],
-        )?;
+        veth_between(client.name(), server.name(), "eth0", MTU)?;
         let addresses = if ipv6 {
             [
                 (&client, format!("{CLIENT_IP6}/64")),

@@ -112,12 +112,21 @@ fn client(addr: SocketAddr, duration: Duration) -> Result<RrRun, BenchError> {
     for _ in 0..WARM_UP {
         round_trip(&mut conn)?;
     }
+    timed(duration, || round_trip(&mut conn))
+}
+
+/// Repeats `step` for `duration`, counting the steps, with the machine's
+/// CPU sampled around the window and the calling thread's CPU time.
+pub(super) fn timed(
+    duration: Duration,
+    mut step: impl FnMut() -> Result<(), BenchError>,
+) -> Result<RrRun, BenchError> {
     let before = cpu::sample()?;
     let thread_before = cpu::thread_cpu_seconds();
     let start = Instant::now();
     let mut transactions = 0u64;
     while start.elapsed() < duration {
-        round_trip(&mut conn)?;
+        step()?;
         transactions += 1;
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -140,49 +149,83 @@ pub fn measure(
     duration: Duration,
     pinning: Option<Pinning>,
 ) -> Result<RrRun, BenchError> {
-    let (tx, rx) = mpsc::channel();
-    let (server_ip, port) = (e.server_ip, e.rr_port());
-    let server = netns::spawn_in(&e.server_ns, move || {
-        if let Some(p) = pinning {
-            cpu::pin_current_thread(p.server)?;
-        }
-        let wanted = SocketAddr::from((server_ip, port));
-        let bound = TcpListener::bind(wanted).and_then(|l| Ok((l.local_addr()?, l)));
-        match bound {
-            Ok((addr, listener)) => {
-                let _ = tx.send(Ok(addr));
-                serve(listener, addr)
-            }
-            Err(e) => {
-                let _ = tx.send(Err(()));
-                Err(io("bind", wanted)(e))
-            }
-        }
-    })?;
-    // A Service path's client dials the ClusterIP, at the port the server
-    // listens on (the Service maps it to the same port).
-    let addr = match rx.recv_timeout(STEP_TIMEOUT) {
-        Ok(Ok(addr)) => SocketAddr::from((e.dial_ip(), addr.port())),
-        _ => {
-            netns::join(server, "request/response server")?;
-            return Err(BenchError::Parse {
-                what: "request/response server",
-                detail: "did not report its port".into(),
-            });
-        }
+    let pair = ThreadPair {
+        server: ("request/response server", serve),
+        client: ("request/response client", client),
     };
-    let run = netns::spawn_in(&e.client_ns, move || {
-        if let Some(p) = pinning {
-            cpu::pin_current_thread(p.client)?;
-        }
-        client(addr, duration)
-    })
-    .and_then(|c| netns::join(c, "request/response client"));
-    // The client's socket is closed by now (or never connected): the server
-    // sees EOF or times out.
-    let served = netns::join(server, "request/response server");
-    let mut run = run?;
-    let server_cpu = served?;
-    run.process_cpu_seconds = run.process_cpu_seconds.zip(server_cpu).map(|(c, s)| c + s);
-    Ok(run)
+    pair.measure(e, duration, pinning)
+}
+
+/// A server function (a bound listener; its thread's CPU seconds) and a
+/// client function (the address to dial, the duration), with the names
+/// their threads' errors carry.
+pub(super) struct ThreadPair {
+    /// The server's name and function.
+    pub server: (&'static str, ServeFn),
+    /// The client's name and function.
+    pub client: (&'static str, ClientFn),
+}
+
+/// Serves a bound listener; its thread's CPU seconds.
+pub(super) type ServeFn = fn(TcpListener, SocketAddr) -> Result<Option<f64>, BenchError>;
+/// Dials an address for a duration; the run.
+pub(super) type ClientFn = fn(SocketAddr, Duration) -> Result<RrRun, BenchError>;
+
+impl ThreadPair {
+    /// Runs the server in the server netns of `e` (bound to its address and
+    /// port) and the client in its client netns, pinned as `pinning` says;
+    /// the client's run with both threads' CPU seconds.
+    pub fn measure(
+        &self,
+        e: &Endpoints,
+        duration: Duration,
+        pinning: Option<Pinning>,
+    ) -> Result<RrRun, BenchError> {
+        let ((server_name, serve), (client_name, client)) = (self.server, self.client);
+        let (tx, rx) = mpsc::channel();
+        let (server_ip, port) = (e.server_ip, e.rr_port());
+        let server = netns::spawn_in(&e.server_ns, move || {
+            if let Some(p) = pinning {
+                cpu::pin_current_thread(p.server)?;
+            }
+            let wanted = SocketAddr::from((server_ip, port));
+            let bound = TcpListener::bind(wanted).and_then(|l| Ok((l.local_addr()?, l)));
+            match bound {
+                Ok((addr, listener)) => {
+                    let _ = tx.send(Ok(addr));
+                    serve(listener, addr)
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(()));
+                    Err(io("bind", wanted)(e))
+                }
+            }
+        })?;
+        // A Service path's client dials the ClusterIP, at the port the
+        // server listens on (the Service maps it to the same port).
+        let addr = match rx.recv_timeout(STEP_TIMEOUT) {
+            Ok(Ok(addr)) => SocketAddr::from((e.dial_ip(), addr.port())),
+            _ => {
+                netns::join(server, server_name)?;
+                return Err(BenchError::Parse {
+                    what: server_name,
+                    detail: "did not report its port".into(),
+                });
+            }
+        };
+        let run = netns::spawn_in(&e.client_ns, move || {
+            if let Some(p) = pinning {
+                cpu::pin_current_thread(p.client)?;
+            }
+            client(addr, duration)
+        })
+        .and_then(|c| netns::join(c, client_name));
+        // The client's socket is closed by now (or never connected): the
+        // server sees EOF or times out.
+        let served = netns::join(server, server_name);
+        let mut run = run?;
+        let server_cpu = served?;
+        run.process_cpu_seconds = run.process_cpu_seconds.zip(server_cpu).map(|(c, s)| c + s);
+        Ok(run)
+    }
 }

@@ -278,6 +278,7 @@ fn the_report_compares_services_with_their_direct_path_and_ptp() {
     let page = render(&ReportInputs {
         cni: None,
         dataplane: Some(dp),
+        crossnode: None,
         policy: None,
         policy_cluster: None,
         criterion: vec![],

@@ -171,6 +171,16 @@ fn targets_of(inputs: &ReportInputs) -> Vec<Target> {
             }
         }
     }
+    if let Some(c) = &inputs.crossnode {
+        for x in c.targets() {
+            t.push(Target {
+                what: x.what,
+                target: x.target,
+                measured: format!("{}×", num(x.ratio, 2)),
+                met: x.met,
+            });
+        }
+    }
     if let Some(c) = &inputs.policy_cluster {
         for (what, target, measured, met) in c.targets() {
             t.push(Target {
@@ -189,7 +199,7 @@ pub(super) fn targets(md: &mut String, inputs: &ReportInputs) {
     if t.is_empty() {
         return;
     }
-    let _ = writeln!(md, "## Targets (issues 6, 11 and 26)\n");
+    let _ = writeln!(md, "## Targets (issues 6, 11, 26 and 27)\n");
     let _ = writeln!(md, "| what | target | measured | |\n|---|---|---|---|");
     for r in &t {
         let _ = writeln!(

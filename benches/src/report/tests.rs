@@ -51,6 +51,7 @@ fn inputs() -> ReportInputs {
     ReportInputs {
         cni: Some(cni),
         dataplane: None,
+        crossnode: None,
         policy: None,
         policy_cluster: None,
         criterion: vec![],
