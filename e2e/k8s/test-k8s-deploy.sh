@@ -16,11 +16,13 @@
 #   pod's TCP connections to a web pod on the other node are denied, and a
 #   prober in it keeps trying (about one attempt a second) through the next
 #   two steps: not one may succeed;
-#   a daemon pod deleted: recreated by the DaemonSet, a ping across nodes
-#   loses nothing, the new daemon serves ADD;
+#   a daemon pod deleted: recreated by the DaemonSet, a 10/s ping across
+#   nodes loses at most one, the new daemon serves ADD;
 #   a rolling update of the DaemonSet (the way an upgrade rolls out): the
-#   conflist never missing, the nodes never NotReady, traffic kept, the
-#   intruder still denied;
+#   conflist never missing, the nodes never NotReady, traffic kept (the 10/s
+#   ping), the intruder still denied;
+#   after each, the ping on eBPF host routing's direct paths on both nodes
+#   (their counters grow: sent straight out, delivered straight in);
 #   kubelet restarted on both nodes: every pod keeps its address, sandbox and
 #   traffic, the daemons' endpoints unchanged;
 #   the pods deleted: no address, endpoint or host link left;
@@ -223,22 +225,47 @@ for from in "$A" "$B"; do
   [ "$nodes" = 2 ] || fail "$from -> $SVC: answers only from one node: $(tr '\n' ' ' <<<"$seen")"
 done
 
-# ping_start: a 5/s ping from A (node1) to B (node2), in A, until ping_verdict.
+# ping_start: a 10/s ping from A (node1) to B (node2), in A, until ping_verdict.
 ping_start() {
   # shellcheck disable=SC2016 # expanded in the pod
-  k exec "$A" -- sh -c 'ping -i 0.2 -W 2 "$0" >/ping.out 2>&1 & echo $! >/ping.pid' "$B_IP"
+  k exec "$A" -- sh -c 'ping -i 0.1 -W 2 "$0" >/ping.out 2>&1 & echo $! >/ping.pid' "$B_IP"
   sleep 1
 }
-# ping_verdict WHAT: stop the ping (SIGINT: it prints its summary); at most
-# one reply may be missing (the one in flight when it stopped).
+# ping_verdict WHAT: stop the ping (SIGINT: it prints its summary); at least
+# 4 s of it, and at most one reply may be missing (the one in flight when it
+# stopped).
 ping_verdict() {
   local sent got
   # shellcheck disable=SC2016 # expanded in the pod
   k exec "$A" -- sh -c 'kill -INT "$(cat /ping.pid)"; sleep 0.5; cat /ping.out' >"$DIR/ping.out"
   read -r sent got < <(ping_counts "$DIR/ping.out")
-  [ "${sent:-0}" -ge 20 ] || fail "$1: ping sent ${sent:-nothing}: $(tail -n 3 "$DIR/ping.out")"
+  [ "${sent:-0}" -ge 40 ] || fail "$1: ping sent ${sent:-nothing}: $(tail -n 3 "$DIR/ping.out")"
   log "$1: $got of $sent pings answered"
   [ $((sent - got)) -le 1 ] || fail "$1: $((sent - got)) of $sent pings lost"
+}
+# routing_counters NODE: eBPF host routing's counters in NODE's daemon (JSON).
+routing_counters() { sarena_on "$1" -o json status | jq -c .dataplane.host_routing.counters; }
+# direct_since NODE BEFORE: since the counters BEFORE, NODE sent packets to
+# the other node's pods straight out and delivered theirs straight in (the
+# counters read are left in NOW).
+direct_since() {
+  NOW=$(routing_counters "$1")
+  jq -en --argjson b "$2" --argjson a "$NOW" \
+    '$a.to_peer_redirected + $a.to_peer_neigh > $b.to_peer_redirected + $b.to_peer_neigh
+     and $a.from_peer_redirected > $b.from_peer_redirected' >/dev/null
+}
+# ping_direct WHAT: the running ping (A on N1 <-> B on N2, the only traffic
+# delivered across nodes meanwhile: the intruder's is denied) keeps both
+# nodes on the direct paths.
+ping_direct() {
+  local n
+  declare -A was
+  for n in "$N1" "$N2"; do was[$n]=$(routing_counters "$n"); done
+  for n in "$N1" "$N2"; do
+    wait_until 10 direct_since "$n" "${was[$n]}" ||
+      fail "$1: $n not on the direct paths: counters then ${was[$n]}, now $NOW"
+    log "$1: $n on the direct paths: $NOW"
+  done
 }
 
 phase "a deny policy: only web reaches web; an intruder's connections are denied"
@@ -276,6 +303,7 @@ ping_start
 ks delete pod "$OLD" >/dev/null
 wait_until 90 ds_pod_ready "$N1" || fail "no Ready Sarena pod on $N1 after deleting $OLD"
 [ "$(ds_pod "$N1")" != "$OLD" ] || fail "$OLD was not replaced"
+ping_direct "daemon pod deleted"
 ping_verdict "daemon pod deleted"
 [ "$(node_ready_since "$N1")" = "$SINCE" ] || fail "$N1's Ready condition changed"
 k apply -f - >/dev/null <<EOF
@@ -312,6 +340,7 @@ wait "$SAMPLER" 2>/dev/null || true
 for n in "$N1" "$N2"; do
   [ "$(node_ready_since "$n")" = "${SINCE_OF[$n]}" ] || fail "$n's Ready condition changed during the update"
 done
+ping_direct "rolling update"
 ping_verdict "rolling update"
 # shellcheck disable=SC2016 # expanded in the pod
 read -r tries got < <(k exec intruder -- sh -c 'kill "$(cat /prober.pid)"; echo "$(wc -l </tries) $(cat /got 2>/dev/null | wc -l)"')

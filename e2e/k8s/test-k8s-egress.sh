@@ -7,7 +7,12 @@
 #   default configuration (Kubernetes mode): masquerading on; pod -> outside
 #   answers, and the outside sees the node's address; pod -> pod across nodes
 #   and pod -> another node keep the pod's own source; pod -> ClusterIP and
-#   pod -> NodePort (kube-proxy on node1) reach a backend on node2;
+#   pod -> NodePort (kube-proxy on node1) reach a backend on node2, and so
+#   does the outside through node1's NodePort (the backend sees the address
+#   node1 masquerades it to); a pod on node1 reaches a pod on node2 through
+#   a hostPort of node2 (the reference portmap plugin chained after
+#   sarena-cni), keeping its own source, the answers through node2's host
+#   stack (the flow recorded);
 #   `sarena status` shows the MTU and masquerading;
 #   underlay MTU 9000: pods get 9000 (8950 in vxlan), a full-size DF ping and
 #   1 MiB over TCP pass between nodes;
@@ -17,7 +22,8 @@
 #   `masquerade = false`: pod -> outside fails.
 # The cluster is dual-stack (SARENA_K8S_DUAL_STACK=1): the masquerading
 # checks run over IPv6 too (the outside host, the other pod and node2 see
-# the node's or the pod's IPv6 address).
+# the node's or the pod's IPv6 address); the IPv6 pod <-> pod exchange takes
+# eBPF host routing's direct paths on both nodes (their counters).
 # Usage (root): e2e/k8s/test-k8s-egress.sh [sarena]
 #   SARENA_BIN_DIR=DIR  as for test-k8s-mode-cluster.sh
 #   SARENA_K8S_KEEP=1   keep the cluster directory
@@ -34,7 +40,7 @@ sm_begin "${1:-sarena}" k8s-egress
 phase "control plane, service account, two nodes, the outside host"
 SARENA_K8S_DUAL_STACK=1 k8s_up "$DIR"
 sm_service_account
-declare -A IP IP6
+declare -A IP IP6 before
 for n in node1 node2; do
   k8s_netns_node "$DIR" "$n"
   k8s_register_node "$DIR" "$n" >/dev/null
@@ -49,6 +55,10 @@ k apply -f - >/dev/null <<'EOF'
 {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
  "spec": {"type": "NodePort", "ports": [{"port": 80, "targetPort": 8080, "nodePort": 30080, "protocol": "TCP"}]}}
 EOF
+k apply -f - >/dev/null <<'EOF'
+{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "who", "namespace": "default"},
+ "spec": {"type": "NodePort", "ports": [{"port": 83, "targetPort": 8083, "nodePort": 30083, "protocol": "TCP"}]}}
+EOF
 SVC=$(k get service web -o 'jsonpath={.spec.clusterIP}')
 
 # Predicates for wait_until (which expands its arguments once).
@@ -60,6 +70,22 @@ pod_mtu_is() { in_pod "$1" ip link show eth0 | grep "mtu $2 " >/dev/null; }
 df_ping() { in_pod "$1" ping -c 2 -w 6 -M "do" -s $(($3 - 28)) "${POD_IP[$2]}" >/dev/null; }
 # seen_from_pod POD ADDR PORT: the source ADDR:PORT's whoami service saw from POD.
 seen_from_pod() { sm_seen_as "$(sm_podns "$1")" "$2" "$3"; }
+# counters NODE: eBPF host routing's counters in NODE's daemon (JSON).
+counters() { sm_api "$1" "$ROUTING" daemon/status | jq -c .dataplane.host_routing.counters; }
+# grew BEFORE AFTER EXPR: the jq EXPR over the counters is larger AFTER than BEFORE.
+grew() { jq -en --argjson b "$1" --argjson a "$2" "(\$a | $3) > (\$b | $3)" >/dev/null; }
+# hostport COMMAND POD HOSTPORT PORT: the reference portmap plugin, chained
+# after sarena-cni as kubelet runs it for a hostPort, maps HOSTPORT of POD's
+# node to POD's PORT (TCP, IPv4: the previous result holds that address).
+hostport() {
+  local conf
+  conf=$(jq -nc --arg ip "${POD_IP[$2]}/32" --argjson hp "$3" --argjson cp "$4" \
+    '{cniVersion: "1.0.0", name: "sarena", type: "portmap", snat: true, capabilities: {portMappings: true},
+      runtimeConfig: {portMappings: [{hostPort: $hp, containerPort: $cp, protocol: "tcp"}]},
+      prevResult: {cniVersion: "1.0.0", ips: [{address: $ip}]}}')
+  k8s_exec "$DIR" "${POD_NODE[$2]}" env CNI_COMMAND="$1" CNI_CONTAINERID="$2-$RID" CNI_IFNAME=eth0 \
+    CNI_NETNS="/var/run/netns/$(sm_podns "$2")" CNI_PATH=/usr/lib/cni /usr/lib/cni/portmap <<<"$conf" >/dev/null
+}
 
 for ROUTING in native vxlan; do
   overhead=0
@@ -106,19 +132,51 @@ for ROUTING in native vxlan; do
   got=$(seen_from_pod "$a" "$OUTSIDE_IP6" 8081) || fail "$a -> outside $OUTSIDE_IP6 failed with masquerading on"
   [ "$got" = "${IP6[node1]}" ] || fail "the outside saw $a as '$got', not node1's ${IP6[node1]}"
   sm_whoami6_in "$(sm_podns "$b")" 8083
+  for n in node1 node2; do before[$n]=$(counters "$n"); done
   got=$(seen_from_pod "$a" "${POD_IP6[$b]}" 8083) || fail "$a -> $b:8083 over IPv6 failed"
   [ "$got" = "${POD_IP6[$a]}" ] || fail "$b saw $a as '$got', not its own ${POD_IP6[$a]} (NATed?)"
+  # eBPF host routing over IPv6: each node sent its pod's packets straight
+  # out and delivered the other's straight in (nothing else crossed meanwhile)
+  for n in node1 node2; do
+    now=$(counters "$n")
+    { grew "${before[$n]}" "$now" '.to_peer_redirected + .to_peer_neigh' &&
+      grew "${before[$n]}" "$now" .from_peer_redirected; } ||
+      fail "$n ($ROUTING): IPv6 $a <-> $b not on the direct paths: counters before ${before[$n]}, after $now"
+  done
   got=$(seen_from_pod "$a" "${IP6[node2]}" 8082) || fail "$a -> node2:8082 over IPv6 failed"
   [ "$got" = "${POD_IP6[$a]}" ] || fail "node2 saw $a as '$got', not its own ${POD_IP6[$a]} (NATed?)"
 
-  phase "$ROUTING: ClusterIP and NodePort (kube-proxy on node1) -> a backend on node2"
+  phase "$ROUTING: ClusterIP, NodePort (kube-proxy on node1), hostPort of node2 -> a backend on node2"
   k apply -f - >/dev/null <<EOF
 {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "web", "namespace": "default"},
  "subsets": [{"addresses": [{"ip": "${POD_IP[$b]}"}], "ports": [{"port": 8080, "protocol": "TCP"}]}]}
 EOF
+  k apply -f - >/dev/null <<EOF
+{"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "who", "namespace": "default"},
+ "subsets": [{"addresses": [{"ip": "${POD_IP[$b]}"}], "ports": [{"port": 8083, "protocol": "TCP"}]}]}
+EOF
   wait_until 30 answers "$a" "http://$SVC/index.html" "$b" || fail "$a -> ClusterIP $SVC:80 did not reach $b"
   wait_until 30 answers "$a" "http://${IP[node1]}:30080/index.html" "$b" ||
     fail "$a -> NodePort ${IP[node1]}:30080 did not reach $b"
+  # from outside the cluster: kube-proxy masquerades to node1's address on
+  # its route to the backend (the VXLAN device's in vxlan)
+  got=$(ip netns exec "$(sm_outside_ns)" curl -s --max-time 3 "http://${IP[node1]}:30080/index.html") || true
+  [ "$got" = "$b" ] || fail "outside -> NodePort ${IP[node1]}:30080 answered '$got', not $b"
+  want=$(k8s_exec "$DIR" node1 ip -4 route get "${POD_IP[$b]}" | sed -n 's/.* src \([^ ]*\).*/\1/p')
+  wait_until 10 sm_seen_as "$(sm_outside_ns)" "${IP[node1]}" 30083 || fail "outside -> NodePort ${IP[node1]}:30083 failed"
+  got=$(sm_seen_as "$(sm_outside_ns)" "${IP[node1]}" 30083) || fail "outside -> NodePort ${IP[node1]}:30083 failed"
+  [ "$got" = "$want" ] || fail "$b saw the outside's NodePort connection from '$got', not node1's $want"
+  log "$ROUTING: outside -> NodePort ${IP[node1]}:30083 -> $b, seen from $got"
+  # a hostPort of node2 from a pod on node1: portmap's DNAT on node2; the
+  # answers must take node2's host stack back (else the reply comes from
+  # the pod's address, not node2's)
+  hostport ADD "$b" 8084 8083
+  before[node2]=$(counters node2)
+  got=$(seen_from_pod "$a" "${IP[node2]}" 8084) || fail "$a -> hostPort ${IP[node2]}:8084 ($b:8083) failed"
+  [ "$got" = "${POD_IP[$a]}" ] || fail "$b saw $a through the hostPort as '$got', not ${POD_IP[$a]}"
+  now=$(counters node2)
+  { grew "${before[node2]}" "$now" .peer_flows_recorded && grew "${before[node2]}" "$now" .to_peer_host_flow; } ||
+    fail "node2 ($ROUTING): the hostPort flow is not the host stack's: counters before ${before[node2]}, after $now"
 
   phase "$ROUTING: underlay lowered to 1400 under the daemons: new pods follow"
   sm_underlay_mtu 1400 node1 node2
@@ -150,6 +208,7 @@ EOF
   [ "$got" = "${POD_IP6[$a]}" ] || fail "$b saw $a as '$got' over IPv6"
 
   phase "$ROUTING: DEL, daemons stopped, underlay back to 1500"
+  hostport DEL "$b" 8084 8083
   for p in "$a" "$b" "$c" "$d"; do sm_pod_del "$p"; done
   for n in node1 node2; do k8s_stop "$DIR" "$n" sarena; done
   sm_underlay_mtu 1500 node1 node2
