@@ -131,3 +131,52 @@ async fn network_hooks_attach_once_and_detach_only_themselves() {
     assert!(t.dp.detach_network_hook("srnosuchdev0").await.is_ok());
     assert!(t.dp.attach_network_hook("srnosuchdev0").await.is_err());
 }
+
+/// The program ids of the tc filters on `dev` (ingress, egress).
+fn filter_ids(dev: &str) -> (String, String) {
+    let ids = |hook| {
+        let listing = run(&["tc", "filter", "show", "dev", dev, hook]);
+        listing
+            .split(" id ")
+            .skip(1)
+            .filter_map(|rest| rest.split_whitespace().next())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    (ids("ingress"), ids("egress"))
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn another_loads_network_hooks_are_replaced_not_kept() {
+    // Two loads of the same programs on their own pins: the same code
+    // (tag), other maps. The second must not keep the first's filters,
+    // which would go on reading the first's endpoints and peers.
+    let first = TestDataplane::open("another_loads_network_hooks_first");
+    let second = TestDataplane::open("another_loads_network_hooks_second");
+    let name = sarena_test_support::unique("srup");
+    let peer = sarena_test_support::unique("srpe");
+    let _guard = HostLinkGuard(name.clone());
+    assert!(succeeds(&[
+        "ip", "link", "add", &name, "type", "veth", "peer", "name", &peer
+    ]));
+    first.dp.attach_network_hook(&name).await.unwrap();
+    let of_first = filter_ids(&name);
+    assert!(
+        !of_first.0.is_empty() && !of_first.1.is_empty(),
+        "{of_first:?}"
+    );
+    second.dp.attach_network_hook(&name).await.unwrap();
+    let of_second = filter_ids(&name);
+    assert_eq!(tc_programs(&name), (1, 1));
+    assert_ne!(
+        of_second.0, of_first.0,
+        "from_network of the first load kept"
+    );
+    assert_ne!(of_second.1, of_first.1, "to_network of the first load kept");
+    // Its own filters it keeps.
+    second.dp.attach_network_hook(&name).await.unwrap();
+    assert_eq!(filter_ids(&name), of_second);
+    second.dp.detach_network_hook(&name).await.unwrap();
+    assert_eq!(tc_programs(&name), (0, 0));
+}

@@ -95,7 +95,8 @@ impl AyaDataplane {
 
     /// Puts `to_network` on the tc egress and `from_network` on the tc
     /// ingress of the device `ifname`. Idempotent: a filter already running
-    /// this dataplane's program is kept, an older one replaced in place;
+    /// this dataplane's program (its code, on its maps) is kept, any other
+    /// version or load of it replaced in place;
     /// another program at Sarena's position is [`BpfError::ForeignFilter`]
     /// (checked on both hooks before either is touched).
     pub async fn attach_network_hook(&self, ifname: &str) -> Result<(), DataplaneError> {
@@ -110,6 +111,9 @@ impl AyaDataplane {
             tc::query(&host, ifindex).await?
         };
         let mut state = self.lock();
+        // Same code is not enough: a program of another load (another pin
+        // dir, pins removed and made anew) reads other maps.
+        let ours = super::reconcile::programs_using(&state.map_ids);
         let mut todo = Vec::new();
         for (direction, name) in HOOKS {
             if let Some(found) = on(&current, direction) {
@@ -122,7 +126,7 @@ impl AyaDataplane {
                     }
                     .into());
                 }
-                if Some(found.tag) == state.tag(name) {
+                if Some(found.tag) == state.tag(name) && ours.contains(&found.program_id) {
                     continue;
                 }
             }
