@@ -126,6 +126,7 @@ _k8s_write_holder() {
 #!/bin/bash
 # holder.sh NODE_DIR CNI_CONF CNI_BIN (run by e2e/k8s under unshare -m)
 set -euo pipefail
+trap 'echo "holder: line $LINENO: $BASH_COMMAND failed" >&2' ERR
 nd=$1 conf=$2 bin=$3
 mount -t tmpfs -o mode=0755,size=1g sk8s-run /run
 mkdir -p -m 1777 /run/lock
@@ -368,10 +369,20 @@ _k8s_kubelet_node() {
   _k8s_plug
 
   _k8s_write_holder
-  _k8s_spawn "$NAME.holder" unshare --mount --propagation slave \
-    nsenter --net="/run/netns/$NS" -- bash "$ND/holder.sh" "$ND" "$cni_conf" "$cni_bin"
-  _k8s_wait 20 "$NAME.holder" test -e "$ND/holder.ready" ||
-    _k8s_die "node $NAME: mount namespace set-up failed (log: $LOGS/$NAME.holder.log)"
+  # The set-up failed twice on 2026-12-03 (once in bench-policy-cluster,
+  # once in a CI run's netpol-table; every other node start of those days
+  # passed), cause not yet known: it now says why in its log (the failed
+  # command), and is tried once more from scratch (its mount namespace
+  # went with it).
+  local attempt
+  for attempt in 1 2; do
+    _k8s_spawn "$NAME.holder" unshare --mount --propagation slave \
+      nsenter --net="/run/netns/$NS" -- bash "$ND/holder.sh" "$ND" "$cni_conf" "$cni_bin"
+    _k8s_wait 20 "$NAME.holder" test -e "$ND/holder.ready" && break
+    _k8s_warn "node $NAME: mount namespace set-up failed (attempt $attempt): $(tail -n 3 "$LOGS/$NAME.holder.log" | tr '\n' ' ')"
+    [ "$attempt" = 1 ] || _k8s_die "node $NAME: mount namespace set-up failed (log: $LOGS/$NAME.holder.log)"
+    _k8s_stop "$NAME.holder" 5
+  done
   local holder
   holder=$(_k8s_pid "$NAME.holder")
 
