@@ -105,13 +105,7 @@ async fn egress_to_a_service_is_judged_after_translation() {
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn network_hooks_attach_once_and_detach_only_themselves() {
     let t = TestDataplane::open("network_hooks_attach_once_and_detach_only_themselves");
-    // A veth pair of the test's own, in the host netns, gone on drop.
-    let name = sarena_test_support::unique("srup");
-    let peer = sarena_test_support::unique("srpe");
-    let _guard = HostLinkGuard(name.clone());
-    assert!(succeeds(&[
-        "ip", "link", "add", &name, "type", "veth", "peer", "name", &peer
-    ]));
+    let (name, _guard) = test_device();
     let egress = || run(&["tc", "filter", "show", "dev", &name, "egress"]);
     let ingress = || run(&["tc", "filter", "show", "dev", &name, "ingress"]);
 
@@ -130,6 +124,18 @@ async fn network_hooks_attach_once_and_detach_only_themselves() {
     // A missing device: nothing to detach, nothing to attach to.
     assert!(t.dp.detach_network_hook("srnosuchdev0").await.is_ok());
     assert!(t.dp.attach_network_hook("srnosuchdev0").await.is_err());
+}
+
+/// A veth pair of the test's own in the host netns (gone on drop): one
+/// end's name and its guard.
+fn test_device() -> (String, HostLinkGuard) {
+    let name = sarena_test_support::unique("srup");
+    let peer = sarena_test_support::unique("srpe");
+    let guard = HostLinkGuard(name.clone());
+    assert!(succeeds(&[
+        "ip", "link", "add", &name, "type", "veth", "peer", "name", &peer
+    ]));
+    (name, guard)
 }
 
 /// The program ids of the tc filters on `dev` (ingress, egress).
@@ -154,12 +160,7 @@ async fn another_loads_network_hooks_are_replaced_not_kept() {
     // which would go on reading the first's endpoints and peers.
     let first = TestDataplane::open("another_loads_network_hooks_first");
     let second = TestDataplane::open("another_loads_network_hooks_second");
-    let name = sarena_test_support::unique("srup");
-    let peer = sarena_test_support::unique("srpe");
-    let _guard = HostLinkGuard(name.clone());
-    assert!(succeeds(&[
-        "ip", "link", "add", &name, "type", "veth", "peer", "name", &peer
-    ]));
+    let (name, _guard) = test_device();
     first.dp.attach_network_hook(&name).await.unwrap();
     let of_first = filter_ids(&name);
     assert!(

@@ -95,8 +95,8 @@ impl AyaDataplane {
 
     /// Puts `to_network` on the tc egress and `from_network` on the tc
     /// ingress of the device `ifname`. Idempotent: a filter already running
-    /// this dataplane's program (its code, on its maps) is kept, any other
-    /// version or load of it replaced in place;
+    /// this dataplane's loaded program is kept, any other version or load of
+    /// it replaced in place;
     /// another program at Sarena's position is [`BpfError::ForeignFilter`]
     /// (checked on both hooks before either is touched).
     pub async fn attach_network_hook(&self, ifname: &str) -> Result<(), DataplaneError> {
@@ -111,9 +111,6 @@ impl AyaDataplane {
             tc::query(&host, ifindex).await?
         };
         let mut state = self.lock();
-        // Same code is not enough: a program of another load (another pin
-        // dir, pins removed and made anew) reads other maps.
-        let ours = super::reconcile::programs_using(&state.map_ids);
         let mut todo = Vec::new();
         for (direction, name) in HOOKS {
             if let Some(found) = on(&current, direction) {
@@ -126,7 +123,10 @@ impl AyaDataplane {
                     }
                     .into());
                 }
-                if Some(found.tag) == state.tag(name) && ours.contains(&found.program_id) {
+                // Only this load's own program is kept: the same code of
+                // another load (another pin dir, pins made anew) reads
+                // other maps, and is replaced in place like an older one.
+                if found.program_id == loaded_id(&mut state.ebpf, name)? {
                     continue;
                 }
             }
@@ -162,6 +162,18 @@ impl AyaDataplane {
         }
         Ok(())
     }
+}
+
+/// The kernel id of this load's program `name`.
+fn loaded_id(ebpf: &mut aya::Ebpf, name: &'static str) -> Result<u32, BpfError> {
+    let info = program(ebpf, name)?
+        .info()
+        .map_err(|source| BpfError::Program {
+            call: "program info",
+            program: name,
+            source: Box::new(source),
+        })?;
+    Ok(info.id())
 }
 
 #[cfg(test)]

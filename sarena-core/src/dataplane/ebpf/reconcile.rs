@@ -314,7 +314,7 @@ fn remove_stale(
 }
 
 /// The ids of the loaded programs that use one of `maps`.
-pub(super) fn programs_using(maps: &BTreeSet<u32>) -> BTreeSet<u32> {
+fn programs_using(maps: &BTreeSet<u32>) -> BTreeSet<u32> {
     aya::programs::loaded_programs()
         .filter_map(Result::ok)
         .filter(|info| {
