@@ -69,7 +69,8 @@ struct RunArgs {
     /// raw-veth6, sarena-ebpf6, sarena-ebpf-embedded,
     /// sarena-ebpf-embedded-policies. Ratios need the raw veth pair of the
     /// path's family among them. `crossnode`'s paths: underlay,
-    /// sarena-ebpf-native, sarena-ebpf-vxlan, sarena-kernel, host-gw.
+    /// sarena-ebpf-native, sarena-ebpf-vxlan, sarena-ebpf-vxlan-host-stack,
+    /// sarena-kernel, host-gw.
     #[arg(long, value_delimiter = ',')]
     paths: Vec<String>,
     #[command(flatten)]

@@ -26,7 +26,7 @@ use sarena_core::cluster::{
 };
 use sarena_core::cni::Version;
 use sarena_core::dataplane::ebpf::{AyaDataplane, PolicyApplied};
-use sarena_core::dataplane::{NodeUpdate, NodeUpdates as _};
+use sarena_core::dataplane::{KernelDataplane, NodeUpdate, NodeUpdates as _};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_core::node::{NodeConfig, Registry, WithDataplane};
 use sarena_core::plugin::{AddRequest, DelRequest, Plugin};
@@ -141,9 +141,17 @@ impl EmbeddedNode {
                 let registry = Registry::open(&state, config).map_err(|e| {
                     BenchError::embedded("Registry::open", state.display().to_string(), e)
                 })?;
-                let dataplane = Arc::new(AyaDataplane::open(&object, &pin_dir).map_err(|e| {
+                // As the daemon composes it: the kernel dataplane (host
+                // routes to the pods, masquerading) for what the programs
+                // leave to the host stack.
+                let host_stack = KernelDataplane::new()
+                    .map_err(|e| BenchError::embedded("KernelDataplane::new", "node netns", e))?
+                    .without_antispoof()
+                    .without_policy();
+                let dataplane = AyaDataplane::open(&object, &pin_dir).map_err(|e| {
                     BenchError::embedded("AyaDataplane::open", pin_dir.display().to_string(), e)
-                })?);
+                })?;
+                let dataplane = Arc::new(dataplane.with_host_stack(Arc::new(host_stack)));
                 let daemon = Arc::new(WithDataplane::new(Arc::new(registry), dataplane.clone()));
                 let links = RtnetlinkLinks::new()
                     .map_err(|e| BenchError::embedded("RtnetlinkLinks::new", "node netns", e))?;
@@ -280,6 +288,21 @@ impl EmbeddedNode {
                 Ok(())
             })
         })?
+    }
+
+    /// Turns eBPF host routing off on a node that joined a cluster: no
+    /// peer pod CIDRs in the programs' map, so `from_container` leaves
+    /// packets for the peers' pods to the host stack and `from_network`
+    /// delivers none (the node as it was before issue 27; the peer routes,
+    /// the overlay and the device hooks stay).
+    pub fn host_stack_routing(&self) -> Result<(), BenchError> {
+        let dataplane = self.dataplane.as_ref().ok_or_else(|| BenchError::Input {
+            what: format!("{}: the node did not start", self.label),
+        })?;
+        dataplane
+            .set_peer_pods(&[])
+            .map_err(|e| BenchError::embedded("set_peer_pods", self.label.clone(), e))?;
+        Ok(())
     }
 
     /// What eBPF host routing did on this node so far.

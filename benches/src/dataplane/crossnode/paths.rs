@@ -41,6 +41,11 @@ pub enum CrossKind {
     SarenaEbpfNative,
     /// Sarena embedded, eBPF dataplane, `routing = "vxlan"`.
     SarenaEbpfVxlan,
+    /// The same VXLAN nodes with eBPF host routing off (no peer pod CIDRs
+    /// in the programs' map): the host stack forwards into and out of the
+    /// VXLAN device, as before issue 27. What the direct path is measured
+    /// against.
+    SarenaEbpfVxlanHostStack,
     /// sarena-cni + sarena-daemon, kernel dataplane; native routes.
     SarenaKernel,
     /// Reference ptp + host-local with a route per peer pod subnet through
@@ -50,10 +55,11 @@ pub enum CrossKind {
 
 impl CrossKind {
     /// Every path, in report order.
-    pub const ALL: [CrossKind; 5] = [
+    pub const ALL: [CrossKind; 6] = [
         CrossKind::Underlay,
         CrossKind::SarenaEbpfNative,
         CrossKind::SarenaEbpfVxlan,
+        CrossKind::SarenaEbpfVxlanHostStack,
         CrossKind::SarenaKernel,
         CrossKind::HostGw,
     ];
@@ -64,6 +70,7 @@ impl CrossKind {
             CrossKind::Underlay => "underlay (node ↔ node)",
             CrossKind::SarenaEbpfNative => "Sarena eBPF, native routing",
             CrossKind::SarenaEbpfVxlan => "Sarena eBPF, VXLAN",
+            CrossKind::SarenaEbpfVxlanHostStack => "Sarena eBPF, VXLAN via the host stack",
             CrossKind::SarenaKernel => "Sarena kernel, native routing",
             CrossKind::HostGw => "ptp + host-local + routes (host-gw)",
         }
@@ -75,14 +82,15 @@ impl CrossKind {
             CrossKind::Underlay => "underlay",
             CrossKind::SarenaEbpfNative => "sarena-ebpf-native",
             CrossKind::SarenaEbpfVxlan => "sarena-ebpf-vxlan",
+            CrossKind::SarenaEbpfVxlanHostStack => "sarena-ebpf-vxlan-host-stack",
             CrossKind::SarenaKernel => "sarena-kernel",
             CrossKind::HostGw => "host-gw",
         }
     }
 
-    /// Whether the path runs Sarena's eBPF programs (its counters prove the
-    /// direct path).
-    pub fn is_ebpf(self) -> bool {
+    /// Whether the path's eBPF programs route to and from the other node
+    /// directly (its counters prove the direct path).
+    pub fn is_direct(self) -> bool {
         matches!(
             self,
             CrossKind::SarenaEbpfNative | CrossKind::SarenaEbpfVxlan
@@ -97,6 +105,7 @@ impl CrossKind {
             CrossKind::Underlay => (0, [0, 0]),
             CrossKind::SarenaEbpfNative => (1, [71, 72]),
             CrossKind::SarenaEbpfVxlan => (2, [73, 74]),
+            CrossKind::SarenaEbpfVxlanHostStack => (5, [75, 76]),
             CrossKind::SarenaKernel => (3, [60, 61]),
             CrossKind::HostGw => (4, [62, 63]),
         }
@@ -169,8 +178,9 @@ fn cluster_node(name: &str, underlay: Ipv4Addr, subnet: u8) -> ClusterNode {
     }
 }
 
-/// Two embedded Sarena nodes in `routing`, a pod on each.
-fn embedded(kind: CrossKind, routing: RoutingMode) -> Result<CrossPath, BenchError> {
+/// Two embedded Sarena nodes in `routing`, a pod on each; with `direct`
+/// off, the programs route nothing to or from the peer directly.
+fn embedded(kind: CrossKind, routing: RoutingMode, direct: bool) -> Result<CrossPath, BenchError> {
     let (pair, subnets) = kind.numbers();
     // VXLAN's 50 bytes of headers come out of the pods' MTU, as the daemon
     // does in Kubernetes mode (`session_mtu`).
@@ -195,6 +205,9 @@ fn embedded(kind: CrossKind, routing: RoutingMode) -> Result<CrossPath, BenchErr
             },
             routing,
         )?;
+        if !direct {
+            node.host_stack_routing()?;
+        }
     }
     a.add_pod("xn-client")?;
     b.add_pod("xn-server")?;
@@ -287,8 +300,9 @@ pub fn prepare(kind: CrossKind, bins: &Bins) -> Result<CrossPath, BenchError> {
                 setup: CrossSetup::Raw(pair),
             }
         }
-        CrossKind::SarenaEbpfNative => embedded(kind, RoutingMode::Native)?,
-        CrossKind::SarenaEbpfVxlan => embedded(kind, RoutingMode::Vxlan)?,
+        CrossKind::SarenaEbpfNative => embedded(kind, RoutingMode::Native, true)?,
+        CrossKind::SarenaEbpfVxlan => embedded(kind, RoutingMode::Vxlan, true)?,
+        CrossKind::SarenaEbpfVxlanHostStack => embedded(kind, RoutingMode::Vxlan, false)?,
         CrossKind::SarenaKernel => plugin(kind, Contender::SarenaKernel, bins)?,
         CrossKind::HostGw => plugin(kind, Contender::PtpHostLocal, bins)?,
     };

@@ -150,7 +150,9 @@ impl CrossNodeResults {
              dataplane with `routing = \"native\"` and with `routing = \"vxlan\"` (Sarena \
              embedded in the harness and joined to a two-node cluster view exactly as \
              Kubernetes mode joins one: the daemon's own peer-routing and overlay code, then \
-             the cluster's networks handed to the dataplane, which hooks the uplinks), Sarena's \
+             the cluster's networks handed to the dataplane, which hooks the uplinks), the same \
+             VXLAN nodes with eBPF host routing off (the host stack forwards into and out of \
+             the VXLAN device, as before issue 27), Sarena's \
              kernel dataplane and flannel-style host-gw routing (ptp + host-local, a route per \
              peer pod subnet), against the two node netns talking over the underlay directly. \
              {} interleaved rounds per phase: iperf3 {} s (one stream), 1-byte \
@@ -174,6 +176,7 @@ impl CrossNodeResults {
         );
         for phase in &self.phases {
             phase_table(&mut md, phase);
+            vxlan_comparison(&mut md, phase);
         }
         let _ = writeln!(
             md,
@@ -185,7 +188,8 @@ impl CrossNodeResults {
                 md,
                 "Checks passed: on both nodes of each eBPF path the programs sent and delivered \
                  at least one packet per exchange directly and the host stacks forwarded none of \
-                 the traffic; on the kernel and host-gw paths the host stacks forwarded it.\n"
+                 the traffic; on the other paths the host stacks forwarded it (and the \
+                 programs of the host-stack VXLAN path routed none of it directly).\n"
             );
         } else {
             let _ = writeln!(md, "Checks that failed:\n");
@@ -196,6 +200,28 @@ impl CrossNodeResults {
         }
         md
     }
+}
+
+/// The direct VXLAN path over the host-stack one (issue 27's point 2:
+/// keep the faster).
+fn vxlan_comparison(md: &mut String, phase: &CrossPhase) {
+    let (Some(direct), Some(host)) = (
+        phase.path(CrossKind::SarenaEbpfVxlan),
+        phase.path(CrossKind::SarenaEbpfVxlanHostStack),
+    ) else {
+        return;
+    };
+    let over = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+    let (d, h) = (&direct.summary, &host.summary);
+    let _ = writeln!(
+        md,
+        "VXLAN, eBPF host routing over the host stack: TCP throughput {}×, request/response \
+         {}×, connection rate {}×, CPU per request {}×.\n",
+        num(over(d.gbits, h.gbits), 2),
+        num(over(d.rr, h.rr), 2),
+        num(over(d.crr, h.crr), 2),
+        num(over(d.rr_cpu_us, h.rr_cpu_us), 2),
+    );
 }
 
 fn direct(p: &CrossPathResult) -> String {

@@ -293,7 +293,7 @@ fn path_problems(tag: &str, p: &CrossPathResult) -> Vec<String> {
     let label = format!("{tag}, {}", p.path.label());
     let exchanges = p.exchanges();
     let forwarded = p.host_forwarded;
-    if p.path.is_ebpf() {
+    if p.path.is_direct() {
         match &p.fast_path {
             None => out.push(format!("{label}: host-routing counters not read")),
             Some(f) => {
@@ -329,6 +329,20 @@ fn path_problems(tag: &str, p: &CrossPathResult) -> Vec<String> {
              exchanges",
             fw[0], fw[1]
         ));
+    }
+    if !p.path.is_direct()
+        && let Some(f) = &p.fast_path
+    {
+        let direct: u64 = [&f.client_node, &f.server_node]
+            .into_iter()
+            .map(|n| FastPath::sent_direct(n) + FastPath::received_direct(n))
+            .sum();
+        if direct > 0 {
+            out.push(format!(
+                "{label}: the programs routed {direct} packets directly on a path meant to \
+                 leave them to the host stack"
+            ));
+        }
     }
     if forwarded.is_none() {
         out.push(format!("{label}: host-stack forwarding not read"));

@@ -136,3 +136,28 @@ fn a_host_stack_path_must_be_forwarded_by_the_host() {
     let r = results(vec![path(CrossKind::SarenaKernel, 5.0, 5000, None)]);
     assert_eq!(r.problems(), Vec::<String>::new());
 }
+
+#[test]
+fn the_host_stack_vxlan_path_must_route_nothing_directly() {
+    // Forwarded by both host stacks, nothing direct: what it claims.
+    let r = results(vec![path(
+        CrossKind::SarenaEbpfVxlanHostStack,
+        5.0,
+        5000,
+        Some((0, 0)),
+    )]);
+    assert_eq!(r.problems(), Vec::<String>::new());
+    // The programs still took packets past the host stack.
+    let r = results(vec![path(
+        CrossKind::SarenaEbpfVxlanHostStack,
+        5.0,
+        5000,
+        Some((3, 0)),
+    )]);
+    let problems = r.problems();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("routed 6 packets directly"),
+        "{problems:?}"
+    );
+}
