@@ -289,7 +289,15 @@ intruder_denied() {
     ! k exec intruder -- timeout 2 wget -qO- "http://$B_IP:8080/" >/dev/null 2>&1 || return 1
   done
 }
+DENIED_BEFORE=$(routing_counters "$N2")
 wait_until 20 intruder_denied || fail "the intruder still reaches $B ($B_IP): the policy is not enforced"
+# The intruder (on N1) reaches B (on N2) by the direct path: B's node drops
+# its connections in from_network, before the pod, and counts them there.
+DENIED_AFTER=$(routing_counters "$N2")
+jq -en --argjson b "$DENIED_BEFORE" --argjson a "$DENIED_AFTER" \
+  '$a.from_peer_policy_denied > $b.from_peer_policy_denied' >/dev/null ||
+  fail "$N2 dropped none of the intruder's packets on the direct path: counters then $DENIED_BEFORE, now $DENIED_AFTER"
+log "$N2 dropped the intruder's packets on the direct path: $DENIED_AFTER"
 k exec "$A" -- timeout 3 wget -qO- "http://$B_IP:8080/" >/dev/null || fail "$A (web) cannot reach $B (web) under the policy"
 # The prober: a connection attempt about every 1.2 s, each counted, each success logged.
 # shellcheck disable=SC2016 # expanded in the pod
