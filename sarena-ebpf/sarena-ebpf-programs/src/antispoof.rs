@@ -1,9 +1,9 @@
 //! A pod may only speak as itself: the source of what it sends must be one
 //! of its own addresses, registered in the endpoint maps with its veth.
 
-use sarena_common::{DropReason, Endpoint6Key, EndpointInfo, EndpointKey, link_local};
+use sarena_common::{DropReason, EndpointInfo, EndpointKey, link_local};
 
-use crate::{SARENA_ENDPOINTS, SARENA_ENDPOINTS6, SARENA_VETHS};
+use crate::{SARENA_ENDPOINTS, SARENA_VETHS, endpoint6};
 
 /// The endpoint entry of `addr` when it is one of the IPv4 addresses of the
 /// pod behind the host veth `ifindex`; `None` for any other address.
@@ -19,7 +19,7 @@ pub fn pod_address(addr: [u8; 4], ifindex: u32) -> Option<EndpointInfo> {
 /// pod behind the host veth `ifindex`; `None` for any other address.
 #[inline(always)]
 pub fn pod_address6(addr: [u8; 16], ifindex: u32) -> Option<EndpointInfo> {
-    let entry = SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(addr))?;
+    let entry = endpoint6(&addr)?;
     // SAFETY: a map value pointer returned by the lookup helper.
     let entry = unsafe { *entry };
     (entry.ifindex == ifindex).then_some(entry)

@@ -3,12 +3,11 @@
 
 use aya_ebpf::programs::TcContext;
 use network_types::{eth::EthHdr, ip::Ipv6Hdr};
-use sarena_common::{DropReason, ENDPOINT_F_ACTIVE, Endpoint6Key};
+use sarena_common::{DropReason, ENDPOINT_F_ACTIVE};
 
 use crate::{
-    SARENA_ENDPOINTS6,
     antispoof::{self, Source6},
-    counters, exthdr,
+    counters, endpoint6, exthdr,
     flows::{self, IPPROTO_ICMPV6},
     forward, ndp,
     packet::{ptr_at, read, verdict},
@@ -67,7 +66,7 @@ pub fn try_ipv6(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
             _ => return Err(DropReason::PolicyDeniedEgress),
         }
     }
-    let Some(dst) = SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(ip.dst_addr)) else {
+    let Some(dst) = endpoint6(&ip.dst_addr) else {
         return peer::to_peer6(ctx, eth, ip, &upper, ifindex);
     };
     // SAFETY: a map value pointer returned by the lookup helper.
@@ -154,8 +153,7 @@ pub fn to_container(ctx: &TcContext, ifindex: u32) -> i32 {
         return verdict::OK;
     };
     let upper = exthdr::upper(ctx, ip, end).ok();
-    let dst = SARENA_ENDPOINTS6
-        .get_ptr(Endpoint6Key::new(ip.dst_addr))
+    let dst = endpoint6(&ip.dst_addr)
         // SAFETY: a map value pointer returned by the lookup helper.
         .map(|p| unsafe { *p })
         // Zeroes when absent (ifindex 0 is no device's): an `Option` of it
@@ -174,7 +172,7 @@ pub fn to_container(ctx: &TcContext, ifindex: u32) -> i32 {
             return action;
         }
     }
-    let Some(src) = SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(ip.src_addr)) else {
+    let Some(src) = endpoint6(&ip.src_addr) else {
         // From a peer's pod through the host stack: the flow stays there.
         if peer::peer_pod6(&ip.src_addr)
             && let Some(upper) = upper

@@ -36,10 +36,12 @@ mod arp;
 mod bandwidth;
 mod counters;
 mod exthdr;
+mod fib;
 mod flows;
 mod forward;
 mod ipv4;
 mod ipv6;
+mod lpm;
 mod ndp;
 mod packet;
 mod peer;
@@ -65,6 +67,24 @@ static SARENA_ENDPOINTS: HashMap<EndpointKey, EndpointInfo> = HashMap::pinned(MA
 /// IPv6 pod address → where it lives (filled by user space, pinned).
 #[map(name = "SARENA_ENDPOINTS6")]
 static SARENA_ENDPOINTS6: HashMap<Endpoint6Key, EndpointInfo> = HashMap::pinned(MAX_ENDPOINTS, 0);
+
+/// The [`SARENA_ENDPOINTS6`] entry of `addr` (a pointer to the map's value).
+///
+/// The key is built in place, the address copied straight into it from
+/// wherever it is (the packet, mostly): moved in by value, it takes a
+/// detour through a temporary that LLVM folds into a call of a byte-loop
+/// `memmove` subprogram (the copy's source, a packet pointer, might be the
+/// key for all LLVM knows).
+#[inline(always)]
+fn endpoint6(addr: &[u8; 16]) -> Option<*const EndpointInfo> {
+    let mut key = core::mem::MaybeUninit::<Endpoint6Key>::uninit();
+    // SAFETY: the key's only field is written whole before it is read.
+    let key = unsafe {
+        core::ptr::copy_nonoverlapping(addr, &raw mut (*key.as_mut_ptr()).addr, 1);
+        key.assume_init_ref()
+    };
+    SARENA_ENDPOINTS6.get_ptr(key)
+}
 
 /// `BPF_F_NO_PREALLOC`: entries are allocated when user space inserts them.
 const NO_PREALLOC: u32 = sarena_common::layouts::NO_PREALLOC;

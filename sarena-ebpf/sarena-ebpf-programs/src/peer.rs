@@ -19,14 +19,16 @@
 //!   ([`to_network`]) are recorded in the local pod's flows table
 //!   ([`flows::record_peer`]); both directions look there first.
 
+use core::mem::MaybeUninit;
+
 use aya_ebpf::{
     bindings::{
         BPF_FIB_LKUP_RET_NO_NEIGH, BPF_FIB_LKUP_RET_SUCCESS, bpf_fib_lookup as FibParams,
-        bpf_redir_neigh,
+        bpf_redir_neigh, bpf_redir_neigh__bindgen_ty_1,
     },
     helpers::generated::{bpf_fib_lookup, bpf_redirect, bpf_redirect_neigh},
     macros::map,
-    maps::{LpmTrie, PerCpuArray, lpm_trie::Key},
+    maps::{LpmTrie, PerCpuArray},
     programs::TcContext,
 };
 use network_types::{
@@ -34,23 +36,23 @@ use network_types::{
     ip::{Ipv4Hdr, Ipv6Hdr},
 };
 use sarena_common::{
-    DropReason, ENDPOINT_F_ACTIVE, ENDPOINT_F_PEER_ROUTED, Endpoint6Key, EndpointInfo, EndpointKey,
-    FLOW_FAMILY_IPV4, FLOW_FAMILY_IPV6,
+    DropReason, ENDPOINT_F_ACTIVE, ENDPOINT_F_PEER_ROUTED, EndpointInfo, EndpointKey,
+    FLOW_FAMILY_IPV6,
     peers::{MARK_TO_PEER, MAX_PEER_POD_CIDRS, NodeCounters, PeerPodsValue},
 };
 
 use crate::{
-    NO_PREALLOC, SARENA_ENDPOINTS, SARENA_ENDPOINTS6, counters, exthdr, flows,
+    NO_PREALLOC, SARENA_ENDPOINTS, counters, endpoint6, exthdr, fib, flows,
     forward::{self, ETH_P_IP, ETH_P_IPV6},
     ipv4, ipv6,
+    lpm::{self, AddrKey},
     packet::{ptr_at, pull_headers, verdict},
     policy,
 };
 
-/// The other nodes' pod CIDRs (`sarena_common::policy::IpcacheKey` without
-/// its prefix length: family, 3 zero bytes, 16 address bytes).
+/// The other nodes' pod CIDRs (keyed as the ipcache, see [`AddrKey`]).
 #[map(name = "SARENA_PEER_PODS")]
-static SARENA_PEER_PODS: LpmTrie<[u8; 20], PeerPodsValue> =
+static SARENA_PEER_PODS: LpmTrie<AddrKey, PeerPodsValue> =
     LpmTrie::pinned(MAX_PEER_POD_CIDRS, NO_PREALLOC);
 
 /// What host routing did on this node (one entry).
@@ -72,28 +74,16 @@ fn count(f: impl FnOnce(&mut NodeCounters)) {
     }
 }
 
-/// Whether `addr` (of `family`, IPv4 in its first 4 bytes) is in a peer's
-/// pod CIDR.
-#[inline(always)]
-fn peer_pod(family: u8, addr: &[u8; 16]) -> bool {
-    let mut data = [0u8; 20];
-    data[0] = family;
-    data[4..].copy_from_slice(addr);
-    SARENA_PEER_PODS.get(Key::new(32 + 128, data)).is_some()
-}
-
 /// Whether the IPv4 address is in a peer's pod CIDR.
 #[inline(always)]
 pub fn peer_pod4(addr: [u8; 4]) -> bool {
-    let mut a = [0u8; 16];
-    a[..4].copy_from_slice(&addr);
-    peer_pod(FLOW_FAMILY_IPV4, &a)
+    lpm::get4(&SARENA_PEER_PODS, addr).is_some()
 }
 
 /// Whether the IPv6 address is in a peer's pod CIDR.
 #[inline(always)]
 pub fn peer_pod6(addr: &[u8; 16]) -> bool {
-    peer_pod(FLOW_FAMILY_IPV6, addr)
+    lpm::get(&SARENA_PEER_PODS, FLOW_FAMILY_IPV6, addr).is_some()
 }
 
 /// An IPv4 packet from the pod behind `ifindex` to no local endpoint: to a
@@ -117,27 +107,21 @@ pub fn to_peer4(
         count(|c| c.to_peer_host_flow += 1);
         return Ok(verdict::OK);
     }
-    // SAFETY: a plain C struct; all zeroes is a valid value.
-    let mut fib: FibParams = unsafe { core::mem::zeroed() };
-    fib.family = AF_INET;
-    fib.l4_protocol = ip.proto;
-    fib.ifindex = ifindex;
-    fib.__bindgen_anon_2.tos = ip.tos;
-    fib.__bindgen_anon_3.ipv4_src = u32::from_ne_bytes(ip.src_addr);
-    fib.__bindgen_anon_4.ipv4_dst = u32::from_ne_bytes(ip.dst_addr);
-    // tot_len stays 0: the kernel checks the skb against the device's MTU
-    // itself, GSO packets included.
-    let Some(rc) = route(ctx, &mut fib, ifindex) else {
+    let mut slot = MaybeUninit::uninit();
+    let fib = fib::params(
+        &mut slot,
+        AF_INET,
+        ip.proto,
+        ifindex,
+        u32::from_ne_bytes([ip.tos, 0, 0, 0]),
+        [u32::from_ne_bytes(ip.src_addr), 0, 0, 0],
+        [u32::from_ne_bytes(ip.dst_addr), 0, 0, 0],
+    );
+    let Some(rc) = route(ctx, fib, ifindex) else {
         return Ok(verdict::OK);
     };
     ipv4::decrement_ttl(ip);
-    // SAFETY: the FIB wrote the next hop into `ipv4_dst`.
-    let nh = unsafe { fib.__bindgen_anon_4.ipv4_dst };
-    let mut neigh = bpf_redir_neigh {
-        nh_family: u32::from(AF_INET),
-        __bindgen_anon_1: aya_ebpf::bindings::bpf_redir_neigh__bindgen_ty_1 { ipv4_nh: nh },
-    };
-    send(ctx, eth, ifindex, &fib, rc, &mut neigh)
+    send(ctx, eth, ifindex, fib, rc)
 }
 
 /// An IPv6 packet from the pod behind `ifindex` to no local endpoint, as
@@ -160,26 +144,21 @@ pub fn to_peer6(
         count(|c| c.to_peer_host_flow += 1);
         return Ok(verdict::OK);
     }
-    // SAFETY: a plain C struct; all zeroes is a valid value.
-    let mut fib: FibParams = unsafe { core::mem::zeroed() };
-    fib.family = AF_INET6;
-    fib.l4_protocol = upper.proto;
-    fib.ifindex = ifindex;
-    fib.__bindgen_anon_2.flowinfo =
-        u32::from_ne_bytes([ip.vcf[0] & 0x0f, ip.vcf[1], ip.vcf[2], ip.vcf[3]]);
-    fib.__bindgen_anon_3.ipv6_src = words(&ip.src_addr);
-    fib.__bindgen_anon_4.ipv6_dst = words(&ip.dst_addr);
-    let Some(rc) = route(ctx, &mut fib, ifindex) else {
+    let mut slot = MaybeUninit::uninit();
+    let fib = fib::params(
+        &mut slot,
+        AF_INET6,
+        upper.proto,
+        ifindex,
+        u32::from_ne_bytes([ip.vcf[0] & 0x0f, ip.vcf[1], ip.vcf[2], ip.vcf[3]]),
+        words(&ip.src_addr),
+        words(&ip.dst_addr),
+    );
+    let Some(rc) = route(ctx, fib, ifindex) else {
         return Ok(verdict::OK);
     };
     ip.hop_limit -= 1;
-    // SAFETY: the FIB wrote the next hop into `ipv6_dst`.
-    let nh = unsafe { fib.__bindgen_anon_4.ipv6_dst };
-    let mut neigh = bpf_redir_neigh {
-        nh_family: u32::from(AF_INET6),
-        __bindgen_anon_1: aya_ebpf::bindings::bpf_redir_neigh__bindgen_ty_1 { ipv6_nh: nh },
-    };
-    send(ctx, eth, ifindex, &fib, rc, &mut neigh)
+    send(ctx, eth, ifindex, fib, rc)
 }
 
 /// An IPv6 address as the FIB's four network-order words.
@@ -219,8 +198,8 @@ fn route(ctx: &TcContext, fib: &mut FibParams, ifindex: u32) -> Option<i64> {
 
 /// Sends the packet out of the FIB's device: MACs rewritten and redirected
 /// when the FIB resolved the next hop (`rc` success), through the kernel's
-/// neighbour resolution to `neigh` otherwise. Marked [`MARK_TO_PEER`] for
-/// `to_network`.
+/// neighbour resolution to the FIB's next hop otherwise. Marked
+/// [`MARK_TO_PEER`] for `to_network`.
 #[inline(always)]
 fn send(
     ctx: &TcContext,
@@ -228,7 +207,6 @@ fn send(
     ifindex: u32,
     fib: &FibParams,
     rc: i64,
-    neigh: &mut bpf_redir_neigh,
 ) -> Result<i32, DropReason> {
     // SAFETY: the context pointer the kernel passed in; `mark` is writable
     // from TC programs.
@@ -242,11 +220,30 @@ fn send(
         unsafe { bpf_redirect(fib.ifindex, 0) }
     } else {
         count(|c| c.to_peer_neigh += 1);
+        // Built only here: most packets find their next hop resolved. The
+        // next hop is of the FIB's family (an IPv4 route through an IPv6
+        // gateway, RFC 5549, comes back as `AF_INET6` and that gateway).
+        // SAFETY: the FIB wrote the next hop into the destination's field.
+        let nh = unsafe {
+            if fib.family == AF_INET {
+                bpf_redir_neigh__bindgen_ty_1 {
+                    ipv4_nh: fib.__bindgen_anon_4.ipv4_dst,
+                }
+            } else {
+                bpf_redir_neigh__bindgen_ty_1 {
+                    ipv6_nh: fib.__bindgen_anon_4.ipv6_dst,
+                }
+            }
+        };
+        let mut neigh = bpf_redir_neigh {
+            nh_family: u32::from(fib.family),
+            __bindgen_anon_1: nh,
+        };
         // SAFETY: a stack struct of the size given.
         unsafe {
             bpf_redirect_neigh(
                 fib.ifindex,
-                neigh,
+                &mut neigh,
                 core::mem::size_of::<bpf_redir_neigh>() as i32,
                 0,
             )
@@ -330,7 +327,7 @@ fn from_peer6(ctx: &TcContext, eth: &mut EthHdr) -> i32 {
     if ip.hop_limit <= 1 {
         return verdict::OK;
     }
-    let Some(dst) = SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(ip.dst_addr)) else {
+    let Some(dst) = endpoint6(&ip.dst_addr) else {
         return verdict::OK;
     };
     // SAFETY: a map value pointer returned by the lookup helper.
@@ -451,7 +448,7 @@ fn leaving6(ctx: &TcContext) {
     };
     // SAFETY: bounds-checked above.
     let ip = unsafe { &*ip };
-    let Some(src) = SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(ip.src_addr)) else {
+    let Some(src) = endpoint6(&ip.src_addr) else {
         return;
     };
     // SAFETY: a map value pointer returned by the lookup helper.

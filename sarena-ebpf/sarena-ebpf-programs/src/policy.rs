@@ -33,7 +33,7 @@ use network_types::{
     ip::{Ipv4Hdr, Ipv6Hdr},
 };
 use sarena_common::{
-    DropReason, Endpoint6Key, EndpointInfo, EndpointKey, FlowKey, MAX_ENDPOINTS,
+    DropReason, EndpointInfo, EndpointKey, FlowKey, MAX_ENDPOINTS,
     policy::{
         DIRECTION_EGRESS, DIRECTION_INGRESS, ENDPOINT_F_EGRESS_ISOLATED,
         ENDPOINT_F_INGRESS_ISOLATED, IDENTITY_ANY, IDENTITY_HOST, IDENTITY_WORLD,
@@ -44,18 +44,19 @@ use sarena_common::{
 };
 
 use crate::{
-    NO_PREALLOC, SARENA_ENDPOINTS, SARENA_ENDPOINTS6, counters, exthdr,
+    NO_PREALLOC, SARENA_ENDPOINTS, counters, endpoint6, exthdr,
     flows::{self, IPPROTO_ICMP, IPPROTO_SCTP, IPPROTO_TCP, IPPROTO_UDP, IcmpEcho},
+    lpm::{self, AddrKey},
     packet::{ptr_at, read, verdict},
 };
 
 /// Either isolation bit.
 pub const ISOLATED: u32 = ENDPOINT_F_INGRESS_ISOLATED | ENDPOINT_F_EGRESS_ISOLATED;
 
-/// Address prefix → identity (`sarena_common::policy::IpcacheKey` without
-/// its prefix length: family, 3 zero bytes, 16 address bytes).
+/// Address prefix → identity (`sarena_common::policy::IpcacheKey`, see
+/// [`AddrKey`]).
 #[map(name = "SARENA_IPCACHE")]
-static SARENA_IPCACHE: LpmTrie<[u8; 20], IpcacheValue> =
+static SARENA_IPCACHE: LpmTrie<AddrKey, IpcacheValue> =
     LpmTrie::pinned(MAX_IPCACHE_ENTRIES, NO_PREALLOC);
 
 /// Allow entries (`sarena_common::policy::PolicyKey` without its prefix
@@ -194,10 +195,7 @@ pub fn flow6(ctx: &TcContext, ip: &Ipv6Hdr, upper: &exthdr::Upper) -> Flow {
 /// no prefix covers it.
 #[inline(always)]
 fn identity(family: u8, addr: &[u8; 16]) -> IpcacheValue {
-    let mut data = [0u8; 20];
-    data[0] = family;
-    data[4..].copy_from_slice(addr);
-    match SARENA_IPCACHE.get(Key::new(32 + 128, data)) {
+    match lpm::get(&SARENA_IPCACHE, family, addr) {
         Some(v) => *v,
         None => IpcacheValue {
             identity: IDENTITY_WORLD,
@@ -293,10 +291,15 @@ fn record(ifindex: u32, answer: &FlowKey, direction: u8) {
         entry.last_seen_ns = now;
         return;
     }
-    let entry = PolicyFlow {
-        last_seen_ns: now,
-        direction,
-        pad: [0; 7],
+    // SAFETY: `PolicyFlow` is 16 bytes of integers (no padding, any bit
+    // pattern valid): `last_seen_ns`, then `direction` and its 7 zero
+    // bytes as one word. Written as a struct, the zero bytes on their own
+    // are a `memset` call (bpf-linker lowers every one to a byte loop).
+    let entry = unsafe {
+        core::mem::transmute::<[u64; 2], PolicyFlow>([
+            now,
+            u64::from_ne_bytes([direction, 0, 0, 0, 0, 0, 0, 0]),
+        ])
     };
     // A failed insert (out of memory) leaves the flow unrecorded: its
     // answers are judged by the entries alone. A full table evicts its
@@ -379,7 +382,7 @@ fn source_endpoint(key: &FlowKey) -> EndpointInfo {
         let addr = [key.saddr[0], key.saddr[1], key.saddr[2], key.saddr[3]];
         SARENA_ENDPOINTS.get_ptr(EndpointKey::new(addr))
     } else {
-        SARENA_ENDPOINTS6.get_ptr(Endpoint6Key::new(key.saddr))
+        endpoint6(&key.saddr)
     };
     match entry {
         // SAFETY: a map value pointer returned by the lookup helper.
