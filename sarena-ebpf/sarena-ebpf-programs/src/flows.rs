@@ -38,7 +38,8 @@ use network_types::{
 use sarena_common::{DropReason, FlowKey, FlowState, HOST_FLOW_REFRESH_NS};
 
 use crate::{
-    FlowTable, SARENA_HOST_FLOWS, counters,
+    FlowTable, SARENA_HOST_FLOWS,
+    counters::Counters,
     exthdr::Upper,
     packet::{ptr_at, read},
 };
@@ -202,8 +203,8 @@ pub fn record(key: &FlowKey, from: u32, to: u32) {
             // nothing better can be done from here. A full table evicts its
             // own least recently used entry.
             if table.insert(answer, state, 0).is_ok() {
-                counters::host_flow_recorded(to);
-                counters::host_flow_started(from);
+                Counters::of(to).host_flow_recorded();
+                Counters::of(from).host_flow_started();
             }
         }
     }
@@ -243,7 +244,7 @@ pub fn record_peer(into_local: &FlowKey, local: u32) -> bool {
         flags: 0,
     };
     if table.insert(into_local, state, 0).is_ok() {
-        counters::host_flow_recorded(local);
+        Counters::of(local).host_flow_recorded();
         return true;
     }
     false

@@ -6,7 +6,9 @@ use network_types::eth::EthHdr;
 use sarena_common::{DropReason, EndpointInfo};
 
 use crate::{
-    arp, bandwidth, counters, ipv4, ipv6,
+    arp, bandwidth,
+    counters::{self, Counters},
+    ipv4, ipv6,
     packet::{ifindex, ptr_at, pull_headers, verdict},
 };
 
@@ -16,20 +18,25 @@ const ETH_P_ARP: u16 = 0x0806;
 /// IPv6's EtherType.
 pub const ETH_P_IPV6: u16 = 0x86dd;
 
-/// What to do with a frame the pod behind `ifindex` sent. A pod speaks
-/// IPv4, IPv6 and ARP, untagged: any other EtherType (LLDP, EAPOL, PPPoE,
-/// MPLS, an 802.3 length) and any VLAN-tagged frame is dropped, so what
-/// the host stack or a tool on the node would make of it never matters.
+/// What to do with a frame the pod behind `ifindex` (its counters
+/// `sender`) sent. A pod speaks IPv4, IPv6 and ARP, untagged: any other
+/// EtherType (LLDP, EAPOL, PPPoE, MPLS, an 802.3 length) and any
+/// VLAN-tagged frame is dropped, so what the host stack or a tool on the
+/// node would make of it never matters.
 #[inline(always)]
-pub fn try_from_container(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
+pub fn try_from_container(
+    ctx: &TcContext,
+    ifindex: u32,
+    sender: Counters,
+) -> Result<i32, DropReason> {
     if vlan_tagged(ctx) {
         return Err(DropReason::UnsupportedEtherType);
     }
     pull_headers(ctx);
     match ether_type(ctx)? {
-        ETH_P_ARP => arp::try_arp(ctx, ifindex),
-        ETH_P_IP => ipv4::try_ipv4(ctx, ifindex),
-        ETH_P_IPV6 => ipv6::try_ipv6(ctx, ifindex),
+        ETH_P_ARP => arp::try_arp(ctx, ifindex, sender),
+        ETH_P_IP => ipv4::try_ipv4(ctx, ifindex, sender),
+        ETH_P_IPV6 => ipv6::try_ipv6(ctx, ifindex, sender),
         _ => Err(DropReason::UnsupportedEtherType),
     }
 }
@@ -67,16 +74,17 @@ fn ether_type(ctx: &TcContext) -> Result<u16, DropReason> {
     Ok(u16::from_be(unsafe { (*eth).ether_type }))
 }
 
-/// Sends the frame (its IP header already rewritten) from the pod behind
-/// `ifindex` into the pod `dst`: counted on the sender, then [`deliver`]ed.
+/// Sends the frame (its IP header already rewritten) from the pod whose
+/// counters are `sender` into the pod `dst`: counted on the sender, then
+/// [`deliver`]ed.
 #[inline(always)]
 pub fn into_pod(
     ctx: &TcContext,
     eth: &mut EthHdr,
-    ifindex: u32,
+    sender: Counters,
     dst: &EndpointInfo,
 ) -> Result<i32, DropReason> {
-    counters::redirected(ifindex);
+    sender.redirected();
     deliver(ctx, eth, dst)
 }
 

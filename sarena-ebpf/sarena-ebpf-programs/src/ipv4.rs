@@ -5,7 +5,9 @@ use network_types::{eth::EthHdr, ip::Ipv4Hdr};
 use sarena_common::{DropReason, ENDPOINT_F_ACTIVE, EndpointKey};
 
 use crate::{
-    SARENA_ENDPOINTS, antispoof, counters, flows, forward,
+    SARENA_ENDPOINTS, antispoof,
+    counters::{self, Counters},
+    flows, forward,
     packet::{ptr_at, verdict},
     peer, policy,
 };
@@ -13,9 +15,9 @@ use crate::{
 /// IPv4 from one of the pod's own addresses: to another local endpoint
 /// straight into that pod, to a peer's pod straight to its node (see
 /// [`peer`]), unless the host stack handled the flow; anything else to the
-/// host stack. Any other source is dropped.
+/// host stack. Any other source is dropped. `sender`: the pod's counters.
 #[inline(always)]
-pub fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
+pub fn try_ipv4(ctx: &TcContext, ifindex: u32, sender: Counters) -> Result<i32, DropReason> {
     let eth: *mut EthHdr = ptr_at(ctx, 0, DropReason::MalformedEthernet)?;
     let ip: *mut Ipv4Hdr = ptr_at(ctx, EthHdr::LEN, DropReason::MalformedIpv4)?;
     // SAFETY: both pointers were bounds-checked against data_end above.
@@ -38,7 +40,7 @@ pub fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
         }
     }
     let Some(dst) = SARENA_ENDPOINTS.get_ptr(EndpointKey::new(ip.dst_addr)) else {
-        return peer::to_peer4(ctx, eth, ip, ifindex);
+        return peer::to_peer4(ctx, eth, ip, ifindex, sender);
     };
     // SAFETY: a map value pointer returned by the lookup helper.
     let dst = unsafe { *dst };
@@ -52,7 +54,7 @@ pub fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
     match flows::key_of(ctx, ip) {
         Some(key) if !flows::handled_by_host(&key, ifindex, dst.ifindex) => {}
         Some(_) => {
-            counters::host_stack_flow(ifindex);
+            sender.host_stack_flow();
             return Ok(verdict::OK);
         }
         None => return Ok(verdict::OK),
@@ -65,7 +67,7 @@ pub fn try_ipv4(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
         }
     }
     decrement_ttl(ip);
-    forward::into_pod(ctx, eth, ifindex, &dst)
+    forward::into_pod(ctx, eth, sender, &dst)
 }
 
 /// Version 4 and a header of at least 20 bytes.

@@ -7,7 +7,8 @@ use sarena_common::{DropReason, ENDPOINT_F_ACTIVE};
 
 use crate::{
     antispoof::{self, Source6},
-    counters, endpoint6, exthdr,
+    counters::{self, Counters},
+    endpoint6, exthdr,
     flows::{self, IPPROTO_ICMPV6},
     forward, ndp,
     packet::{ptr_at, read, verdict},
@@ -17,15 +18,16 @@ use crate::{
 /// Where the IPv6 payload starts.
 const PAYLOAD: usize = EthHdr::LEN + Ipv6Hdr::LEN;
 
-/// IPv6 from the pod behind `ifindex`. Malformed packets, and sources that
-/// are not the pod's ([`antispoof::source6`]) are dropped; neighbour
-/// discovery goes to [`ndp`]. A packet from one of the pod's addresses to
-/// another local endpoint goes straight into that pod, unless the host stack
-/// handled its flow or it carries extension headers; everything else
-/// (link-local, multicast, elsewhere, expiring) goes to the host stack.
+/// IPv6 from the pod behind `ifindex` (its counters `sender`). Malformed
+/// packets, and sources that are not the pod's ([`antispoof::source6`])
+/// are dropped; neighbour discovery goes to [`ndp`]. A packet from one of
+/// the pod's addresses to another local endpoint goes straight into that
+/// pod, unless the host stack handled its flow or it carries extension
+/// headers; everything else (link-local, multicast, elsewhere, expiring)
+/// goes to the host stack.
 #[inline(always)]
-pub fn try_ipv6(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
-    counters::ipv6_from_pod(ifindex);
+pub fn try_ipv6(ctx: &TcContext, ifindex: u32, sender: Counters) -> Result<i32, DropReason> {
+    sender.ipv6_from_pod();
     let eth: *mut EthHdr = ptr_at(ctx, 0, DropReason::MalformedEthernet)?;
     let ip: *mut Ipv6Hdr = ptr_at(ctx, EthHdr::LEN, DropReason::MalformedIpv6)?;
     // SAFETY: both pointers were bounds-checked against data_end above.
@@ -67,7 +69,7 @@ pub fn try_ipv6(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
         }
     }
     let Some(dst) = endpoint6(&ip.dst_addr) else {
-        return peer::to_peer6(ctx, eth, ip, &upper, ifindex);
+        return peer::to_peer6(ctx, eth, ip, &upper, ifindex, sender);
     };
     // SAFETY: a map value pointer returned by the lookup helper.
     let dst = unsafe { *dst };
@@ -83,7 +85,7 @@ pub fn try_ipv6(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
     match flows::key_of6(ctx, ip, &upper) {
         Some(key) if !flows::handled_by_host(&key, ifindex, dst.ifindex) => {}
         Some(_) => {
-            counters::host_stack_flow(ifindex);
+            sender.host_stack_flow();
             return Ok(verdict::OK);
         }
         None => return Ok(verdict::OK),
@@ -96,8 +98,8 @@ pub fn try_ipv6(ctx: &TcContext, ifindex: u32) -> Result<i32, DropReason> {
         }
     }
     ip.hop_limit -= 1;
-    counters::ipv6_redirected(ifindex);
-    forward::into_pod(ctx, eth, ifindex, &dst)
+    sender.ipv6_redirected();
+    forward::into_pod(ctx, eth, sender, &dst)
 }
 
 /// Where the packet ends by its payload length, or `None` when the version

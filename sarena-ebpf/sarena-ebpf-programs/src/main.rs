@@ -54,6 +54,7 @@ use aya_ebpf::{
     maps::{HashMap, PerCpuHashMap},
     programs::TcContext,
 };
+use counters::Counters;
 use packet::verdict;
 use sarena_common::{
     BandwidthState, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, FlowKey, FlowState,
@@ -141,15 +142,17 @@ static POD_HOST_IFINDEX: Global<u32> = Global::new(0);
 #[classifier]
 pub fn from_container(ctx: TcContext) -> i32 {
     let ifindex = packet::ifindex(&ctx);
-    counters::from_pod(ifindex, ctx.len());
+    // The sender's counters, looked up once for all this frame counts.
+    let sender = Counters::of(ifindex);
+    sender.sent(ctx.len());
     // The egress limit, where the pod cannot remove it: before any path.
     if !bandwidth::police(&ctx, ifindex) {
         return verdict::SHOT;
     }
-    match forward::try_from_container(&ctx, ifindex) {
+    match forward::try_from_container(&ctx, ifindex, sender) {
         Ok(action) => action,
         Err(reason) => {
-            counters::dropped(ifindex, reason);
+            sender.dropped(reason);
             verdict::SHOT
         }
     }

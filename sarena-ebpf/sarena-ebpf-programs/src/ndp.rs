@@ -22,7 +22,7 @@ use sarena_common::DropReason;
 use crate::{
     SARENA_VETHS,
     antispoof::{self, Source6},
-    counters,
+    counters::Counters,
     flows::IPPROTO_ICMPV6,
     packet::{ptr_at, verdict},
 };
@@ -174,7 +174,7 @@ fn advertise(
         // SAFETY: a helper call on the program's own context.
         let _ = unsafe { bpf_skb_change_tail(ctx.skb.skb, frame, 0) };
     }
-    counters::ndp_reply(ifindex);
+    Counters::of(ifindex).ndp_reply();
     // SAFETY: plain helper call; it only records the target device.
     Ok(unsafe { bpf_redirect(ifindex, 0) } as i32)
 }

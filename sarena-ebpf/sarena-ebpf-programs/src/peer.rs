@@ -42,7 +42,9 @@ use sarena_common::{
 };
 
 use crate::{
-    NO_PREALLOC, SARENA_ENDPOINTS, counters, endpoint6, exthdr, fib, flows,
+    NO_PREALLOC, SARENA_ENDPOINTS,
+    counters::{self, Counters},
+    endpoint6, exthdr, fib, flows,
     forward::{self, ETH_P_IP, ETH_P_IPV6},
     ipv4, ipv6,
     lpm::{self, AddrKey},
@@ -86,16 +88,17 @@ pub fn peer_pod6(addr: &[u8; 16]) -> bool {
     lpm::get(&SARENA_PEER_PODS, FLOW_FAMILY_IPV6, addr).is_some()
 }
 
-/// An IPv4 packet from the pod behind `ifindex` to no local endpoint: to a
-/// peer's pod straight out of the FIB's device; anything else, and any
-/// flow the host stack handled, to the host stack. The caller judged the
-/// pod's egress policy.
+/// An IPv4 packet from the pod behind `ifindex` (its counters `sender`) to
+/// no local endpoint: to a peer's pod straight out of the FIB's device;
+/// anything else, and any flow the host stack handled, to the host stack.
+/// The caller judged the pod's egress policy.
 #[inline(always)]
 pub fn to_peer4(
     ctx: &TcContext,
     eth: &mut EthHdr,
     ip: &mut Ipv4Hdr,
     ifindex: u32,
+    sender: Counters,
 ) -> Result<i32, DropReason> {
     if !peer_pod4(ip.dst_addr) || ip.ttl <= 1 {
         return Ok(verdict::OK);
@@ -121,7 +124,7 @@ pub fn to_peer4(
         return Ok(verdict::OK);
     };
     ipv4::decrement_ttl(ip);
-    send(ctx, eth, ifindex, fib, rc)
+    send(ctx, eth, sender, fib, rc)
 }
 
 /// An IPv6 packet from the pod behind `ifindex` to no local endpoint, as
@@ -133,6 +136,7 @@ pub fn to_peer6(
     ip: &mut Ipv6Hdr,
     upper: &exthdr::Upper,
     ifindex: u32,
+    sender: Counters,
 ) -> Result<i32, DropReason> {
     if !peer_pod6(&ip.dst_addr) || ip.hop_limit <= 1 || upper.extended {
         return Ok(verdict::OK);
@@ -158,7 +162,7 @@ pub fn to_peer6(
         return Ok(verdict::OK);
     };
     ip.hop_limit -= 1;
-    send(ctx, eth, ifindex, fib, rc)
+    send(ctx, eth, sender, fib, rc)
 }
 
 /// An IPv6 address as the FIB's four network-order words.
@@ -198,20 +202,20 @@ fn route(ctx: &TcContext, fib: &mut FibParams, ifindex: u32) -> Option<i64> {
 
 /// Sends the packet out of the FIB's device: MACs rewritten and redirected
 /// when the FIB resolved the next hop (`rc` success), through the kernel's
-/// neighbour resolution to the FIB's next hop otherwise. Marked
-/// [`MARK_TO_PEER`] for `to_network`.
+/// neighbour resolution to the FIB's next hop otherwise; counted on the
+/// `sender`. Marked [`MARK_TO_PEER`] for `to_network`.
 #[inline(always)]
 fn send(
     ctx: &TcContext,
     eth: &mut EthHdr,
-    ifindex: u32,
+    sender: Counters,
     fib: &FibParams,
     rc: i64,
 ) -> Result<i32, DropReason> {
     // SAFETY: the context pointer the kernel passed in; `mark` is writable
     // from TC programs.
     unsafe { (*ctx.skb.skb).mark |= MARK_TO_PEER };
-    counters::redirected(ifindex);
+    sender.redirected();
     let action = if rc == i64::from(BPF_FIB_LKUP_RET_SUCCESS) {
         eth.src_addr = fib.smac;
         eth.dst_addr = fib.dmac;
