@@ -163,6 +163,18 @@ impl EmbeddedNode {
         Ok(node)
     }
 
+    /// What a call on a node whose start failed half-way gets.
+    fn not_started(&self) -> BenchError {
+        BenchError::Input {
+            what: format!("{}: the node did not start", self.label),
+        }
+    }
+
+    /// The node's dataplane (an error if it did not start).
+    fn dataplane(&self) -> Result<&Arc<AyaDataplane>, BenchError> {
+        self.dataplane.as_ref().ok_or_else(|| self.not_started())
+    }
+
     /// Runs `f` on the worker thread (inside the node netns) and waits.
     fn on_worker<T: Send + 'static>(
         &self,
@@ -184,9 +196,7 @@ impl EmbeddedNode {
     /// sequence, with its pod ref set as `K8S_POD_NAMESPACE` /
     /// `K8S_POD_NAME` would; returns its index.
     pub fn add_pod(&mut self, name: &str) -> Result<usize, BenchError> {
-        let plugin = self.plugin.clone().ok_or_else(|| BenchError::Input {
-            what: format!("{}: the node did not start", self.label),
-        })?;
+        let plugin = self.plugin.clone().ok_or_else(|| self.not_started())?;
         let netns = Netns::create(&unique_name(&format!("dp-emb-{name}")))?;
         let attachment = Attachment {
             container_id: format!("{}-ctr", netns.name()),
@@ -256,9 +266,7 @@ impl EmbeddedNode {
     /// node netns), then the cluster's networks handed to the dataplane,
     /// which hooks the node's devices and routes to the peers' pods itself.
     pub fn join_cluster(&self, view: ClusterView, routing: RoutingMode) -> Result<(), BenchError> {
-        let dataplane = self.dataplane.clone().ok_or_else(|| BenchError::Input {
-            what: format!("{}: the node did not start", self.label),
-        })?;
+        let dataplane = self.dataplane()?.clone();
         let context = self.label.clone();
         self.on_worker(move |rt| {
             rt.block_on(async move {
@@ -296,9 +304,7 @@ impl EmbeddedNode {
     /// delivers none (the node as it was before issue 27; the peer routes,
     /// the overlay and the device hooks stay).
     pub fn host_stack_routing(&self) -> Result<(), BenchError> {
-        let dataplane = self.dataplane.as_ref().ok_or_else(|| BenchError::Input {
-            what: format!("{}: the node did not start", self.label),
-        })?;
+        let dataplane = self.dataplane()?;
         dataplane
             .set_peer_pods(&[])
             .map_err(|e| BenchError::embedded("set_peer_pods", self.label.clone(), e))?;
@@ -307,9 +313,7 @@ impl EmbeddedNode {
 
     /// What eBPF host routing did on this node so far.
     pub fn node_counters(&self) -> Result<NodeCounters, BenchError> {
-        let dataplane = self.dataplane.as_ref().ok_or_else(|| BenchError::Input {
-            what: format!("{}: the node did not start", self.label),
-        })?;
+        let dataplane = self.dataplane()?;
         dataplane
             .node_counters()
             .map_err(|e| BenchError::embedded("node_counters", self.label.clone(), e))
@@ -317,9 +321,7 @@ impl EmbeddedNode {
 
     /// Hands the engine's output to the dataplane, as the daemon does.
     pub fn apply_policy(&self, compiled: Arc<CompiledPolicy>) -> Result<PolicyApplied, BenchError> {
-        let dataplane = self.dataplane.as_ref().ok_or_else(|| BenchError::Input {
-            what: format!("{}: the node did not start", self.label),
-        })?;
+        let dataplane = self.dataplane()?;
         Ok(dataplane.apply_policy(compiled))
     }
 }

@@ -178,9 +178,10 @@ fn cluster_node(name: &str, underlay: Ipv4Addr, subnet: u8) -> ClusterNode {
     }
 }
 
-/// Two embedded Sarena nodes in `routing`, a pod on each; with `direct`
-/// off, the programs route nothing to or from the peer directly.
-fn embedded(kind: CrossKind, routing: RoutingMode, direct: bool) -> Result<CrossPath, BenchError> {
+/// Two embedded Sarena nodes in `routing`, a pod on each; on a path that
+/// is not [`CrossKind::is_direct`], the programs route nothing to or from
+/// the peer directly.
+fn embedded(kind: CrossKind, routing: RoutingMode) -> Result<CrossPath, BenchError> {
     let (pair, subnets) = kind.numbers();
     // VXLAN's 50 bytes of headers come out of the pods' MTU, as the daemon
     // does in Kubernetes mode (`session_mtu`).
@@ -205,7 +206,7 @@ fn embedded(kind: CrossKind, routing: RoutingMode, direct: bool) -> Result<Cross
             },
             routing,
         )?;
-        if !direct {
+        if !kind.is_direct() {
             node.host_stack_routing()?;
         }
     }
@@ -300,9 +301,9 @@ pub fn prepare(kind: CrossKind, bins: &Bins) -> Result<CrossPath, BenchError> {
                 setup: CrossSetup::Raw(pair),
             }
         }
-        CrossKind::SarenaEbpfNative => embedded(kind, RoutingMode::Native, true)?,
-        CrossKind::SarenaEbpfVxlan => embedded(kind, RoutingMode::Vxlan, true)?,
-        CrossKind::SarenaEbpfVxlanHostStack => embedded(kind, RoutingMode::Vxlan, false)?,
+        CrossKind::SarenaEbpfNative => embedded(kind, RoutingMode::Native)?,
+        CrossKind::SarenaEbpfVxlan => embedded(kind, RoutingMode::Vxlan)?,
+        CrossKind::SarenaEbpfVxlanHostStack => embedded(kind, RoutingMode::Vxlan)?,
         CrossKind::SarenaKernel => plugin(kind, Contender::SarenaKernel, bins)?,
         CrossKind::HostGw => plugin(kind, Contender::PtpHostLocal, bins)?,
     };
