@@ -2,8 +2,9 @@
 //! aya-build and leaves the object at `$OUT_DIR/sarena-ebpf`, which
 //! `src/ebpf_object.rs` embeds.
 //!
-//! The eBPF build needs nightly with rust-src and bpf-linker
-//! (`scripts/setup-ebpf.sh`). Without them, or with `AYA_BUILD_SKIP=1`, an
+//! The eBPF build needs the nightly pinned in
+//! `sarena-ebpf/sarena-ebpf-programs/rust-toolchain.toml`, with rust-src,
+//! and bpf-linker (`scripts/setup-ebpf.sh` sets up both). Without them, or with `AYA_BUILD_SKIP=1`, an
 //! empty object is embedded and the daemon still builds; only the `ebpf`
 //! dataplane mode then fails, at start-up, with a clear error. Set
 //! `SARENA_EBPF_REQUIRED=1` to make a missing toolchain a build error.
@@ -13,6 +14,8 @@ use std::process::Command;
 
 const OBJECT_NAME: &str = "sarena-ebpf";
 const PROGRAMS_PACKAGE: &str = "sarena-ebpf-programs";
+/// The programs' toolchain file, holding the one pin of the nightly.
+const TOOLCHAIN_FILE: &str = "rust-toolchain.toml";
 
 fn main() {
     println!("cargo:rerun-if-env-changed=AYA_BUILD_SKIP");
@@ -25,6 +28,8 @@ fn main() {
         "cargo:rerun-if-changed={}",
         ebpf_dir.join("sarena-common").display()
     );
+    let toolchain_file = programs.join(TOOLCHAIN_FILE);
+    println!("cargo:rerun-if-changed={}", toolchain_file.display());
     let object = out_dir.join(OBJECT_NAME);
 
     let skip = env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
@@ -36,7 +41,11 @@ fn main() {
         write_empty(&object);
         return;
     }
-    if let Err(missing) = toolchain_present() {
+    let channel = match pinned_channel(&toolchain_file) {
+        Ok(channel) => channel,
+        Err(e) => fail(&e),
+    };
+    if let Err(missing) = toolchain_present(&channel) {
         if required {
             fail(&format!(
                 "eBPF toolchain missing ({missing}); run scripts/setup-ebpf.sh"
@@ -62,7 +71,7 @@ fn main() {
         root_dir: &root_dir,
         ..Default::default()
     };
-    if let Err(e) = aya_build::build_ebpf([package], aya_build::Toolchain::Nightly) {
+    if let Err(e) = aya_build::build_ebpf([package], aya_build::Toolchain::Custom(&channel)) {
         fail(&format!("building the eBPF programs failed: {e:#}"));
     }
     if !object.exists() {
@@ -70,23 +79,37 @@ fn main() {
     }
 }
 
-/// `Err(what)` when nightly, its rust-src or bpf-linker is missing.
-fn toolchain_present() -> Result<(), String> {
+/// The `channel` of the programs' `rust-toolchain.toml`.
+fn pinned_channel(file: &Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    text.lines()
+        .filter_map(|line| line.trim().strip_prefix("channel"))
+        .filter_map(|rest| rest.trim_start().strip_prefix('='))
+        .map(|value| value.trim().trim_matches('"').to_owned())
+        .find(|channel| !channel.is_empty())
+        .ok_or_else(|| format!("no `channel = \"...\"` in {}", file.display()))
+}
+
+/// `Err(what)` when the pinned nightly, its rust-src or bpf-linker is missing.
+fn toolchain_present(channel: &str) -> Result<(), String> {
     let ok = |cmd: &mut Command| cmd.output().is_ok_and(|o| o.status.success());
     // Through rustup, as aya-build runs it: bpf-linker links nightly's
     // libLLVM, which rustup puts on the library path.
-    if !ok(Command::new("rustup").args(["run", "nightly", "bpf-linker", "--version"])) {
-        return Err("bpf-linker not found or not runnable with nightly".into());
+    if !ok(Command::new("rustup").args(["run", channel, "bpf-linker", "--version"])) {
+        return Err(format!(
+            "bpf-linker not found or not runnable with {channel}"
+        ));
     }
     let sysroot = Command::new("rustup")
-        .args(["run", "nightly", "rustc", "--print", "sysroot"])
+        .args(["run", channel, "rustc", "--print", "sysroot"])
         .output()
         .ok()
         .filter(|o| o.status.success())
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-        .ok_or("the nightly toolchain is not installed")?;
+        .ok_or(format!("the toolchain {channel} is not installed"))?;
     if !sysroot.join("lib/rustlib/src/rust/library").is_dir() {
-        return Err("rust-src is missing from nightly".into());
+        return Err(format!("rust-src is missing from {channel}"));
     }
     Ok(())
 }

@@ -104,11 +104,12 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p sarena-daemon --features fault-injection -- -D warnings
 phase "cargo doc (rustdoc warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
-phase "eBPF programs: rustfmt and clippy (nightly, bpf target)"
+phase "eBPF programs: rustfmt and clippy (pinned nightly, bpf target)"
 (
+  # here the directory's rust-toolchain.toml picks the pinned nightly
   cd sarena-ebpf/sarena-ebpf-programs
-  cargo +nightly fmt -- --check
-  cargo +nightly clippy --release --target bpfel-unknown-none -Z build-std=core \
+  cargo fmt -- --check
+  cargo clippy --release --target bpfel-unknown-none -Z build-std=core \
     --target-dir ../../target/ebpf-clippy -- -D warnings
 )
 phase "cargo test (unit, real-binary, privileged)"
