@@ -107,6 +107,8 @@
 //!   Node's podCIDRs, routes to the other nodes (native or VXLAN), the control loop.
 //! - [`install`]: [`install::Installer`], the plugin binary and the conflist
 //!   put onto a node without a moment where the runtime sees half of either.
+//! - [`uninstall`]: [`uninstall::uninstall`], removing everything Sarena
+//!   put on a node (and only that), step by step, with a report.
 //! - [`mac`]: [`mac::MacAddr`], the type of every MAC address.
 //! - [`uplink`]: the device that carries the node's traffic out, and the
 //!   pods' MTU derived from it.
@@ -126,6 +128,7 @@ pub mod ipam;
 pub mod node;
 pub mod policy;
 pub mod store;
+pub mod uninstall;
 pub mod uplink;
 
 pub use sarena_plugin::netlink::KernelAnswer;
