@@ -323,6 +323,7 @@ mod tests {
             print_default_config: false,
             metrics: Default::default(),
             cni_conf: Default::default(),
+            uninstall: Default::default(),
             kubernetes: false,
             kubeconfig: None,
             node_name: None,
