@@ -108,6 +108,9 @@
 //! - [`install`]: [`install::Installer`], the plugin binary and the conflist
 //!   put onto a node without a moment where the runtime sees half of either.
 //! - [`mac`]: [`mac::MacAddr`], the type of every MAC address.
+//! - [`host_ledger`]: [`host_ledger::HostLedger`], what Sarena changed on the
+//!   node that an uninstall cannot tell afterwards (overwritten sysctls, an
+//!   added `clsact`), written down before the change.
 //! - [`uplink`]: the device that carries the node's traffic out, and the
 //!   pods' MTU derived from it.
 //!
@@ -120,6 +123,7 @@
 
 pub mod cluster;
 pub mod dataplane;
+pub mod host_ledger;
 pub mod identity;
 pub mod install;
 pub mod ipam;
