@@ -222,10 +222,11 @@ impl HostLedger {
                 });
             }
         };
-        let ledger: Ledger = serde_json::from_slice(&body).map_err(|source| LedgerError::Parse {
-            path: self.path.clone(),
-            source,
-        })?;
+        let ledger: Ledger =
+            serde_json::from_slice(&body).map_err(|source| LedgerError::Parse {
+                path: self.path.clone(),
+                source,
+            })?;
         if ledger.boot_id != boot_id {
             tracing::info!(path = %self.path.display(), "host ledger of another boot ignored");
             return Ok(Ledger::default());
@@ -259,8 +260,8 @@ impl HostLedger {
                     source,
                 })?;
         }
-        let body =
-            serde_json::to_vec_pretty(ledger).map_err(|source| LedgerError::Serialize { source })?;
+        let body = serde_json::to_vec_pretty(ledger)
+            .map_err(|source| LedgerError::Serialize { source })?;
         durable::replace(dir, LEDGER_FILE, &body, MODE).map_err(|source| LedgerError::Write {
             path: self.path.clone(),
             source,

@@ -40,10 +40,12 @@ fn records_are_on_disk_when_the_call_returns() {
         .record_sysctl("net/ipv4/ip_forward", "0", "1")
         .unwrap();
     ledger.record_clsact(2, "eth0").unwrap();
-    let on_disk: Ledger =
-        serde_json::from_slice(&std::fs::read(ledger.path()).unwrap()).unwrap();
+    let on_disk: Ledger = serde_json::from_slice(&std::fs::read(ledger.path()).unwrap()).unwrap();
     assert_eq!(on_disk.boot_id, current_boot_id().unwrap());
-    assert_eq!(on_disk.sysctls, vec![change("net/ipv4/ip_forward", "0", "1")]);
+    assert_eq!(
+        on_disk.sysctls,
+        vec![change("net/ipv4/ip_forward", "0", "1")]
+    );
     assert_eq!(
         on_disk.clsact,
         vec![ClsactAdded {
@@ -200,7 +202,11 @@ fn restore_writes_back_only_what_sarena_left_as_it_wrote() {
             "left sysctl net/ipv4/conf/all/rp_filter = 2: changed since Sarena wrote 0".into(),
         ]
     );
-    assert_eq!(read("net/ipv4/ip_forward"), "1", "a dry run changes nothing");
+    assert_eq!(
+        read("net/ipv4/ip_forward"),
+        "1",
+        "a dry run changes nothing"
+    );
 
     let done = restore_sysctls_under(root.path(), &ledger, false).unwrap();
     assert_eq!(

@@ -334,12 +334,18 @@ mod tests {
         std::fs::create_dir_all(&other).unwrap();
 
         let dry = remove_pins(&mine, true).unwrap();
-        assert_eq!(dry, vec![format!("would remove pin dir {}", mine.display())]);
+        assert_eq!(
+            dry,
+            vec![format!("would remove pin dir {}", mine.display())]
+        );
         assert!(mine.exists());
 
         let lines = remove_pins(&mine, false).unwrap();
         assert_eq!(lines, vec![format!("removed pin dir {}", mine.display())]);
-        assert!(!mine.exists() && parent.exists(), "another node's dir keeps it");
+        assert!(
+            !mine.exists() && parent.exists(),
+            "another node's dir keeps it"
+        );
 
         assert_eq!(
             remove_pins(&other, true).unwrap(),

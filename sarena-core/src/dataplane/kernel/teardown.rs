@@ -52,7 +52,9 @@ async fn remove_gateway_pair(
         return Ok(vec![foreign(group)]);
     }
     if dry_run {
-        return Ok(vec![format!("would remove link {device} (and its peer {peer})")]);
+        return Ok(vec![format!(
+            "would remove link {device} (and its peer {peer})"
+        )]);
     }
     Ok(
         match netlink::delete_marked_link(&handle, device, Some(link.header.index), ours).await? {
@@ -110,10 +112,7 @@ pub(crate) fn our_tables(
                 .iter()
                 .filter_map(|item| {
                     let table = item.get("table")?;
-                    Some((
-                        table.get("family")?.as_str()?,
-                        table.get("name")?.as_str()?,
-                    ))
+                    Some((table.get("family")?.as_str()?, table.get("name")?.as_str()?))
                 })
                 .collect()
         })
@@ -170,7 +169,10 @@ mod tests {
         ]});
         assert_eq!(
             our_tables(&listed, &names),
-            vec![("ip6", "srt1".to_string()), ("inet", "srt1_policy".to_string())]
+            vec![
+                ("ip6", "srt1".to_string()),
+                ("inet", "srt1_policy".to_string())
+            ]
         );
     }
 }
