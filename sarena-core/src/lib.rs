@@ -110,6 +110,9 @@
 //! - [`uninstall`]: [`uninstall::uninstall`], removing everything Sarena
 //!   put on a node (and only that), step by step, with a report.
 //! - [`mac`]: [`mac::MacAddr`], the type of every MAC address.
+//! - [`host_ledger`]: [`host_ledger::HostLedger`], what Sarena changed on the
+//!   node that an uninstall cannot tell afterwards (overwritten sysctls, an
+//!   added `clsact`), written down before the change.
 //! - [`uplink`]: the device that carries the node's traffic out, and the
 //!   pods' MTU derived from it.
 //!
@@ -122,6 +125,7 @@
 
 pub mod cluster;
 pub mod dataplane;
+pub mod host_ledger;
 pub mod identity;
 pub mod install;
 pub mod ipam;
