@@ -11,9 +11,7 @@ use super::{Line, StepError};
 use crate::durable;
 use crate::install::{InstallError, Installer, PLUGIN_NAME};
 
-/// The host-changes ledger's file in the socket directory (written by the
-/// daemon, read by the ledger steps).
-pub(super) const LEDGER_FILE: &str = "host-changes.json";
+pub(super) use crate::host_ledger::LEDGER_FILE;
 
 fn install_error(e: InstallError) -> StepError {
     match e {
