@@ -137,13 +137,13 @@ pub(super) fn set_aside(installer: &Installer, dry_run: bool) -> Result<Vec<Line
                 "a config of its original name is there now",
             ));
         } else if dry_run {
-            lines.push(Line::removed(format!("{object} (put back)"), true));
+            lines.push(Line::restored(object, true));
         }
     }
     if !dry_run {
         for restored in installer.restore_set_aside().map_err(install_error)? {
-            lines.push(Line::removed(
-                format!("set-aside config {} (put back)", restored.display()),
+            lines.push(Line::restored(
+                format!("set-aside config {}", restored.display()),
                 false,
             ));
         }

@@ -135,7 +135,7 @@ fn set_aside_configs_are_put_back_unless_their_name_is_taken() {
     let lines = files::set_aside(&installer, false).unwrap();
     let verdicts: Vec<&Verdict> = lines.iter().map(|l| &l.verdict).collect();
     assert!(
-        matches!(verdicts[..], [Verdict::Left { .. }, Verdict::Removed]),
+        matches!(verdicts[..], [Verdict::Left { .. }, Verdict::Restored]),
         "{lines:?}"
     );
     assert_eq!(fs::read(conf.join("05-a.conflist")).unwrap(), b"a");

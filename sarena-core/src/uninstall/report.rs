@@ -12,6 +12,11 @@ pub enum Verdict {
     Removed,
     /// Dry run: it is Sarena's and would be removed.
     WouldRemove,
+    /// Something Sarena changed is as it was before (a sysctl, another
+    /// network's config); counted with the removed.
+    Restored,
+    /// Dry run: it would be restored.
+    WouldRestore,
     /// It is still there.
     Left {
         /// Why it was not removed.
@@ -73,6 +78,18 @@ impl Line {
         }
     }
 
+    /// `object` put back as it was, or would be in a dry run.
+    pub fn restored(object: impl Into<String>, dry_run: bool) -> Line {
+        Line {
+            object: object.into(),
+            verdict: if dry_run {
+                Verdict::WouldRestore
+            } else {
+                Verdict::Restored
+            },
+        }
+    }
+
     /// A line of the dataplane teardown functions (`removed …`, `would
     /// remove …`, `left …: why`, `restored …`, `kept …: why`) as a
     /// [`Line`]; text without a known verb is an object acted on.
@@ -85,13 +102,13 @@ impl Line {
             return Line::removed(rest, true);
         }
         if let Some(rest) = text.strip_prefix("would restore ") {
-            return Line::removed(format!("{rest} (restored)"), true);
+            return Line::restored(rest, true);
         }
         if let Some(rest) = text.strip_prefix("removed ") {
             return Line::removed(rest, false);
         }
         if let Some(rest) = text.strip_prefix("restored ") {
-            return Line::removed(format!("{rest} (restored)"), false);
+            return Line::restored(rest, false);
         }
         if let Some(rest) = text.strip_prefix("left ") {
             let (object, why) = split(rest);
@@ -111,6 +128,8 @@ impl std::fmt::Display for Line {
         match &self.verdict {
             Verdict::Removed => write!(f, "removed {object}"),
             Verdict::WouldRemove => write!(f, "would remove {object}"),
+            Verdict::Restored => write!(f, "restored {object}"),
+            Verdict::WouldRestore => write!(f, "would restore {object}"),
             Verdict::Left { why } => write!(f, "left {object}: {why}"),
             Verdict::Kept { why } => write!(f, "kept {object}: {why}"),
             Verdict::Failed { error } => write!(f, "failed {object}: {error}"),
@@ -174,7 +193,7 @@ impl StepError {
 /// Counts of a [`Report`]'s lines.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Removed (in a dry run: would be removed).
+    /// Removed or restored (in a dry run: would be).
     pub removed: usize,
     /// Left.
     pub left: usize,
@@ -199,7 +218,10 @@ impl Report {
         let mut counts = Counts::default();
         for (_, line) in &self.lines {
             match line.verdict {
-                Verdict::Removed | Verdict::WouldRemove => counts.removed += 1,
+                Verdict::Removed
+                | Verdict::WouldRemove
+                | Verdict::Restored
+                | Verdict::WouldRestore => counts.removed += 1,
                 Verdict::Left { .. } => counts.left += 1,
                 Verdict::Failed { .. } => counts.failed += 1,
                 Verdict::Kept { .. } | Verdict::Skipped { .. } => {}

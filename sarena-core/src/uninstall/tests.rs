@@ -231,9 +231,15 @@ fn the_dataplane_lines_are_read_by_their_verb() {
         Line::from_text("left net/ipv4/ip_forward: changed since", false),
         Line::left("net/ipv4/ip_forward", "changed since")
     );
+    let restored = Line::from_text("restored sysctl net/ipv4/ip_forward = 0", false);
+    assert_eq!(restored.verdict, Verdict::Restored);
     assert_eq!(
-        Line::from_text("restored net/ipv4/ip_forward = 0", false).verdict,
-        Verdict::Removed
+        restored.to_string(),
+        "restored sysctl net/ipv4/ip_forward = 0"
+    );
+    assert_eq!(
+        Line::from_text("would restore sysctl a = 0", true).verdict,
+        Verdict::WouldRestore
     );
     assert_eq!(
         Line::from_text("pin maps/SARENA_X", true).verdict,
