@@ -48,6 +48,7 @@ pub struct Cni {
     binary: PathBuf,
     conf: serde_json::Value,
     queue: PathBuf,
+    netns: Option<String>,
 }
 
 impl Cni {
@@ -67,7 +68,16 @@ impl Cni {
             binary: workspace_binary("sarena-cni"),
             conf,
             queue,
+            netns: None,
         }
+    }
+
+    /// The same plugin run inside the network namespace `name` (`ip netns
+    /// exec`), the netns playing the host of a daemon started with
+    /// `Site::in_netns`: the pods' host veths land there.
+    pub fn in_netns(mut self, name: &str) -> Cni {
+        self.netns = Some(name.to_owned());
+        self
     }
 
     /// The plugin's deletion queue directory.
@@ -78,7 +88,14 @@ impl Cni {
     /// The command for `command` on `att` in `netns`, its config extended
     /// with `extra` (e.g. `prevResult`, `cni.dev/valid-attachments`).
     fn command(&self, command: &str, att: &Attachment, netns: Option<&Path>) -> Command {
-        let mut cmd = Command::new(&self.binary);
+        let mut cmd = match &self.netns {
+            Some(netns) => {
+                let mut ip = Command::new("ip");
+                ip.args(["netns", "exec", netns]).arg(&self.binary);
+                ip
+            }
+            None => Command::new(&self.binary),
+        };
         cmd.env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("CNI_COMMAND", command)
