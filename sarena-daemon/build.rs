@@ -6,8 +6,14 @@
 //! `sarena-ebpf/sarena-ebpf-programs/rust-toolchain.toml`, with rust-src,
 //! and bpf-linker (`scripts/setup-ebpf.sh` sets up both). Without them, or with `AYA_BUILD_SKIP=1`, an
 //! empty object is embedded and the daemon still builds; only the `ebpf`
-//! dataplane mode then fails, at start-up, with a clear error. Set
-//! `SARENA_EBPF_REQUIRED=1` to make a missing toolchain a build error.
+//! dataplane mode then fails, at start-up, with a clear error. The same
+//! holds without the programs' sources: the crate as packaged (`cargo
+//! package`, crates.io) has no `../sarena-ebpf`. Set
+//! `SARENA_EBPF_REQUIRED=1` to make a missing toolchain or missing sources
+//! a build error.
+//!
+//! Why the object is empty reaches the daemon as `SARENA_EBPF_MISSING`
+//! (`src/ebpf_object.rs`), for its start-up error.
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,21 +30,43 @@ fn main() {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let ebpf_dir = manifest_dir.join("..").join("sarena-ebpf");
     let programs = ebpf_dir.join(PROGRAMS_PACKAGE);
+    let object = out_dir.join(OBJECT_NAME);
+    let skip = env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+    let required = env::var("SARENA_EBPF_REQUIRED").is_ok_and(|v| v == "1");
+
+    // The packaged crate: no programs to build, whatever the toolchain.
+    if !programs.join("Cargo.toml").is_file() {
+        println!("cargo:rerun-if-changed=build.rs");
+        let missing = format!("no eBPF programs' sources at {}", programs.display());
+        if required && !skip {
+            fail(&format!(
+                "{missing}; the eBPF object is built from the Sarena repository's \
+                 sarena-ebpf directory (not in the packaged crate)"
+            ));
+        }
+        println!(
+            "cargo:warning={missing} (a packaged sarena-daemon): embedding no eBPF object; \
+             the ebpf dataplane mode needs a daemon built from the Sarena repository"
+        );
+        embed_none(
+            &object,
+            "it was built without the eBPF programs' sources (the packaged crate, \
+             e.g. from crates.io, has none)",
+        );
+        return;
+    }
     println!(
         "cargo:rerun-if-changed={}",
         ebpf_dir.join("sarena-common").display()
     );
     let toolchain_file = programs.join(TOOLCHAIN_FILE);
     println!("cargo:rerun-if-changed={}", toolchain_file.display());
-    let object = out_dir.join(OBJECT_NAME);
 
-    let skip = env::var("AYA_BUILD_SKIP").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
-    let required = env::var("SARENA_EBPF_REQUIRED").is_ok_and(|v| v == "1");
     if skip {
         println!(
             "cargo:warning=AYA_BUILD_SKIP set: embedding no eBPF object (ebpf mode unavailable)"
         );
-        write_empty(&object);
+        embed_none(&object, "it was built with AYA_BUILD_SKIP=1");
         return;
     }
     let channel = match pinned_channel(&toolchain_file) {
@@ -55,7 +83,10 @@ fn main() {
             "cargo:warning=eBPF toolchain missing ({missing}): embedding no eBPF object; \
              run scripts/setup-ebpf.sh for the ebpf dataplane mode"
         );
-        write_empty(&object);
+        embed_none(
+            &object,
+            &format!("it was built without the eBPF toolchain ({missing})"),
+        );
         return;
     }
 
@@ -77,6 +108,7 @@ fn main() {
     if !object.exists() {
         fail(&format!("aya-build produced no {}", object.display()));
     }
+    println!("cargo:rustc-env=SARENA_EBPF_MISSING=");
 }
 
 /// The `channel` of the programs' `rust-toolchain.toml`.
@@ -114,10 +146,13 @@ fn toolchain_present(channel: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn write_empty(object: &Path) {
+/// Embeds an empty object, and `why` (a clause after "this daemon has no
+/// eBPF object: ") for the daemon's start-up error.
+fn embed_none(object: &Path, why: &str) {
     if let Err(e) = std::fs::write(object, []) {
         fail(&format!("cannot write {}: {e}", object.display()));
     }
+    println!("cargo:rustc-env=SARENA_EBPF_MISSING={why}");
 }
 
 fn fail(message: &str) -> ! {

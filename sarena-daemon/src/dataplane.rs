@@ -81,10 +81,7 @@ fn backend(
             let object = crate::ebpf_object::ebpf_object().ok_or_else(|| {
                 DataplaneStartError::Unavailable {
                     mode: "ebpf",
-                    reason:
-                        "built without the eBPF toolchain (run scripts/setup-ebpf.sh and rebuild), \
-                         or choose dataplane = \"kernel\""
-                            .into(),
+                    reason: crate::ebpf_object::not_embedded(),
                 }
             })?;
             // The programs check source addresses and enforce policy themselves.
