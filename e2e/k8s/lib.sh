@@ -166,3 +166,18 @@ _k8s_exec_cmd() {
 }
 
 k8s_node_ip() { cat "${1:?DIR}/nodes/${2:?NODE}/ip"; }
+
+# image_mismatch TAG DEPLOY_DIR: every `image:` of DEPLOY_DIR's manifests (the
+# install's and uninstall/'s) is TAG (build-image.sh's); prints the first
+# file:line that is not, or that there is none, and fails.
+image_mismatch() {
+  local tag=$1 dir=$2 found
+  found=$(grep -Hn -E '^[[:space:]-]*image:[[:space:]]' "$dir"/*.yaml "$dir"/uninstall/*.yaml 2>/dev/null) || true
+  if [ -z "$found" ]; then
+    echo "no image: line in $dir/*.yaml"
+    return 1
+  fi
+  awk -v t="$tag" '{ for (i = 1; i < NF; i++) if ($i ~ /image:$/) { img = $(i + 1); break }
+    split($0, p, ":"); if (img != t) { print p[1] ":" p[2] ": " img; bad = 1; exit } }
+    END { exit bad }' <<<"$found"
+}

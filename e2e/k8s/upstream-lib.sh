@@ -25,10 +25,9 @@ UPSTREAM_SKIP='LoadBalancer|\[Disruptive\]|\[Serial\]|\[Feature:SCTPConnectivity
 # build_images WORK: Sarena's image (scripts/build-image.sh) and the DNS
 # server's; sets SARENA_IMAGE and DNS_IMAGE (the tars).
 build_images() {
-  local tag want
+  local tag bad
   read -r tag SARENA_IMAGE < <(bash "$REPO/scripts/build-image.sh" -o "$1/sarena-image.tar")
-  want=$(awk '$1 == "image:" {print $2; exit}' "$REPO/deploy/kubernetes/20-daemonset.yaml")
-  [ "$tag" = "$want" ] || fail "build-image.sh tagged $tag, the DaemonSet runs $want"
+  bad=$(image_mismatch "$tag" "$REPO/deploy/kubernetes") || fail "build-image.sh tagged $tag, but $bad"
   DNS_IMAGE=$1/dns-image.tar
   dns_image "$DNS_IMAGE"
   local img
