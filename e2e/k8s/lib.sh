@@ -45,6 +45,8 @@
 #                                  PID), kill leftover containers, remove the
 #                                  netns, restore the sysctls kubelet changed
 #   k8s_leftovers DIR              print what is left of DIR's cluster; fails if any
+#   k8s_node_snapshot DIR NODE     the node's network state as sorted text
+#                                  (harness/snapshot.sh); k8s_snapshot_diff A B
 #
 # A kubelet node has a private mount namespace (see harness/nodes.sh): a tmpfs
 # /run, copy-on-write /etc /opt /var/lib /var/log, and /etc/cni/net.d,
@@ -80,6 +82,8 @@ export SARENA_K8S_IMAGES=${SARENA_K8S_IMAGES:-$SARENA_K8S_CACHE/images}
 . "$K8S_HARNESS/harness/nodes.sh"
 # shellcheck source=e2e/k8s/harness/teardown.sh
 . "$K8S_HARNESS/harness/teardown.sh"
+# shellcheck source=e2e/k8s/harness/snapshot.sh
+. "$K8S_HARNESS/harness/snapshot.sh"
 
 # _k8s_child FUNCTION ARGS...: FUNCTION in a fresh bash with errexit on, so a
 # failing step stops it whatever the caller's shell options are.

@@ -7,6 +7,7 @@
 //! A placeholder (`sarena.local/sarena:VERSION`, `sarena.local/sarena:$VERSION`,
 //! `sarena.local/sarena:<tag>`) is not a tag and is skipped; any other tag (`latest`, `dev`, an old
 //! version) fails with its file and line.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
