@@ -13,8 +13,9 @@ json() { jq -c -S ".[] | $strip" | sed "s|^|$1 |"; }
 
 ip -j -d link show | jq -r '.[] | "link \(.ifname) kind=\(.linkinfo.info_kind // "-") group=\(.group // "-")"
   + " mtu=\(.mtu) flags=\(.flags | sort | join(",")) master=\(.master // "-") address=\(.address // "-")"'
+# (the flags but `tentative`: duplicate address detection takes a second)
 ip -j addr show | jq -r '.[] | .ifname as $l | .addr_info[] | "addr \($l) \(.family) \(.local)/\(.prefixlen)"
-  + " scope=\(.scope) \([to_entries[] | select(.value == true) | .key] | sort | join(","))"'
+  + " scope=\(.scope) \([to_entries[] | select(.value == true and .key != "tentative") | .key] | sort | join(","))"'
 for f in 4 6; do
   ip -j -d -$f route show table all | json "route$f"
   ip -j -$f rule show | json "rule$f"
