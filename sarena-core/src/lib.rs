@@ -107,7 +107,12 @@
 //!   Node's podCIDRs, routes to the other nodes (native or VXLAN), the control loop.
 //! - [`install`]: [`install::Installer`], the plugin binary and the conflist
 //!   put onto a node without a moment where the runtime sees half of either.
+//! - [`uninstall`]: [`uninstall::uninstall`], removing everything Sarena
+//!   put on a node (and only that), step by step, with a report.
 //! - [`mac`]: [`mac::MacAddr`], the type of every MAC address.
+//! - [`host_ledger`]: [`host_ledger::HostLedger`], what Sarena changed on the
+//!   node that an uninstall cannot tell afterwards (overwritten sysctls, an
+//!   added `clsact`), written down before the change.
 //! - [`uplink`]: the device that carries the node's traffic out, and the
 //!   pods' MTU derived from it.
 //!
@@ -120,12 +125,14 @@
 
 pub mod cluster;
 pub mod dataplane;
+pub mod host_ledger;
 pub mod identity;
 pub mod install;
 pub mod ipam;
 pub mod node;
 pub mod policy;
 pub mod store;
+pub mod uninstall;
 pub mod uplink;
 
 pub use sarena_plugin::netlink::KernelAnswer;

@@ -163,7 +163,11 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         );
     }
 
-    let parts = dataplane::DataplaneParts::new(config.dataplane, &cli.bpf_pin_dir)?;
+    let parts = dataplane::DataplaneParts::new(
+        config.dataplane,
+        &cli.bpf_pin_dir,
+        dataplane::host_ledger(&cli.socket),
+    )?;
     let (daemon, reconciled) = dataplane::start_on(&parts, &config, node.clone()).await?;
     let mut operated = Operated::new(daemon)
         .with_delete_queue(queue.clone())
@@ -323,6 +327,7 @@ mod tests {
             print_default_config: false,
             metrics: Default::default(),
             cni_conf: Default::default(),
+            uninstall: Default::default(),
             kubernetes: false,
             kubeconfig: None,
             node_name: None,

@@ -65,7 +65,7 @@ pub struct Cli {
     pub log_level: String,
 
     /// Print the embedded default configuration and exit.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "uninstall")]
     pub print_default_config: bool,
 
     /// Kubernetes mode (also `[kubernetes] enabled = true`): pools from this
@@ -90,6 +90,65 @@ pub struct Cli {
     /// The CNI config the daemon writes once it serves.
     #[command(flatten)]
     pub cni_conf: CniConfArgs,
+
+    /// `--uninstall` and its options.
+    #[command(flatten)]
+    pub uninstall: UninstallArgs,
+}
+
+/// `--uninstall`: remove Sarena from this node instead of running the
+/// daemon, with the daemon's own flags saying where everything is.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct UninstallArgs {
+    /// Remove everything Sarena put on this node (and only that) instead of
+    /// running the daemon; stop the daemon first. Give the daemon's own
+    /// flags. Prints one line per object and a JSON summary; exit 0 when
+    /// the node is clean, 1 when something is left or failed.
+    #[arg(long = "uninstall", id = "uninstall")]
+    pub enabled: bool,
+
+    /// With --uninstall: list what would be removed, change nothing (no
+    /// lock taken); exit 0 when nothing is there, 1 otherwise.
+    #[arg(long, requires = "uninstall", conflicts_with = "keep_running")]
+    pub dry_run: bool,
+
+    /// With --uninstall: retry (5 s, backing off to 60 s) until the node is
+    /// clean, waiting for a live daemon to stop; then wait for SIGTERM or
+    /// SIGINT and exit 0 (the uninstall DaemonSet's mode).
+    #[arg(long, requires = "uninstall")]
+    pub keep_running: bool,
+
+    /// With --keep-running: created when the node is clean, removed when a
+    /// later scan finds something (for a readiness probe).
+    #[arg(long, value_name = "FILE", requires = "keep_running")]
+    pub clean_marker: Option<PathBuf>,
+
+    /// With --uninstall: leave the sysctls Sarena changed as they are.
+    #[arg(long, requires = "uninstall")]
+    pub keep_sysctls: bool,
+
+    /// The CNI bin dir holding the plugin `sarena-cni`.
+    #[arg(long, value_name = "DIR", default_value = sarena_core::install::DEFAULT_CNI_BIN_DIR)]
+    pub cni_bin_dir: PathBuf,
+
+    /// The CNI conf dir holding Sarena's conflist (10-sarena.conflist;
+    /// --write-cni-conf, when given, names the conflist exactly).
+    #[arg(long, value_name = "DIR", default_value = sarena_core::install::DEFAULT_CNI_CONF_DIR)]
+    pub cni_conf_dir: PathBuf,
+}
+
+impl Default for UninstallArgs {
+    fn default() -> Self {
+        UninstallArgs {
+            enabled: false,
+            dry_run: false,
+            keep_running: false,
+            clean_marker: None,
+            keep_sysctls: false,
+            cni_bin_dir: PathBuf::from(sarena_core::install::DEFAULT_CNI_BIN_DIR),
+            cni_conf_dir: PathBuf::from(sarena_core::install::DEFAULT_CNI_CONF_DIR),
+        }
+    }
 }
 
 /// `--write-cni-conf` and `--cni-conf-source` (off by default).
@@ -152,6 +211,16 @@ impl Cli {
             .unwrap_or_else(|| self.state_dir.join("api-token"))
     }
 
+    /// Sarena's conflist: `--write-cni-conf`, else `10-sarena.conflist` in
+    /// `--cni-conf-dir`.
+    pub fn conflist_path(&self) -> PathBuf {
+        self.cni_conf.write.clone().unwrap_or_else(|| {
+            self.uninstall
+                .cni_conf_dir
+                .join(sarena_core::install::DEFAULT_CONFLIST_NAME)
+        })
+    }
+
     /// The deletion queue directory: `--delete-queue` or `<state-dir>/delete-queue`.
     pub fn delete_queue_dir(&self) -> PathBuf {
         self.delete_queue
@@ -182,6 +251,11 @@ mod tests {
         assert!(!cli.kubernetes);
         assert_eq!(cli.kubeconfig, None);
         assert_eq!(cli.sysctl_dir, None);
+        assert_eq!(cli.uninstall, UninstallArgs::default());
+        assert_eq!(
+            cli.conflist_path(),
+            PathBuf::from("/etc/cni/net.d/10-sarena.conflist")
+        );
         assert_eq!(
             cli.delete_queue_dir(),
             PathBuf::from("/var/lib/sarena/delete-queue")
@@ -289,6 +363,59 @@ mod tests {
             parse(&["--cni-conf-source", "/x"]).is_err(),
             "needs --write-cni-conf"
         );
+    }
+
+    #[test]
+    fn uninstall_options() {
+        let cli = parse(&[
+            "--uninstall",
+            "--keep-running",
+            "--clean-marker",
+            "/tmp/u/clean",
+            "--keep-sysctls",
+            "--cni-bin-dir",
+            "/host/opt/cni/bin",
+            "--cni-conf-dir",
+            "/host/etc/cni/net.d",
+        ])
+        .unwrap();
+        assert!(cli.uninstall.enabled && cli.uninstall.keep_running && cli.uninstall.keep_sysctls);
+        assert!(!cli.uninstall.dry_run);
+        assert_eq!(
+            cli.uninstall.clean_marker,
+            Some(PathBuf::from("/tmp/u/clean"))
+        );
+        assert_eq!(
+            cli.uninstall.cni_bin_dir,
+            PathBuf::from("/host/opt/cni/bin")
+        );
+        assert_eq!(
+            cli.conflist_path(),
+            PathBuf::from("/host/etc/cni/net.d/10-sarena.conflist")
+        );
+        let named = parse(&["--uninstall", "--write-cni-conf", "/etc/x/05-s.conflist"]).unwrap();
+        assert_eq!(named.conflist_path(), PathBuf::from("/etc/x/05-s.conflist"));
+        assert!(
+            parse(&["--uninstall", "--dry-run"])
+                .unwrap()
+                .uninstall
+                .dry_run
+        );
+    }
+
+    #[test]
+    fn the_uninstall_options_need_uninstall_and_exclude_each_other() {
+        for alone in [
+            &["--dry-run"][..],
+            &["--keep-running"],
+            &["--keep-sysctls"],
+            &["--uninstall", "--clean-marker", "/x"],
+            &["--uninstall", "--dry-run", "--keep-running"],
+            &["--uninstall", "--print-default-config"],
+        ] {
+            let err = parse(alone).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{alone:?}: {err}");
+        }
     }
 
     #[test]

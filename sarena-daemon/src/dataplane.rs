@@ -10,6 +10,7 @@ use sarena_core::dataplane::ebpf::AyaDataplane;
 use sarena_core::dataplane::{
     Dataplane, DataplaneError, DataplaneMode, KernelDataplane, NodeUpdates, ReconcileReport,
 };
+use sarena_core::host_ledger::HostLedger;
 use sarena_core::links::RtnetlinkLinks;
 use sarena_core::node::{ConfigError, NodeConfig, Registry, StartUpError, WithDataplane};
 
@@ -53,11 +54,27 @@ type Backend = (
     Arc<dyn NodeUpdates>,
 );
 
-fn backend(mode: DataplaneMode, pin_dir: &Path) -> Result<Option<Backend>, DataplaneStartError> {
+/// The host-changes ledger of the daemon serving on `socket`: in the
+/// socket's directory (`/run/sarena/host-changes.json` by default), a tmpfs
+/// with the lifetime of the changes it records. The uninstall reads it from
+/// the same place.
+pub fn host_ledger(socket: &Path) -> HostLedger {
+    let dir = socket
+        .parent()
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    HostLedger::in_dir(dir)
+}
+
+fn backend(
+    mode: DataplaneMode,
+    pin_dir: &Path,
+    ledger: HostLedger,
+) -> Result<Option<Backend>, DataplaneStartError> {
     match mode {
         DataplaneMode::None => Ok(None),
         DataplaneMode::Kernel => {
-            let kernel = Arc::new(KernelDataplane::new()?);
+            let kernel = Arc::new(KernelDataplane::new()?.with_ledger(ledger));
             Ok(Some((kernel.clone(), None, kernel)))
         }
         DataplaneMode::Ebpf => {
@@ -71,8 +88,17 @@ fn backend(mode: DataplaneMode, pin_dir: &Path) -> Result<Option<Backend>, Datap
                 }
             })?;
             // The programs check source addresses and enforce policy themselves.
-            let host_stack = Arc::new(KernelDataplane::new()?.without_antispoof().without_policy());
-            let ebpf = Arc::new(AyaDataplane::open(object, pin_dir)?.with_host_stack(host_stack));
+            let host_stack = Arc::new(
+                KernelDataplane::new()?
+                    .without_antispoof()
+                    .without_policy()
+                    .with_ledger(ledger.clone()),
+            );
+            let ebpf = Arc::new(
+                AyaDataplane::open(object, pin_dir)?
+                    .with_host_stack(host_stack)
+                    .with_ledger(ledger),
+            );
             Ok(Some((ebpf.clone(), Some(ebpf.clone()), ebpf)))
         }
     }
@@ -99,9 +125,15 @@ impl std::fmt::Debug for DataplaneParts {
 }
 
 impl DataplaneParts {
-    /// The parts for `mode`, with eBPF pins under `pin_dir`.
-    pub fn new(mode: DataplaneMode, pin_dir: &Path) -> Result<Self, DataplaneStartError> {
-        let Some((backend, ebpf, updates)) = backend(mode, pin_dir)? else {
+    /// The parts for `mode`, with eBPF pins under `pin_dir`; the host
+    /// changes an uninstall cannot tell afterwards are recorded in `ledger`
+    /// first (see [`host_ledger`]).
+    pub fn new(
+        mode: DataplaneMode,
+        pin_dir: &Path,
+        ledger: HostLedger,
+    ) -> Result<Self, DataplaneStartError> {
+        let Some((backend, ebpf, updates)) = backend(mode, pin_dir, ledger)? else {
             return Ok(DataplaneParts {
                 backend: None,
                 ebpf: None,

@@ -20,3 +20,4 @@ pub mod operated;
 pub mod routes;
 pub mod server;
 pub mod sysctl_dir;
+pub mod uninstall;

@@ -48,7 +48,7 @@ pub enum LockError {
 /// The locks a running daemon holds; dropping them releases them.
 #[derive(Debug)]
 pub struct DirLocks {
-    _state: File,
+    _state: Option<File>,
     _pins: Option<File>,
 }
 
@@ -58,9 +58,42 @@ pub fn lock_dirs(state_dir: &Path, pin_dir: Option<&Path>) -> Result<DirLocks, L
     let state = lock_state_dir(state_dir)?;
     let pins = pin_dir.map(lock_pin_dir).transpose()?;
     Ok(DirLocks {
+        _state: Some(state),
+        _pins: pins,
+    })
+}
+
+/// Locks `state_dir` and `pin_dir` like [`lock_dirs`], but creates
+/// neither: a missing directory has nothing to lock (the uninstall, which
+/// must not put back what it removes). [`LockError::Held`] while a daemon
+/// runs on either.
+pub fn lock_existing(state_dir: &Path, pin_dir: &Path) -> Result<DirLocks, LockError> {
+    let state = if is_dir(STATE_WHAT, state_dir)? {
+        Some(lock_state_file(state_dir)?)
+    } else {
+        None
+    };
+    let pins = if is_dir(PINS_WHAT, pin_dir)? {
+        Some(lock_open_pin_dir(pin_dir)?)
+    } else {
+        None
+    };
+    Ok(DirLocks {
         _state: state,
         _pins: pins,
     })
+}
+
+const STATE_WHAT: &str = "state dir";
+const PINS_WHAT: &str = "bpffs pin dir";
+
+/// Whether `dir` exists as a directory.
+fn is_dir(what: &'static str, dir: &Path) -> Result<bool, LockError> {
+    match fs::metadata(dir) {
+        Ok(meta) => Ok(meta.is_dir()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(io_error(what, "stat", dir)(e)),
+    }
 }
 
 fn io_error(
@@ -95,8 +128,13 @@ fn try_lock(file: &File, what: &'static str, path: &Path) -> Result<bool, LockEr
 }
 
 fn lock_state_dir(dir: &Path) -> Result<File, LockError> {
-    const WHAT: &str = "state dir";
-    create_dir(WHAT, dir, 0o700)?;
+    create_dir(STATE_WHAT, dir, 0o700)?;
+    lock_state_file(dir)
+}
+
+/// Locks the existing `dir`'s lock file (created in it when missing).
+fn lock_state_file(dir: &Path) -> Result<File, LockError> {
+    const WHAT: &str = STATE_WHAT;
     let path = dir.join(STATE_LOCK);
     let mut file = OpenOptions::new()
         .create(true)
@@ -128,8 +166,13 @@ fn lock_state_dir(dir: &Path) -> Result<File, LockError> {
 }
 
 fn lock_pin_dir(dir: &Path) -> Result<File, LockError> {
-    const WHAT: &str = "bpffs pin dir";
-    create_dir(WHAT, dir, 0o700)?;
+    create_dir(PINS_WHAT, dir, 0o700)?;
+    lock_open_pin_dir(dir)
+}
+
+/// Locks the existing pin directory itself.
+fn lock_open_pin_dir(dir: &Path) -> Result<File, LockError> {
+    const WHAT: &str = PINS_WHAT;
     let file = File::open(dir).map_err(io_error(WHAT, "open", dir))?;
     if !try_lock(&file, WHAT, dir)? {
         return Err(LockError::Held {
@@ -180,6 +223,47 @@ mod tests {
         assert_eq!(fs::read_to_string(state.join(STATE_LOCK)).unwrap(), text);
         drop(held);
         lock_dirs(&state, Some(&pins)).unwrap();
+    }
+
+    #[test]
+    fn lock_existing_creates_nothing_and_is_refused_while_a_daemon_holds_either() {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, pins) = (dir.path().join("state"), dir.path().join("pins"));
+        drop(lock_existing(&state, &pins).unwrap());
+        assert!(!state.exists() && !pins.exists(), "nothing created");
+
+        let daemon = lock_dirs(&state, Some(&pins)).unwrap();
+        let err = lock_existing(&state, &pins).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LockError::Held {
+                    what: "state dir",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("stop it first"), "{err}");
+        drop(daemon);
+
+        let daemon = lock_dirs(&dir.path().join("other"), Some(&pins)).unwrap();
+        let err = lock_existing(&state, &pins).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                LockError::Held {
+                    what: "bpffs pin dir",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        drop(daemon);
+
+        let held = lock_existing(&state, &pins).unwrap();
+        assert!(lock_dirs(&state, None).is_err(), "the uninstall holds it");
+        drop(held);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `sarena-daemon`: the node daemon. Everything lives in the library; this only
 //! parses the command line, sets up logging and the runtime, and maps the outcome
 //! to an exit code (0 after a clean SIGTERM/SIGINT shutdown, 1 on a start-up
-//! failure, 2 on bad usage).
+//! failure, 2 on bad usage). With `--uninstall`: 0 when the node is clean,
+//! 1 when something is left or failed.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -9,8 +10,8 @@ use std::process::ExitCode;
 use clap::Parser;
 use sarena_core::error_chain;
 use sarena_core::node::DEFAULT_CONFIG_TOML;
-use sarena_daemon::app;
 use sarena_daemon::cli::Cli;
+use sarena_daemon::{app, uninstall};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
@@ -45,6 +46,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if cli.uninstall.enabled {
+        return run_uninstall(&cli, &runtime);
+    }
     let outcome = runtime.block_on(async {
         let shutdown = app::shutdown_signal()?;
         app::run(&cli, shutdown).await
@@ -55,5 +59,30 @@ fn main() -> ExitCode {
             tracing::error!("{}", error_chain(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `--uninstall`: 0 when the node is clean, 1 when something is left or
+/// failed, or the uninstall could not run.
+fn run_uninstall(cli: &Cli, runtime: &tokio::runtime::Runtime) -> ExitCode {
+    let outcome = runtime.block_on(async {
+        let shutdown = match app::shutdown_signal() {
+            Ok(shutdown) => shutdown,
+            Err(e) => {
+                tracing::error!("{}", error_chain(&e));
+                return None;
+            }
+        };
+        match uninstall::run(cli, shutdown).await {
+            Ok(clean) => Some(clean),
+            Err(e) => {
+                tracing::error!("{}", error_chain(&e));
+                None
+            }
+        }
+    });
+    match outcome {
+        Some(true) => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
     }
 }

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Event, EventSource, Node, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use sarena_core::cluster::{ClusterApi, ClusterError, ClusterNode};
 
@@ -35,6 +35,29 @@ pub fn network_available_patch(now: Timestamp) -> serde_json::Value {
             }]
         }
     })
+}
+
+/// The strategic-merge patch of `nodes/status` that deletes the
+/// `NetworkUnavailable` condition (conditions merge by `type`; `$patch:
+/// delete` removes the entry whose `type` matches, the others stay).
+pub fn network_condition_delete_patch() -> serde_json::Value {
+    serde_json::json!({
+        "status": {
+            "conditions": [{"$patch": "delete", "type": "NetworkUnavailable"}]
+        }
+    })
+}
+
+/// Whether `node`'s `NetworkUnavailable` condition is Sarena's (reason
+/// [`CONDITION_REASON`]), the only one the uninstall deletes: another
+/// reason belongs to a cloud route controller or the next CNI.
+pub fn network_condition_is_sarenas(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|status| status.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "NetworkUnavailable" && c.reason.as_deref() == Some(CONDITION_REASON))
 }
 
 /// A Warning Event about `node`.
@@ -112,6 +135,28 @@ impl ClusterApi for KubeClusterApi {
         Ok(())
     }
 
+    async fn clear_network_condition(&self, node: &str) -> Result<bool, ClusterError> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        // `list` with a field selector: the ClusterRole grants no `get`.
+        let params = ListParams::default().fields(&format!("metadata.name={node}"));
+        let found = nodes
+            .list(&params)
+            .await
+            .map_err(api_error("list nodes", node))?;
+        if !found.items.iter().any(network_condition_is_sarenas) {
+            return Ok(false);
+        }
+        nodes
+            .patch_status(
+                node,
+                &PatchParams::default(),
+                &Patch::Strategic(network_condition_delete_patch()),
+            )
+            .await
+            .map_err(api_error("patch nodes/status", node))?;
+        Ok(true)
+    }
+
     async fn warn(
         &self,
         node: &ClusterNode,
@@ -152,6 +197,51 @@ mod tests {
                 "lastHeartbeatTime": "2026-05-01T12:00:00Z",
             }]}})
         );
+    }
+
+    #[test]
+    fn the_delete_patch_names_only_network_unavailable() {
+        assert_eq!(
+            network_condition_delete_patch(),
+            serde_json::json!({"status": {"conditions": [
+                {"$patch": "delete", "type": "NetworkUnavailable"}
+            ]}})
+        );
+    }
+
+    fn node_with(conditions: Option<Vec<(&str, &str)>>) -> Node {
+        use k8s_openapi::api::core::v1::{NodeCondition, NodeStatus};
+        Node {
+            status: Some(NodeStatus {
+                conditions: conditions.map(|cs| {
+                    cs.into_iter()
+                        .map(|(type_, reason)| NodeCondition {
+                            type_: type_.into(),
+                            status: "False".into(),
+                            reason: Some(reason.into()),
+                            ..NodeCondition::default()
+                        })
+                        .collect()
+                }),
+                ..NodeStatus::default()
+            }),
+            ..Node::default()
+        }
+    }
+
+    #[test]
+    fn only_sarenas_network_condition_is_to_be_deleted() {
+        let ours = node_with(Some(vec![
+            ("Ready", "KubeletReady"),
+            ("NetworkUnavailable", "SarenaIsUp"),
+        ]));
+        assert!(network_condition_is_sarenas(&ours));
+        let theirs = node_with(Some(vec![("NetworkUnavailable", "RouteCreated")]));
+        assert!(!network_condition_is_sarenas(&theirs));
+        let other_type = node_with(Some(vec![("Ready", "SarenaIsUp")]));
+        assert!(!network_condition_is_sarenas(&other_type));
+        assert!(!network_condition_is_sarenas(&node_with(None)));
+        assert!(!network_condition_is_sarenas(&Node::default()));
     }
 
     #[test]

@@ -18,17 +18,25 @@ pub const DEFAULT_ROOT: &str = "/proc/sys";
 /// The root chosen by [`set_root`], if any.
 static ROOT: OnceLock<PathBuf> = OnceLock::new();
 
-/// A sysctl write that failed.
+/// A sysctl write or read that failed.
 #[derive(Debug, thiserror::Error)]
-#[error("sysctl {} = {value}", .path.display())]
+#[error("sysctl {}{}", .path.display(), written(.value))]
 pub struct SysctlError {
     /// The parameter's file, e.g. `/proc/sys/net/ipv4/ip_forward`.
     pub path: PathBuf,
-    /// The value written.
-    pub value: &'static str,
+    /// The value written; `None` for a read.
+    pub value: Option<String>,
     /// Cause.
     #[source]
     pub source: std::io::Error,
+}
+
+/// ` = VALUE` for a write, ` (read)` for a read.
+fn written(value: &Option<String>) -> String {
+    match value {
+        Some(value) => format!(" = {value}"),
+        None => " (read)".to_owned(),
+    }
 }
 
 impl SysctlError {
@@ -55,18 +63,37 @@ pub fn root() -> &'static Path {
 /// `sysctl KEY=VALUE`, with `key` as its path under `/proc/sys`
 /// (`net/ipv4/ip_forward`; `/`, not `.`, since interface names may hold dots),
 /// written under [`root`].
-pub fn write(key: &str, value: &'static str) -> Result<(), SysctlError> {
+pub fn write(key: &str, value: &str) -> Result<(), SysctlError> {
     write_under(root(), key, value)
 }
 
 /// [`write()`] under `root` instead of the process's root.
-fn write_under(root: &Path, key: &str, value: &'static str) -> Result<(), SysctlError> {
+pub fn write_under(root: &Path, key: &str, value: &str) -> Result<(), SysctlError> {
     let path = root.join(key);
     std::fs::write(&path, value).map_err(|source| SysctlError {
         path,
-        value,
+        value: Some(value.to_owned()),
         source,
     })
+}
+
+/// The current value of `key` (its path under `/proc/sys`, as for
+/// [`write()`]), trimmed, read under [`root`].
+pub fn read(key: &str) -> Result<String, SysctlError> {
+    read_under(root(), key)
+}
+
+/// [`read()`] under `root` instead of the process's root.
+pub fn read_under(root: &Path, key: &str) -> Result<String, SysctlError> {
+    let path = root.join(key);
+    match std::fs::read_to_string(&path) {
+        Ok(value) => Ok(value.trim().to_owned()),
+        Err(source) => Err(SysctlError {
+            path,
+            value: None,
+            source,
+        }),
+    }
 }
 
 /// `net/ipv4/conf/IFNAME/PARAMETER`.
@@ -105,6 +132,17 @@ mod tests {
         );
         let err = write_under(dir.path(), &ipv4_conf("eth0", "rp_filter"), "0").unwrap_err();
         assert_eq!(err.path, dir.path().join("net/ipv4/conf/eth0/rp_filter"));
+    }
+
+    #[test]
+    fn keys_are_read_trimmed_under_the_given_root() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("net/ipv4")).unwrap();
+        std::fs::write(dir.path().join("net/ipv4/ip_forward"), "0\n").unwrap();
+        assert_eq!(read_under(dir.path(), "net/ipv4/ip_forward").unwrap(), "0");
+        let err = read_under(dir.path(), "net/ipv6/conf/all/forwarding").unwrap_err();
+        assert_eq!(err.value, None);
+        assert!(err.to_string().ends_with("forwarding (read)"), "{err}");
     }
 
     #[test]

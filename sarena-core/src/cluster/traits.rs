@@ -116,6 +116,10 @@ pub trait ClusterApi: Send + Sync {
     /// Sets the Node's condition `NetworkUnavailable` to `False`, reason
     /// `SarenaIsUp`.
     async fn mark_network_available(&self, node: &str) -> Result<(), ClusterError>;
+    /// Deletes the Node's condition `NetworkUnavailable` when its reason is
+    /// `SarenaIsUp` (Sarena set it); another reason, or no such condition,
+    /// is left alone. `Ok(true)`: it was deleted.
+    async fn clear_network_condition(&self, node: &str) -> Result<bool, ClusterError>;
     /// Records a Warning Event on the Node.
     async fn warn(
         &self,

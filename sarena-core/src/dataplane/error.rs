@@ -92,6 +92,10 @@ pub enum DataplaneError {
     /// eBPF load, attach or map operations failed.
     #[error("dataplane")]
     Ebpf(#[from] BpfError),
+    /// The host-changes ledger could not record a change about to be
+    /// made: the change was not made.
+    #[error("dataplane: the host change was not made")]
+    Ledger(#[from] crate::host_ledger::LedgerError),
 }
 
 impl DataplaneError {
@@ -109,7 +113,8 @@ impl DataplaneError {
             | DataplaneError::NotAPodVeth { .. }
             | DataplaneError::InvalidRoute { .. }
             | DataplaneError::Command { .. }
-            | DataplaneError::Task { .. } => None,
+            | DataplaneError::Task { .. }
+            | DataplaneError::Ledger(_) => None,
         }
     }
 

@@ -149,3 +149,20 @@ mockall::mock! {
         fn host_routing(&self) -> Result<Option<HostRoutingStatus>, DataplaneError>;
     }
 }
+
+/// `sysctl KEY=VALUE` for a node-wide key (forwarding), recorded first in
+/// `ledger` when there is one: the current value is read, the change
+/// written down (write-ahead), then made. A ledger that cannot record it
+/// fails the write, so the host is never changed unrecorded.
+pub(crate) fn write_node_sysctl(
+    ledger: Option<&crate::host_ledger::HostLedger>,
+    key: &str,
+    value: &str,
+) -> Result<(), DataplaneError> {
+    if let Some(ledger) = ledger {
+        let before = crate::sysctl::read(key)?;
+        ledger.record_sysctl(key, &before, value)?;
+    }
+    crate::sysctl::write(key, value)?;
+    Ok(())
+}

@@ -137,27 +137,62 @@ impl Installer {
         others::set_aside(&self.conf_dir, &self.conflist_name)
     }
 
-    /// Removes Sarena's conflist (refusing a file of that name that is not
-    /// Sarena's) and puts back what [`Installer::set_aside_others`] set
-    /// aside. The plugin binary stays.
-    pub fn uninstall(&self) -> Result<UninstallReport, InstallError> {
+    /// Sarena's conflist as it is on disk; `Ok(None)` when there is none,
+    /// [`InstallError::NotSarenas`] when the file of that name is another
+    /// network's config.
+    pub fn read_conflist(&self) -> Result<Option<Vec<u8>>, InstallError> {
         let path = self.conflist_path();
-        let removed = match std::fs::read(&path) {
+        match std::fs::read(&path) {
             Ok(body) => {
-                validate_conflist(&body).map_err(|reason| InstallError::NotSarenas {
-                    path: path.clone(),
-                    reason,
-                })?;
+                validate_conflist(&body)
+                    .map_err(|reason| InstallError::NotSarenas { path, reason })?;
+                Ok(Some(body))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(InstallError::io("read", &path, e)),
+        }
+    }
+
+    /// Removes Sarena's conflist (refusing a file of that name that is not
+    /// Sarena's) and the temporary files a writer of it left behind; the
+    /// conflist's path when it was there.
+    pub fn remove_conflist(&self) -> Result<Option<PathBuf>, InstallError> {
+        let path = self.conflist_path();
+        let removed = match self.read_conflist()? {
+            Some(_) => {
                 std::fs::remove_file(&path).map_err(|e| InstallError::io("remove", &path, e))?;
                 Some(path)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(InstallError::io("read", &path, e)),
+            None => None,
         };
-        let restored = others::restore(&self.conf_dir)?;
-        if removed.is_some() || !restored.is_empty() {
+        sarena_plugin::durable::remove_stale_temps(&self.conf_dir, Some(&self.conflist_name))?;
+        if removed.is_some() {
             atomic::sync_dir(&self.conf_dir)?;
         }
+        Ok(removed)
+    }
+
+    /// The configs [`Installer::set_aside_others`] set aside, each with
+    /// whether it can be put back (its original name is free).
+    pub fn set_aside_configs(&self) -> Result<Vec<(PathBuf, bool)>, InstallError> {
+        others::list_set_aside(&self.conf_dir)
+    }
+
+    /// Puts back what [`Installer::set_aside_others`] set aside, where the
+    /// original name is free; the restored paths.
+    pub fn restore_set_aside(&self) -> Result<Vec<PathBuf>, InstallError> {
+        let restored = others::restore(&self.conf_dir)?;
+        if !restored.is_empty() {
+            atomic::sync_dir(&self.conf_dir)?;
+        }
+        Ok(restored)
+    }
+
+    /// [`Installer::remove_conflist`] then [`Installer::restore_set_aside`]
+    /// (`sarena install-cni --uninstall`). The plugin binary stays.
+    pub fn uninstall(&self) -> Result<UninstallReport, InstallError> {
+        let removed = self.remove_conflist()?;
+        let restored = self.restore_set_aside()?;
         Ok(UninstallReport { removed, restored })
     }
 }

@@ -57,6 +57,29 @@ pub(super) fn restore(conf_dir: &Path) -> Result<Vec<PathBuf>, InstallError> {
     Ok(restored)
 }
 
+/// Every set-aside config of `conf_dir`, each with whether its original
+/// name is free (so that [`restore`] would put it back).
+pub(super) fn list_set_aside(conf_dir: &Path) -> Result<Vec<(PathBuf, bool)>, InstallError> {
+    let entries = match list(conf_dir) {
+        Ok(entries) => entries,
+        Err(InstallError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(entries
+        .into_iter()
+        .filter_map(|path| {
+            let original = path
+                .file_name()
+                .and_then(|f| f.to_str())
+                .and_then(|f| f.strip_suffix(SET_ASIDE_SUFFIX))?;
+            let free = fs::symlink_metadata(conf_dir.join(original)).is_err();
+            Some((path, free))
+        })
+        .collect())
+}
+
 /// A regular file (or a link to one) with an extension libcni loads.
 fn is_network_config(path: &Path, name: &str) -> Result<bool, InstallError> {
     if !is_loadable(name) {

@@ -31,8 +31,10 @@ use crate::api::{AllocatedAddress, Attachment, Endpoint, PodRef};
 
 mod handle;
 mod identity;
+mod read_only;
 mod removals;
 
+pub use read_only::read_endpoints;
 pub use removals::OwedRemoval;
 
 const ALLOCATIONS: TableDefinition<(&str, &str), &[u8]> = TableDefinition::new("allocations");

@@ -112,7 +112,11 @@ pub async fn run(
     let network = NetworkCell::default();
     let client = sarena_k8s::connect(kubeconfig(cli, &config).as_deref()).await?;
     let kernel = Arc::new(RtnetlinkPeers::new()?);
-    let dataplane = DataplaneParts::new(config.dataplane, &cli.bpf_pin_dir)?;
+    let dataplane = DataplaneParts::new(
+        config.dataplane,
+        &cli.bpf_pin_dir,
+        crate::dataplane::host_ledger(&cli.socket),
+    )?;
     let queue = DeleteQueue::new(cli.delete_queue_dir());
     let (identity, identity_task) = IdentityHub::spawn(dataplane.updates());
     let (policy, policy_task) = PolicyHub::spawn(PolicyHubParts {

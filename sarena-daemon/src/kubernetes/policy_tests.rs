@@ -284,6 +284,10 @@ impl ClusterApi for Warnings {
         Ok(())
     }
 
+    async fn clear_network_condition(&self, _node: &str) -> Result<bool, ClusterError> {
+        Ok(false)
+    }
+
     async fn warn(
         &self,
         node: &ClusterNode,

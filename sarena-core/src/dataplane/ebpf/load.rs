@@ -90,6 +90,7 @@ impl AyaDataplane {
             netlink: OnceCell::new(),
             netlink_turn: tokio::sync::Mutex::new(()),
             kill_at,
+            ledger: None,
         })
     }
 }

@@ -52,6 +52,7 @@ pub mod qdisc;
 mod reconcile;
 mod shaping;
 pub mod tc;
+pub mod teardown;
 mod upgrade;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -80,8 +81,8 @@ use super::{
     ReconcileReport,
 };
 use crate::api::{BandwidthStatus, Endpoint, HostRoutingStatus, ProgramsStatus};
+use crate::host_ledger::HostLedger;
 use crate::netlink;
-use crate::sysctl;
 use bandwidth::PacingMap;
 pub use bandwidth::ShapingMode;
 use maps::Maps;
@@ -125,6 +126,9 @@ pub struct AyaDataplane {
     /// nothing, and every kill point is empty, without the
     /// `fault-injection` feature; see `fault.rs`).
     kill_at: fault::KillAt,
+    /// Where host changes are recorded before they are made (forwarding,
+    /// a `clsact` added on a node device); none: unrecorded.
+    ledger: Option<HostLedger>,
 }
 
 /// What the loaded object is made of, behind the dataplane's lock.
@@ -177,6 +181,15 @@ impl AyaDataplane {
     ) -> Self {
         self.host_updates = Some(host_stack.clone());
         self.host_stack = Some(host_stack);
+        self
+    }
+
+    /// Records the host changes this dataplane makes that an uninstall
+    /// cannot tell afterwards (`ip_forward` overwritten, a `clsact` added on
+    /// a node device) in `ledger`, each before it is made. Give the host
+    /// stack the same ledger ([`super::KernelDataplane::with_ledger`]).
+    pub fn with_ledger(mut self, ledger: HostLedger) -> Self {
+        self.ledger = Some(ledger);
         self
     }
 
@@ -324,7 +337,7 @@ impl Dataplane for AyaDataplane {
     /// gateways need no address on the host: the programs answer ARP and
     /// neighbour solicitations for them.
     async fn setup(&self, node: &NodeNetwork) -> Result<(), DataplaneError> {
-        sysctl::write("net/ipv4/ip_forward", "1")?;
+        super::write_node_sysctl(self.ledger.as_ref(), "net/ipv4/ip_forward", "1")?;
         if let Some(host) = &self.host_stack {
             host.setup(node).await?;
         }

@@ -98,7 +98,10 @@ impl AyaDataplane {
     /// this dataplane's loaded program is kept, any other version or load of
     /// it replaced in place;
     /// another program at Sarena's position is [`BpfError::ForeignFilter`]
-    /// (checked on both hooks before either is touched).
+    /// (checked on both hooks before either is touched). A `clsact` the
+    /// device lacks is added, and recorded first in the ledger when there is
+    /// one ([`AyaDataplane::with_ledger`]; a failed record fails the call
+    /// before anything changed).
     pub async fn attach_network_hook(&self, ifname: &str) -> Result<(), DataplaneError> {
         let Some(ifindex) = host_ifindex(ifname) else {
             return Err(BpfError::NoDevice {
@@ -106,9 +109,10 @@ impl AyaDataplane {
             }
             .into());
         };
-        let current = {
+        let (current, clsact) = {
             let host = self.host_netlink().await?;
-            tc::query(&host, ifindex).await?
+            let current = tc::query(&host, ifindex).await?;
+            (current, super::qdisc::has_clsact(&host, ifindex).await?)
         };
         let mut state = self.lock();
         let mut todo = Vec::new();
@@ -131,6 +135,14 @@ impl AyaDataplane {
                 }
             }
             todo.push((direction, name));
+        }
+        // Write-ahead: the `clsact` `tc::attach` is about to add is
+        // recorded first, so an uninstall removes it (and only it).
+        if let Some(ledger) = &self.ledger
+            && !clsact
+            && !todo.is_empty()
+        {
+            ledger.record_clsact(ifindex, ifname)?;
         }
         // Egress first: the host stack's flows to other nodes' pods are
         // recorded before `from_network` delivers any answer directly.

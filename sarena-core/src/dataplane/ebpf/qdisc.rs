@@ -205,3 +205,45 @@ pub(super) async fn add_clsact(handle: &Handle, ifindex: u32) -> Result<(), Netl
         _ => Ok(()),
     }
 }
+
+/// Whether `ifindex` has a `clsact` qdisc (a device that is gone has none).
+pub(super) async fn has_clsact(handle: &Handle, ifindex: u32) -> Result<bool, NetlinkError> {
+    let mut dump = handle.qdisc().get().index(index(ifindex)).execute();
+    let object = format!("ifindex {ifindex}");
+    let mut found = false;
+    while let Some(message) = dump.next().await {
+        let message = match message {
+            Ok(message) => message,
+            Err(e) if errno(&e) == Some(libc::ENODEV) => return Ok(false),
+            Err(e) => return Err(NetlinkError::new("qdisc dump", &object, e)),
+        };
+        // The whole dump is read (a netlink socket carries one at a time).
+        found |= message.header.index == index(ifindex)
+            && message.header.parent == TcHandle::CLSACT
+            && message
+                .attributes
+                .iter()
+                .any(|a| matches!(a, TcAttribute::Kind(kind) if kind == "clsact"));
+    }
+    Ok(found)
+}
+
+/// Removes the `clsact` qdisc of `ifindex`, with every filter on its two
+/// hooks; a device without one, or gone, is fine.
+pub(super) async fn remove_clsact(handle: &Handle, ifindex: u32) -> Result<(), NetlinkError> {
+    let mut message = TcMessage::with_index(index(ifindex));
+    message.header.parent = TcHandle::CLSACT;
+    message.header.handle = TcHandle {
+        major: u16::MAX,
+        minor: 0,
+    };
+    match request(handle, RouteNetlinkMessage::DelQueueDiscipline(message), 0).await {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(errno(&e), Some(libc::ENOENT | libc::ENODEV | libc::EINVAL)) => Ok(()),
+        Err(e) => Err(NetlinkError::new(
+            "qdisc delete",
+            format!("clsact on ifindex {ifindex}"),
+            e,
+        )),
+    }
+}

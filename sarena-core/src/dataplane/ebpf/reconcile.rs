@@ -314,7 +314,7 @@ fn remove_stale(
 }
 
 /// The ids of the loaded programs that use one of `maps`.
-fn programs_using(maps: &BTreeSet<u32>) -> BTreeSet<u32> {
+pub(super) fn programs_using(maps: &BTreeSet<u32>) -> BTreeSet<u32> {
     aya::programs::loaded_programs()
         .filter_map(Result::ok)
         .filter(|info| {
@@ -327,7 +327,7 @@ fn programs_using(maps: &BTreeSet<u32>) -> BTreeSet<u32> {
 
 /// Every interface of this network namespace, by ifindex (none when the
 /// kernel cannot list them).
-fn interfaces() -> Vec<(u32, String)> {
+pub(super) fn interfaces() -> Vec<(u32, String)> {
     match nix::net::if_::if_nameindex() {
         Ok(list) => list
             .iter()

@@ -168,7 +168,7 @@ pub(super) async fn query(
 }
 
 /// The program of a `bpf` filter's attributes, if it has a name and an id.
-fn bpf_filter(direction: Direction, attributes: &[TcAttribute]) -> Option<TcAttachment> {
+pub(super) fn bpf_filter(direction: Direction, attributes: &[TcAttribute]) -> Option<TcAttachment> {
     let mut program = None;
     let mut program_id = None;
     let mut tag = None;

@@ -21,6 +21,7 @@ pub(crate) mod nft;
 mod policy;
 mod policy_ranges;
 pub mod routes;
+pub mod teardown;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -36,6 +37,7 @@ use super::{
     ReconcileReport, UpdateOutcome,
 };
 use crate::api::{BandwidthStatus, Endpoint, HostRoutingStatus, ProgramsStatus};
+use crate::host_ledger::HostLedger;
 use crate::netlink::{self, NetlinkError};
 use crate::policy::CompiledPolicy;
 use crate::sysctl;
@@ -79,6 +81,8 @@ pub struct KernelDataplane {
     enforce_policy: bool,
     /// What the policy table is made of; held while `nft` runs, like `masquerade`.
     policy: Arc<tokio::sync::Mutex<KernelPolicy>>,
+    /// Where node-wide sysctl writes are recorded first (none: unrecorded).
+    ledger: Option<HostLedger>,
 }
 
 impl KernelDataplane {
@@ -97,7 +101,15 @@ impl KernelDataplane {
             masquerade: Arc::default(),
             enforce_policy: true,
             policy: Arc::default(),
+            ledger: None,
         })
+    }
+
+    /// Records every node-wide sysctl this dataplane overwrites (forwarding)
+    /// in `ledger` before writing it, so an uninstall can put it back.
+    pub fn with_ledger(mut self, ledger: HostLedger) -> Self {
+        self.ledger = Some(ledger);
+        self
     }
 
     /// Leaves source-address checks to someone else: for the eBPF
@@ -216,20 +228,15 @@ impl KernelDataplane {
         Ok(())
     }
 
-    /// Removes the node-global objects: the gateway device (only if it
+    /// Removes the node-global objects: the gateway pair (only if it
     /// carries Sarena's mark, [`crate::links::LINK_GROUP`]) and the nftables
-    /// tables (per-pod routes go with their veths). For uninstall and tests.
+    /// tables (per-pod routes go with their veths); the same code as the
+    /// uninstall's, [`teardown::remove_host_stack`]. For tests.
     pub async fn teardown(&self) -> Result<(), DataplaneError> {
-        let device = &self.names.gateway_device;
-        let group = crate::links::LINK_GROUP;
-        if let netlink::MarkedDeletion::Foreign { group } =
-            netlink::delete_marked_link(&self.handle, device, None, group).await?
-        {
-            tracing::warn!(%device, group, "the gateway device is not Sarena's; left alone");
+        for line in teardown::remove_host_stack_named(&self.names, false).await? {
+            tracing::info!("{line}");
         }
-        masquerade::apply(&self.names.nft_table, &Masquerade::default()).await?;
-        nft::run_off_worker(policy::remove_script(&self.policy_table())).await?;
-        antispoof::remove(&self.names.nft_table).await
+        Ok(())
     }
 
     /// Takes `networks` as the cluster's (never masqueraded); in effect at
@@ -313,9 +320,10 @@ impl Dataplane for KernelDataplane {
     }
 
     async fn setup(&self, node: &NodeNetwork) -> Result<(), DataplaneError> {
-        sysctl::write("net/ipv4/ip_forward", "1")?;
+        let ledger = self.ledger.as_ref();
+        super::write_node_sysctl(ledger, "net/ipv4/ip_forward", "1")?;
         if node.pools.iter().any(|p| matches!(p, IpNet::V6(_))) {
-            sysctl::write("net/ipv6/conf/all/forwarding", "1")?;
+            super::write_node_sysctl(ledger, "net/ipv6/conf/all/forwarding", "1")?;
         }
         self.ensure_gateway_device(&node.gateways).await?;
         {
