@@ -60,6 +60,14 @@ PASSES=("$@")
 for p in "${PASSES[@]}"; do case $p in native | vxlan | kernel) ;; *) fail "unknown pass '$p' (native, vxlan, kernel)" ;; esac; done
 
 PHASE_WIDTH=66
+# failures found on the way that do not stop the pass (the objects are put
+# back, so that what follows still tests the uninstall); the run fails at
+# the end when there is any
+DEFERRED=()
+defer_fail() {
+  log "FAIL (the run goes on, fails at the end): $*"
+  DEFERRED+=("$*")
+}
 RID=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 N1=s$RID-n1 N2=s$RID-n2 # upstream-lib.sh's node_names
 WORK=$(mktemp -d /tmp/sarena-k8s-uninstall.XXXXXX)
@@ -89,6 +97,11 @@ finish() {
   clear_pins
   phase_report
   if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $WORK"; else rm -rf --one-file-system "$WORK"; fi
+  if [ "${#DEFERRED[@]}" -gt 0 ]; then
+    log "failures found on the way:"
+    printf '  %s\n' "${DEFERRED[@]}" >&2
+    [ "$rc" != 0 ] || rc=1
+  fi
   if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc)"; fi
   exit "$rc"
 }
@@ -142,6 +155,18 @@ bandwidth_capability() {
   grep -q '"capabilities": {"bandwidth": true}' "$1/10-config.yaml" || fail "could not add the bandwidth capability to the conflist"
 }
 
+# no_tentative NODE: no IPv6 address of NODE still in duplicate address
+# detection (their local routes appear when it ends).
+no_tentative() { [ -z "$(k8s_exec "$DIR" "$1" ip -6 addr show tentative)" ]; }
+DECOY_ROUTE=(10.99.0.1/32 dev lxc0123456789ab proto 90)
+# decoy_route_kept WHEN: n1's foreign proto 90 route is still there; if not,
+# a deferred failure, and the route is put back.
+decoy_route_kept() {
+  [ -z "$(k8s_exec "$DIR" "$N1" ip route show "${DECOY_ROUTE[@]}")" ] || return 0
+  defer_fail "$MODE: $N1's foreign route '${DECOY_ROUTE[*]}' (on an unmarked veth) was removed $1"
+  k8s_exec "$DIR" "$N1" ip route add "${DECOY_ROUTE[@]}"
+}
+
 # decoys NODE: the foreign objects of n1 (see the header).
 decoys() {
   # shellcheck disable=SC2016 # expanded in the node
@@ -173,6 +198,7 @@ for MODE in "${PASSES[@]}"; do
   for n in "$N1" "$N2"; do k8s_kubelet_node "$DIR" "$n" --image "$IMAGE"; done
   for n in "$N1" "$N2"; do [ "$(node_ready "$n")" != True ] || fail "$n Ready before any CNI config"; done
   decoys "$N1"
+  wait_until 10 no_tentative "$N1" || fail "$N1: IPv6 addresses still tentative after 10 s"
   N2_IP=$(k8s_node_ip "$DIR" "$N2")
 
   phase "$MODE: snapshots before the install"
@@ -188,6 +214,7 @@ for MODE in "${PASSES[@]}"; do
     wait_until 90 is_ready "$n" || fail "$n not Ready after the install"
     [ "$(network_unavailable "$n")" = "False SarenaIsUp" ] || fail "$n: NetworkUnavailable is '$(network_unavailable "$n")'"
   done
+  decoy_route_kept "by the install (the daemon's start)"
 
   phase "$MODE: pods on both nodes (an egress limit, an egress policy), across nodes"
   {
@@ -259,6 +286,8 @@ EOF
     done' "$K8S_HARNESS" "$DIR" "$N2_IP" "$WORK/probe" >/dev/null 2>&1 &
   echo "$!" >>"$WORK/watchers"
   PROBER=$!
+
+  decoy_route_kept "while the daemon ran"
 
   phase "$MODE: scripts/uninstall.sh: reports clean, nodes NotReady (CNI)"
   k8s_exec "$DIR" cp env PATH="$SARENA_K8S_BIN:$PATH" HOME="$DIR" bash "$REPO/scripts/uninstall.sh" \
