@@ -18,6 +18,10 @@
 #   k8s-deploy is e2e/k8s/test-k8s-deploy.sh (Sarena installed by its
 #   DaemonSet on kubelet nodes; its pod sandbox-ready measurement only with
 #   SARENA_DEPLOY_PODS="10" or "10 50", the full one);
+#   k8s-uninstall is e2e/k8s/test-k8s-uninstall.sh native vxlan (Sarena
+#   installed by its DaemonSet, then removed by scripts/uninstall.sh: every
+#   node as before the install; SARENA_UNINSTALL_PASSES="native vxlan kernel"
+#   for all three);
 #   netpol-table is e2e/k8s/test-netpol-table.sh vxlan kernel (the project's
 #   NetworkPolicy truth table against its own model; 2 min a pass;
 #   SARENA_NETPOL_PASSES="native vxlan kernel" for all three);
@@ -35,7 +39,7 @@ cd "$(dirname "$0")" || exit 1
 source ./lib.sh
 
 MODE=${1:-sarena}
-read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof upgrade k8s-mode k8s-egress k8s-deploy netpol-table upstream latency}"
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof upgrade k8s-mode k8s-egress k8s-deploy k8s-uninstall netpol-table upstream latency}"
 KERNEL_PASS=()
 EBPF_SKIP=()
 if [ "$MODE" = sarena ]; then
@@ -87,6 +91,15 @@ run() {
       # The sandbox-ready measurement (a reference node, then 10 pods on
       # each side, ~45 s) is opt-in here: SARENA_DEPLOY_PODS=10.
       cmd=(env SARENA_DEPLOY_PODS="${SARENA_DEPLOY_PODS-}" bash ./k8s/test-k8s-deploy.sh "$MODE")
+      ;;
+    k8s-uninstall)
+      if [ "$MODE" != sarena ]; then
+        echo "skipped: the uninstall is Sarena's own"
+        return 0
+      fi
+      local uninstall_passes
+      read -r -a uninstall_passes <<<"${SARENA_UNINSTALL_PASSES:-native vxlan}"
+      cmd=(bash ./k8s/test-k8s-uninstall.sh "${uninstall_passes[@]}")
       ;;
     netpol-table)
       if [ "$MODE" != sarena ]; then

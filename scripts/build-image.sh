@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # build-image.sh: Sarena's container image, built offline (no registry, no
-# docker): sarena-daemon, sarena-cni, the `sarena` CLI and `nft` (the daemon
+# docker): sarena-daemon, sarena-cni, the `sarena` CLI, `nft` (the daemon
 # runs it at set-up for its masquerade and anti-spoofing tables, in eBPF mode
-# too), each with the shared libraries `ldd` lists, in one layer written by
-# scripts/mkimage.py. The tar is a docker-archive, which
+# too) and `test` (the uninstall pod's readiness probe), each with the
+# shared libraries `ldd` lists, in one layer written by scripts/mkimage.py.
+# The tar is a docker-archive, which
 # `ctr -n k8s.io images import` and `docker load` take; the same binaries
 # give the same bytes (the same image ID). deploy/Dockerfile builds the same
 # image with docker or buildah.
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
     -o) OUT=${2:?-o FILE} && shift 2 ;;
     -t) TAG=${2:?-t TAG} && shift 2 ;;
     --format) FORMAT=${2:?--format docker|oci|both} && shift 2 ;;
-    -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' && exit 0 ;;
+    -h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' && exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
@@ -44,6 +45,8 @@ for b in sarena-daemon sarena-cni sarena; do
   [ -x "$SARENA_BIN_DIR/$b" ] || die "$SARENA_BIN_DIR/$b missing"
 done
 NFT=$(command -v nft) || die "nft not installed (apt-get install nftables)"
+# the uninstall pod's readiness probe (deploy/kubernetes/uninstall/): `test -e`
+[ -x /usr/bin/test ] || die "/usr/bin/test missing (coreutils)"
 VERSION=$("$SARENA_BIN_DIR/sarena-daemon" --version | awk '{print $2}')
 [ -n "$VERSION" ] || die "cannot read the version of $SARENA_BIN_DIR/sarena-daemon"
 TAG=${TAG:-sarena.local/sarena:$VERSION}
@@ -56,6 +59,7 @@ python3 "$REPO/scripts/mkimage.py" -o "$tmp" -t "$TAG" --format "$FORMAT" \
   --bin /usr/bin/sarena-cni "$SARENA_BIN_DIR/sarena-cni" \
   --bin /usr/bin/sarena "$SARENA_BIN_DIR/sarena" \
   --bin /usr/sbin/nft "$NFT" \
+  --bin /usr/bin/test /usr/bin/test \
   --dir /tmp --chmod 1777 /tmp \
   --dir /run/sarena --dir /var/lib/sarena --dir /etc/sarena \
   --dir /etc/cni/net.d --dir /opt/cni/bin \

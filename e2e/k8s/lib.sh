@@ -45,6 +45,8 @@
 #                                  PID), kill leftover containers, remove the
 #                                  netns, restore the sysctls kubelet changed
 #   k8s_leftovers DIR              print what is left of DIR's cluster; fails if any
+#   k8s_node_snapshot DIR NODE     the node's network state as sorted text
+#                                  (harness/snapshot.sh); k8s_snapshot_diff A B
 #
 # A kubelet node has a private mount namespace (see harness/nodes.sh): a tmpfs
 # /run, copy-on-write /etc /opt /var/lib /var/log, and /etc/cni/net.d,
@@ -80,6 +82,8 @@ export SARENA_K8S_IMAGES=${SARENA_K8S_IMAGES:-$SARENA_K8S_CACHE/images}
 . "$K8S_HARNESS/harness/nodes.sh"
 # shellcheck source=e2e/k8s/harness/teardown.sh
 . "$K8S_HARNESS/harness/teardown.sh"
+# shellcheck source=e2e/k8s/harness/snapshot.sh
+. "$K8S_HARNESS/harness/snapshot.sh"
 
 # _k8s_child FUNCTION ARGS...: FUNCTION in a fresh bash with errexit on, so a
 # failing step stops it whatever the caller's shell options are.
@@ -166,3 +170,18 @@ _k8s_exec_cmd() {
 }
 
 k8s_node_ip() { cat "${1:?DIR}/nodes/${2:?NODE}/ip"; }
+
+# image_mismatch TAG DEPLOY_DIR: every `image:` of DEPLOY_DIR's manifests (the
+# install's and uninstall/'s) is TAG (build-image.sh's); prints the first
+# file:line that is not, or that there is none, and fails.
+image_mismatch() {
+  local tag=$1 dir=$2 found
+  found=$(grep -Hn -E '^[[:space:]-]*image:[[:space:]]' "$dir"/*.yaml "$dir"/uninstall/*.yaml 2>/dev/null) || true
+  if [ -z "$found" ]; then
+    echo "no image: line in $dir/*.yaml"
+    return 1
+  fi
+  awk -v t="$tag" '{ for (i = 1; i < NF; i++) if ($i ~ /image:$/) { img = $(i + 1); break }
+    split($0, p, ":"); if (img != t) { print p[1] ":" p[2] ": " img; bad = 1; exit } }
+    END { exit bad }' <<<"$found"
+}

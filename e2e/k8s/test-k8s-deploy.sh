@@ -102,8 +102,7 @@ trap 'exit 130' INT TERM
 phase "build: binaries, image (scripts/build-image.sh), setup-k8s.sh (cached)"
 bash "$REPO/scripts/setup-k8s.sh" >/dev/null
 read -r TAG IMAGE < <(bash "$REPO/scripts/build-image.sh" -o "$DIR/sarena-image.tar")
-WANT=$(awk '$1 == "image:" {print $2; exit}' "$REPO/deploy/kubernetes/20-daemonset.yaml")
-[ "$TAG" = "$WANT" ] || fail "build-image.sh tagged $TAG, the DaemonSet runs $WANT"
+bad=$(image_mismatch "$TAG" "$REPO/deploy/kubernetes") || fail "build-image.sh tagged $TAG, but $bad"
 
 phase "control plane up"
 k8s_up "$DIR"

@@ -25,10 +25,9 @@ UPSTREAM_SKIP='LoadBalancer|\[Disruptive\]|\[Serial\]|\[Feature:SCTPConnectivity
 # build_images WORK: Sarena's image (scripts/build-image.sh) and the DNS
 # server's; sets SARENA_IMAGE and DNS_IMAGE (the tars).
 build_images() {
-  local tag want
+  local tag bad
   read -r tag SARENA_IMAGE < <(bash "$REPO/scripts/build-image.sh" -o "$1/sarena-image.tar")
-  want=$(awk '$1 == "image:" {print $2; exit}' "$REPO/deploy/kubernetes/20-daemonset.yaml")
-  [ "$tag" = "$want" ] || fail "build-image.sh tagged $tag, the DaemonSet runs $want"
+  bad=$(image_mismatch "$tag" "$REPO/deploy/kubernetes") || fail "build-image.sh tagged $tag, but $bad"
   DNS_IMAGE=$1/dns-image.tar
   dns_image "$DNS_IMAGE"
   local img
@@ -78,10 +77,13 @@ EOF
   done
 }
 
-# sarena_cni native|vxlan|kernel: deploy/kubernetes/ with the ConfigMap's
-# routing set to the pass's mode (kernel: the kernel dataplane, native
-# routing) and the daemon given SARENA_DAEMON_EXTRA_ARGS (space-separated,
-# e.g. --metrics-listen=127.0.0.1:9464), rolled out.
+# sarena_cni native|vxlan|kernel: deploy/kubernetes/ (uninstall/ included,
+# not applied) copied to $WORK/deploy-MODE with the ConfigMap's routing set
+# to the pass's mode (kernel: the kernel dataplane, native routing) and the
+# daemon given SARENA_DAEMON_EXTRA_ARGS (space-separated, e.g.
+# --metrics-listen=127.0.0.1:9464); SARENA_DEPLOY_EDIT, when set, is a
+# command run with the copy's directory (further edits); applied and rolled
+# out.
 sarena_cni() {
   local d=$WORK/deploy-$1 routing=$1
   rm -rf "$d"
@@ -98,6 +100,7 @@ sarena_cni() {
     sed -i "s|^\(        - --sysctl-dir=/host/proc/sys\)\$|\1\n        - $arg|" "$d/20-daemonset.yaml"
     grep -qF -- "- $arg" "$d/20-daemonset.yaml" || fail "could not add $arg to the DaemonSet"
   done
+  if [ -n "${SARENA_DEPLOY_EDIT:-}" ]; then $SARENA_DEPLOY_EDIT "$d"; fi
   k apply -f "$d/" >/dev/null
   ks rollout status daemonset/sarena --timeout=180s >/dev/null || fail "$1: the DaemonSet did not roll out"
 }

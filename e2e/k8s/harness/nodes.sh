@@ -223,7 +223,9 @@ oomScoreAdj: 0
 # no registry: imported images must never be collected
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: "1Mi", nodefs.available: "1%", nodefs.inodesFree: "1%", imagefs.available: "1%"}
+# absolute floors: on a large, nearly full shared disk 1% (2.5 GB of 252) made
+# kubelet evict the test pods (disk pressure) in the middle of a test
+evictionHard: {memory.available: "1Mi", nodefs.available: "100Mi", nodefs.inodesFree: "1%", imagefs.available: "100Mi"}
 staticPodPath: $ND/manifests
 volumePluginDir: $ND/kubelet/volume-plugins
 clusterDomain: cluster.local
