@@ -96,6 +96,32 @@ async fn pods_reach_each_other_and_the_host_through_host_routes() {
         "a's route went with a stale record: {routes}"
     );
 
+    // Another's veth, unmarked, with a route of Sarena's protocol: not
+    // Sarena's, so reconcile leaves it.
+    let foreign = HostLinkGuard(unique("fgn"));
+    run(&[
+        "ip",
+        "link",
+        "add",
+        &foreign.0,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &unique("fgp"),
+    ]);
+    run(&["ip", "link", "set", &foreign.0, "up"]);
+    run(&[
+        "ip",
+        "route",
+        "add",
+        "10.252.9.9/32",
+        "dev",
+        &foreign.0,
+        "proto",
+        "90",
+    ]);
+
     // Reconcile: b is back in the registry, a is not (stale) -> b routed, a not.
     let report = dp
         .reconcile(std::slice::from_ref(&b.endpoint))
@@ -107,6 +133,15 @@ async fn pods_reach_each_other_and_the_host_through_host_routes() {
         "{report:?}"
     );
     assert!(!run(&["ip", "route", "show", "proto", "90"]).contains("10.252.0.10 "));
+    assert!(
+        run(&["ip", "route", "show", "proto", "90"])
+            .contains(&format!("10.252.9.9 dev {}", foreign.0)),
+        "reconcile removed a route on a link that is not Sarena's"
+    );
+    assert!(
+        !report.removed.contains(&"10.252.9.9/32".to_string()),
+        "{report:?}"
+    );
     assert!(ping(&b.netns, "10.252.0.1"));
 }
 

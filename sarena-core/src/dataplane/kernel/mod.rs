@@ -255,6 +255,21 @@ impl KernelDataplane {
         })
     }
 
+    /// The ifindexes of Sarena's links: those in its link group, and the
+    /// host veths of `endpoints` (release 0.1.0's were unmarked).
+    async fn sarenas_links(
+        &self,
+        endpoints: &[Endpoint],
+    ) -> Result<std::collections::BTreeSet<u32>, DataplaneError> {
+        let links = netlink::all_links(&self.handle).await?;
+        Ok(links
+            .iter()
+            .filter(|l| netlink::link_group(l) == crate::links::LINK_GROUP)
+            .map(|l| l.header.index)
+            .chain(endpoints.iter().map(|e| e.spec.host_ifindex))
+            .collect())
+    }
+
     async fn link_index(&self, name: &str) -> Result<Option<u32>, DataplaneError> {
         Ok(netlink::link_index(&self.handle, name).await?)
     }
@@ -407,8 +422,11 @@ impl Dataplane for KernelDataplane {
             }
         }
         let present = routes::list(&self.handle).await?;
+        let ours = self.sarenas_links(endpoints).await?;
         for route in &present {
-            if !wanted.iter().any(|(w, _)| w == route) {
+            // A route of Sarena's protocol on another's device is left:
+            // whoever made it, it is not Sarena's to remove.
+            if !wanted.iter().any(|(w, _)| w == route) && ours.contains(&route.oif) {
                 routes::remove(&self.handle, route).await?;
                 report.removed.push(route.dst.to_string());
             }
