@@ -168,14 +168,20 @@ pub(super) async fn remove_root(handle: &Handle, ifindex: u32) -> Result<(), Net
         major: current.major,
         minor: 0,
     };
+    delete(handle, message, || format!("root of ifindex {ifindex}")).await
+}
+
+/// Deletes the qdisc `message` names; one already gone (or its device) is
+/// fine. `what` names it in the error.
+async fn delete(
+    handle: &Handle,
+    message: TcMessage,
+    what: impl FnOnce() -> String,
+) -> Result<(), NetlinkError> {
     match request(handle, RouteNetlinkMessage::DelQueueDiscipline(message), 0).await {
         Ok(()) => Ok(()),
         Err(e) if matches!(errno(&e), Some(libc::ENOENT | libc::ENODEV | libc::EINVAL)) => Ok(()),
-        Err(e) => Err(NetlinkError::new(
-            "qdisc delete",
-            format!("root of ifindex {ifindex}"),
-            e,
-        )),
+        Err(e) => Err(NetlinkError::new("qdisc delete", what(), e)),
     }
 }
 
@@ -237,13 +243,5 @@ pub(super) async fn remove_clsact(handle: &Handle, ifindex: u32) -> Result<(), N
         major: u16::MAX,
         minor: 0,
     };
-    match request(handle, RouteNetlinkMessage::DelQueueDiscipline(message), 0).await {
-        Ok(()) => Ok(()),
-        Err(e) if matches!(errno(&e), Some(libc::ENOENT | libc::ENODEV | libc::EINVAL)) => Ok(()),
-        Err(e) => Err(NetlinkError::new(
-            "qdisc delete",
-            format!("clsact on ifindex {ifindex}"),
-            e,
-        )),
-    }
+    delete(handle, message, || format!("clsact on ifindex {ifindex}")).await
 }
