@@ -208,7 +208,7 @@ impl Cli {
     pub fn tcp_token_file(&self) -> PathBuf {
         self.tcp_token_file
             .clone()
-            .unwrap_or_else(|| self.state_dir.join("api-token"))
+            .unwrap_or_else(|| self.state_dir.join(sarena_core::store::API_TOKEN_FILE))
     }
 
     /// Sarena's conflist: `--write-cni-conf`, else `10-sarena.conflist` in
@@ -225,7 +225,7 @@ impl Cli {
     pub fn delete_queue_dir(&self) -> PathBuf {
         self.delete_queue
             .clone()
-            .unwrap_or_else(|| self.state_dir.join("delete-queue"))
+            .unwrap_or_else(|| self.state_dir.join(sarena_core::store::DELETE_QUEUE_DIR))
     }
 }
 

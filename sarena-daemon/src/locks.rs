@@ -15,7 +15,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The lock file in the state directory.
-pub const STATE_LOCK: &str = "daemon.lock";
+pub const STATE_LOCK: &str = sarena_core::store::LOCK_FILE;
 
 /// Why a directory could not be locked.
 #[derive(Debug, thiserror::Error)]

@@ -54,7 +54,7 @@ pub use pools::{
 };
 pub use routes::{PeerRoute, SARENA_PEER_ROUTE_PROTOCOL, native_routes};
 pub use serving_gate::{NotServing, ServingGate};
-pub use session_file::SessionFile;
+pub use session_file::{SESSION_FILE, SessionFile};
 pub use supervisor::{
     EgressParts, PEER_REJECTED_EVENT_REASON, REFUSED_EVENT_REASON, RESYNC_EVERY, RETRY_AFTER,
     Supervisor, SupervisorParts,

@@ -44,6 +44,13 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 /// The database file name under the state directory.
 pub const STATE_FILE: &str = "state.redb";
+/// The daemon's lock file under the state directory (`sarena-daemon`'s
+/// `locks`).
+pub const LOCK_FILE: &str = "daemon.lock";
+/// The TCP listener's token file under the state directory, by default.
+pub const API_TOKEN_FILE: &str = "api-token";
+/// The plugin's deletion queue under the state directory, by default.
+pub const DELETE_QUEUE_DIR: &str = "delete-queue";
 /// The schema version this code writes.
 pub const SCHEMA_VERSION: u64 = 1;
 

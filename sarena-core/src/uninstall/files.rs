@@ -74,13 +74,34 @@ pub(super) fn log_file_of(conflist: &[u8]) -> Option<PathBuf> {
 /// Step [`super::Step::Conflist`]: Sarena's conflist (refused when the
 /// file of that name is another network's) and its temporary files; also
 /// the plugin's log file the conflist names, for the plugin step.
+///
+/// The log file's path is noted in `run_dir` ([`PLUGIN_LOG_NOTE`]) before
+/// the conflist goes, so that a run killed in between still finds it; the
+/// note is read back by [`noted_plugin_log`] and goes with the run dir.
 pub(super) fn conflist(
     installer: &Installer,
+    run_dir: &Path,
     dry_run: bool,
 ) -> Result<(Vec<Line>, Option<PathBuf>), StepError> {
     let path = installer.conflist_path();
     let body = installer.read_conflist().map_err(install_error)?;
     let log_file = body.as_deref().and_then(log_file_of);
+    if !dry_run
+        && let Some(log) = &log_file
+        && dir_exists(run_dir)?
+    {
+        durable::replace(
+            run_dir,
+            PLUGIN_LOG_NOTE,
+            log.as_os_str().as_encoded_bytes(),
+            0o600,
+        )
+        .map_err(|e| StepError::Io {
+            call: e.call,
+            path: e.path,
+            source: e.source,
+        })?;
+    }
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -102,6 +123,18 @@ pub(super) fn conflist(
         installer.remove_conflist().map_err(install_error)?;
     }
     Ok((lines, log_file))
+}
+
+/// The file in the run dir noting the plugin's log file (see
+/// [`conflist`]).
+pub(super) const PLUGIN_LOG_NOTE: &str = "plugin-log-path";
+
+/// The plugin's log file noted in `run_dir` by an earlier [`conflist`],
+/// if any.
+pub(super) fn noted_plugin_log(run_dir: &Path) -> Option<PathBuf> {
+    let text = fs::read(run_dir.join(PLUGIN_LOG_NOTE)).ok()?;
+    let path = PathBuf::from(String::from_utf8(text).ok()?);
+    path.is_absolute().then_some(path)
 }
 
 /// Step [`super::Step::Plugin`]: `BIN/sarena-cni`, its temporary files, and
@@ -187,7 +220,7 @@ fn remove_empty_dir(dir: &Path, what: &str, dry_run: bool) -> Result<Option<Line
 
 /// Whether `dir` exists (as a directory).
 fn dir_exists(dir: &Path) -> Result<bool, StepError> {
-    match fs::metadata(dir) {
+    match fs::symlink_metadata(dir) {
         Ok(meta) => Ok(meta.is_dir()),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
         Err(e) => Err(StepError::io("stat", dir, e)),
@@ -212,6 +245,7 @@ pub(super) fn run_dir(socket: &Path, dry_run: bool) -> Result<Vec<Line>, StepErr
     let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) else {
         return Ok(Vec::new());
     };
+    check_plain_absolute(dir)?;
     if !dir_exists(dir)? {
         return Ok(Vec::new());
     }
@@ -231,6 +265,8 @@ pub(super) fn run_dir(socket: &Path, dry_run: bool) -> Result<Vec<Line>, StepErr
             lines.extend(remove_file(&path, "socket", dry_run)?);
         } else if name == LEDGER_FILE || durable::is_temp_of(&name, Some(LEDGER_FILE)) {
             lines.extend(remove_file(&path, "host-changes ledger", dry_run)?);
+        } else if name == PLUGIN_LOG_NOTE || durable::is_temp_of(&name, Some(PLUGIN_LOG_NOTE)) {
+            lines.extend(remove_file(&path, "plugin log note", dry_run)?);
         } else if name.starts_with(&bind_prefix) {
             if !dry_run {
                 fs::remove_dir_all(&path).map_err(|e| StepError::io("remove", &path, e))?;
@@ -258,59 +294,80 @@ pub(super) fn run_dir(socket: &Path, dry_run: bool) -> Result<Vec<Line>, StepErr
     Ok(lines)
 }
 
-/// Step [`super::Step::StateDir`]: the state directory, whole (registry,
-/// lock, session, token, deletion queue); a mount point is emptied and
-/// kept.
+/// The entries of the state directory that are Sarena's: the registry,
+/// the daemon's lock, the Kubernetes session, the default API token and
+/// deletion queue (plus [`durable`]'s temporary files of any of them).
+const STATE_ENTRIES: [&str; 5] = [
+    crate::store::STATE_FILE,
+    crate::store::LOCK_FILE,
+    crate::cluster::SESSION_FILE,
+    crate::store::API_TOKEN_FILE,
+    crate::store::DELETE_QUEUE_DIR,
+];
+
+/// Step [`super::Step::StateDir`]: Sarena's entries of the state
+/// directory (registry, lock, session, token, deletion queue), then the
+/// directory once empty; one holding anything else is kept with a line
+/// naming it, and a mount point is emptied of Sarena's entries and kept.
 pub(super) fn state_dir(dir: &Path, dry_run: bool) -> Result<Vec<Line>, StepError> {
+    check_plain_absolute(dir)?;
     if !dir_exists(dir)? {
         return Ok(Vec::new());
     }
     let mut lines = Vec::new();
-    if is_mount_point(dir)? {
-        let inside = entries(dir)?;
-        if inside.is_empty() {
-            return Ok(lines);
-        }
-        for path in &inside {
+    let mut foreign = Vec::new();
+    let mut ours = 0;
+    for path in entries(dir)? {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if STATE_ENTRIES.contains(&name.as_str()) || durable::is_temp_of(&name, None) {
             if !dry_run {
-                remove_any(path)?;
+                remove_any(&path)?;
             }
+            ours += 1;
+        } else {
+            foreign.push(name);
         }
+    }
+    if ours > 0 {
         lines.push(Line::removed(
-            format!(
-                "contents of state dir {} ({} entries)",
-                dir.display(),
-                inside.len()
-            ),
+            format!("contents of state dir {} ({ours} entries)", dir.display()),
             dry_run,
         ));
+    }
+    if !foreign.is_empty() {
         lines.push(Line::kept(
             format!("state dir {}", dir.display()),
-            "a mount point here (empty)",
+            format!("holds files not Sarena's: {}", foreign.join(", ")),
         ));
         return Ok(lines);
     }
-    if !dry_run {
-        match fs::remove_dir_all(dir) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                for path in entries(dir)? {
-                    remove_any(&path)?;
-                }
-                lines.push(Line::kept(
-                    format!("state dir {}", dir.display()),
-                    "a mount point here (empty)",
-                ));
-                return Ok(lines);
-            }
-            Err(e) => return Err(StepError::io("remove", dir, e)),
-        }
+    if lines.is_empty() && is_mount_point(dir)? {
+        return Ok(lines); // an empty mount point: nothing of Sarena's
     }
-    lines.push(Line::removed(
-        format!("state dir {}", dir.display()),
-        dry_run,
-    ));
+    lines.extend(remove_empty_dir(dir, "state dir", dry_run)?);
     Ok(lines)
+}
+
+/// Refuses a directory to remove that is relative, `/`, or has `.` or
+/// `..` in it: what it names must be what it says.
+fn check_plain_absolute(dir: &Path) -> Result<(), StepError> {
+    use std::path::Component;
+    let plain = dir.is_absolute()
+        && dir.parent().is_some()
+        && dir
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+    if plain {
+        Ok(())
+    } else {
+        Err(StepError::NotSarenas {
+            path: dir.to_owned(),
+            reason: "not an absolute path without . or .. (refused)".to_owned(),
+        })
+    }
 }
 
 /// Removes a file or a directory tree.

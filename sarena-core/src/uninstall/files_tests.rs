@@ -31,10 +31,17 @@ fn the_conflist_goes_with_its_temps_and_names_the_plugin_log() {
         .join(".10-sarena.conflist.1.2.sarena-tmp");
     fs::write(&temp, b"half").unwrap();
 
-    let (lines, log) = files::conflist(&installer, true).unwrap();
+    let run = dir.path().join("run");
+    fs::create_dir_all(&run).unwrap();
+    let (lines, log) = files::conflist(&installer, &run, true).unwrap();
     assert_eq!(
         log.as_deref(),
         Some(dir.path().join("sarena-cni.log").as_path())
+    );
+    assert_eq!(
+        files::noted_plugin_log(&run),
+        None,
+        "a dry run notes nothing"
     );
     assert_eq!(lines.len(), 2);
     assert!(lines.iter().all(|l| l.verdict == Verdict::WouldRemove));
@@ -43,7 +50,13 @@ fn the_conflist_goes_with_its_temps_and_names_the_plugin_log() {
         "a dry run removes nothing"
     );
 
-    let (lines, _) = files::conflist(&installer, false).unwrap();
+    let (lines, _) = files::conflist(&installer, &run, false).unwrap();
+    // A later run (this one killed after the conflist went) still finds
+    // the log through the run dir's note.
+    assert_eq!(
+        files::noted_plugin_log(&run),
+        Some(dir.path().join("sarena-cni.log"))
+    );
     assert_eq!(
         names(&lines),
         [
@@ -52,7 +65,7 @@ fn the_conflist_goes_with_its_temps_and_names_the_plugin_log() {
         ]
     );
     assert!(!installer.conflist_path().exists() && !temp.exists());
-    let (again, log) = files::conflist(&installer, false).unwrap();
+    let (again, log) = files::conflist(&installer, &run, false).unwrap();
     assert!(again.is_empty() && log.is_none());
 }
 
@@ -63,7 +76,7 @@ fn a_foreign_conflist_is_refused_and_left() {
     fs::create_dir_all(installer.conf_dir()).unwrap();
     let foreign = br#"{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"bridge"}]}"#;
     fs::write(installer.conflist_path(), foreign).unwrap();
-    let err = files::conflist(&installer, false).unwrap_err();
+    let err = files::conflist(&installer, dir.path(), false).unwrap_err();
     assert!(matches!(err, StepError::NotSarenas { .. }), "{err}");
     assert!(err.to_string().contains("is not Sarena's"), "{err}");
     assert_eq!(fs::read(installer.conflist_path()).unwrap(), foreign);
@@ -172,21 +185,70 @@ fn a_run_dir_holding_other_files_is_kept_with_them() {
 }
 
 #[test]
-fn the_state_dir_goes_whole() {
+fn the_state_dir_loses_sarenas_entries_then_itself() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     fs::create_dir_all(state.join("delete-queue")).unwrap();
     fs::write(state.join("state.redb"), b"db").unwrap();
+    fs::write(state.join("daemon.lock"), b"1").unwrap();
     fs::write(state.join("delete-queue/x.json"), b"{}").unwrap();
 
     let dry = files::state_dir(&state, true).unwrap();
     assert_eq!(
         names(&dry),
-        [format!("would remove state dir {}", state.display())]
+        [
+            format!(
+                "would remove contents of state dir {} (3 entries)",
+                state.display()
+            ),
+            format!("would remove state dir {}", state.display()),
+        ]
     );
     assert!(state.join("state.redb").exists());
 
     files::state_dir(&state, false).unwrap();
     assert!(!state.exists());
     assert!(files::state_dir(&state, false).unwrap().is_empty());
+}
+
+#[test]
+fn a_state_dir_holding_other_files_keeps_them_and_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    fs::create_dir_all(&state).unwrap();
+    fs::write(state.join("state.redb"), b"db").unwrap();
+    fs::write(state.join("theirs"), b"x").unwrap();
+
+    let lines = files::state_dir(&state, false).unwrap();
+    assert!(!state.join("state.redb").exists());
+    assert!(state.join("theirs").exists(), "{:?}", names(&lines));
+    assert!(
+        matches!(&lines[1].verdict, Verdict::Kept { why } if why.contains("theirs")),
+        "{:?}",
+        names(&lines)
+    );
+}
+
+#[test]
+fn a_state_or_run_dir_that_is_not_a_plain_absolute_path_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("keep"), b"x").unwrap();
+    let dotdot = dir.path().join("state/..");
+    for bad in [
+        Path::new("/"),
+        Path::new("relative/state"),
+        dotdot.as_path(),
+    ] {
+        let err = files::state_dir(bad, false).unwrap_err();
+        assert!(
+            matches!(err, StepError::NotSarenas { .. }),
+            "{bad:?}: {err}"
+        );
+        let err = files::run_dir(&bad.join("sarena.sock"), false).unwrap_err();
+        assert!(
+            matches!(err, StepError::NotSarenas { .. }),
+            "{bad:?}: {err}"
+        );
+    }
+    assert!(dir.path().join("keep").exists());
 }

@@ -89,11 +89,15 @@ impl HostTeardown {
         &self.paths
     }
 
+    /// The plugin's log file: the one the conflist named, else (the
+    /// conflist already gone, by an earlier run of the uninstall) the one
+    /// that run noted in the run dir.
     fn plugin_log(&self) -> Option<PathBuf> {
         self.plugin_log
             .lock()
             .map(|log| log.clone())
             .unwrap_or(None)
+            .or_else(|| files::noted_plugin_log(self.paths.socket_dir()))
     }
 
     async fn blocking<T: Send + 'static>(
@@ -141,8 +145,9 @@ impl NodeTeardown for HostTeardown {
         match step {
             Step::Conflist => {
                 let installer = self.installer.clone();
+                let run_dir = self.paths.socket_dir().to_owned();
                 let (lines, log) =
-                    Self::blocking(move || files::conflist(&installer, dry_run)).await?;
+                    Self::blocking(move || files::conflist(&installer, &run_dir, dry_run)).await?;
                 if let Some(log) = log
                     && let Ok(mut slot) = self.plugin_log.lock()
                 {
