@@ -296,8 +296,9 @@ fn a_dry_run_lists_and_changes_nothing() {
     assert!(has_clsact(&ns, "upf"));
     assert!(s.pin_dir().exists());
 
-    // Pins removed first (a partial run): the hooks are still found, by
-    // name and position, and the line says so.
+    // Pins removed first (a wrong --bpf-pin-dir, or another's removal): the
+    // hooks can no longer be told this node's, so they are kept, and the
+    // lines say so; the clsact under them too.
     let pin_dir = s.pin_dir();
     let removed = remove_pins(&pin_dir, false).unwrap();
     assert_eq!(removed.len(), 1, "{removed:?}");
@@ -306,12 +307,13 @@ fn a_dry_run_lists_and_changes_nothing() {
     assert!(
         hooks
             .iter()
-            .all(|l| l.starts_with("removed filter") && l.contains("recognised by name")),
+            .all(|l| l.starts_with("kept filter") && l.contains("uses no map pinned under")),
         "{hooks:?}"
     );
-    assert_eq!(clsacts, vec!["removed clsact from upf"]);
+    assert_eq!(clsacts.len(), 1, "{clsacts:?}");
+    assert!(clsacts[0].starts_with("left clsact on upf"), "{clsacts:?}");
     assert!(pins.is_empty());
-    assert_eq!(tc_programs_in(&ns, "upf"), (0, 0));
+    assert_eq!(tc_programs_in(&ns, "upf"), (1, 1));
 }
 
 fn node_network(pools: &[&str], gateways: &[&str]) -> NodeNetwork {

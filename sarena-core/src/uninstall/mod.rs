@@ -11,9 +11,9 @@
 //! Failures do not stop the run, except:
 //! - a conflist that cannot be removed stops everything (kubelet would
 //!   keep sending ADDs to a plugin with no daemon);
-//! - [`Step::Pins`] is skipped when [`Step::NetworkHooks`] failed (filters
-//!   left on node devices would keep programs alive with nothing to find
-//!   them by);
+//! - [`Step::Pins`] is skipped when [`Step::NetworkHooks`] failed or left
+//!   a filter (filters left on node devices would keep programs alive with
+//!   nothing to find them by);
 //! - [`Step::RunDir`] and [`Step::StateDir`] are skipped when an earlier
 //!   step failed or left something: a re-run needs the registry and the
 //!   host-changes ledger they hold;
@@ -102,8 +102,8 @@ pub async fn uninstall(teardown: &dyn NodeTeardown, options: UninstallOptions) -
 fn skip_reason(step: Step, report: &Report, options: UninstallOptions) -> Option<String> {
     match step {
         Step::Sysctls if options.keep_sysctls => Some("--keep-sysctls".to_owned()),
-        Step::Pins if report.failed(Step::NetworkHooks) => Some(
-            "the network hooks could not be removed; their programs need the pins to be found"
+        Step::Pins if report.failed_or_left(Step::NetworkHooks) => Some(
+            "the network hooks could not all be removed; their programs need the pins to be found"
                 .to_owned(),
         ),
         Step::RunDir | Step::StateDir => {

@@ -162,7 +162,31 @@ async fn the_pins_stay_when_the_network_hooks_failed() {
         report
             .text_lines()
             .iter()
-            .any(|l| l.starts_with("skipped pins: the network hooks could not be removed")),
+            .any(|l| l.starts_with("skipped pins: the network hooks could not all be removed")),
+        "{:?}",
+        report.text_lines()
+    );
+}
+
+#[tokio::test]
+async fn the_pins_stay_when_a_network_hook_was_left() {
+    let teardown = in_order(
+        &all_but(&[Step::Pins, Step::RunDir, Step::StateDir]),
+        false,
+        |step| match step {
+            Step::NetworkHooks => Ok(vec![Line::left(
+                "filter to_network on eth0 egress",
+                "still attached after the detach",
+            )]),
+            _ => Ok(vec![]),
+        },
+    );
+    let report = uninstall(&teardown, UninstallOptions::default()).await;
+    assert!(
+        report
+            .text_lines()
+            .iter()
+            .any(|l| l.starts_with("skipped pins: the network hooks could not all be removed")),
         "{:?}",
         report.text_lines()
     );

@@ -195,6 +195,12 @@ pub enum BpfError {
         /// The device's name.
         ifname: String,
     },
+    /// A pin dir to remove that is relative or has `.` or `..` in it.
+    #[error("eBPF pins: the pin dir {} must be an absolute path without . or ..", .path.display())]
+    PinDirPath {
+        /// The path given.
+        path: std::path::PathBuf,
+    },
     /// The per-CPU counters of an interface could not be made.
     #[error("eBPF per-CPU counters for {ifname}")]
     Cpus {
@@ -301,6 +307,7 @@ impl BpfError {
             | BpfError::IfindexRange { .. }
             | BpfError::BadEntry { .. }
             | BpfError::NoDevice { .. }
+            | BpfError::PinDirPath { .. }
             | BpfError::PolicyEntries { .. }
             | BpfError::PolicyWrites { .. }
             | BpfError::ForeignFilter { .. } => None,

@@ -24,9 +24,9 @@ use rtnetlink::packet_route::tc::TcMessage;
 use super::error::BpfError;
 use super::network_hook::is_network_hook;
 use super::pins::{self, Direction};
+use super::qdisc;
 use super::reconcile::{interfaces, programs_using};
 use super::tc::{self, HANDLE, PRIORITY, TcAttachment};
-use super::{AyaDataplane, qdisc};
 use crate::dataplane::DataplaneError;
 use crate::host_ledger::Ledger;
 use crate::netlink::{self, NetlinkError};
@@ -55,25 +55,16 @@ fn host_handle() -> Result<rtnetlink::Handle, DataplaneError> {
 /// interface of the current network namespace but the pod veths: the
 /// filters at Sarena's position running `to_network` or `from_network`
 /// whose program uses a map pinned under `pin_dir/maps` (ingress first, as
-/// `detach_network_hook`). When `pin_dir` has no maps left (an earlier run
-/// stopped after removing them), the filters are recognised by name and
-/// position alone, and the line says so. A filter of another pin dir is
-/// left.
+/// `detach_network_hook`). Such a filter that uses none of them (another
+/// pin dir's, or any when `pin_dir` has no maps: a wrong `--bpf-pin-dir`,
+/// a node that never ran the eBPF dataplane) is kept, with a line saying
+/// so: only what is provably this node's goes.
 pub async fn remove_network_hooks(pin_dir: &Path, dry_run: bool) -> Result<Found, DataplaneError> {
     let pinned = pinned_map_ids(pin_dir)?;
-    let by_name = pinned.is_empty();
-    let ours = if by_name {
+    let ours = if pinned.is_empty() {
         BTreeSet::new()
     } else {
         programs_using(&pinned)
-    };
-    let note = if by_name {
-        format!(
-            " (no maps pinned under {}: recognised by name and position)",
-            pin_dir.display()
-        )
-    } else {
-        String::new()
     };
     let handle = host_handle()?;
     let mut lines = Vec::new();
@@ -88,14 +79,35 @@ pub async fn remove_network_hooks(pin_dir: &Path, dry_run: bool) -> Result<Found
             let Some(filter) = found.iter().find(|a| a.direction == direction) else {
                 continue;
             };
-            if !is_ours(filter, &ours, by_name) {
+            if !is_network_hook(&filter.program) {
+                continue;
+            }
+            if !is_ours(filter, &ours) {
+                lines.push(format!(
+                    "kept filter {} on {ifname} {direction}: it uses no map pinned under {}",
+                    filter.program,
+                    pin_dir.display()
+                ));
                 continue;
             }
             if !dry_run {
                 tc::detach(&ifname, direction)?;
+                // Checked, not assumed: a filter still there keeps the
+                // programs running with their pins about to go.
+                let after = tc::query(&handle, ifindex).await?;
+                if after
+                    .iter()
+                    .any(|a| a.direction == direction && a.program_id == filter.program_id)
+                {
+                    lines.push(format!(
+                        "left filter {} on {ifname} {direction}: still attached after the detach",
+                        filter.program
+                    ));
+                    continue;
+                }
             }
             lines.push(format!(
-                "{} filter {} from {ifname} {direction}{note}",
+                "{} filter {} from {ifname} {direction}",
                 verb(dry_run),
                 filter.program
             ));
@@ -105,10 +117,9 @@ pub async fn remove_network_hooks(pin_dir: &Path, dry_run: bool) -> Result<Found
 }
 
 /// Whether `filter` (at Sarena's position) is one of the node-device
-/// programs of the dataplane whose programs are `ours`; with `by_name`, any
-/// node-device program is.
-fn is_ours(filter: &TcAttachment, ours: &BTreeSet<u32>, by_name: bool) -> bool {
-    is_network_hook(&filter.program) && (by_name || ours.contains(&filter.program_id))
+/// programs of the dataplane whose programs are `ours`.
+fn is_ours(filter: &TcAttachment, ours: &BTreeSet<u32>) -> bool {
+    is_network_hook(&filter.program) && ours.contains(&filter.program_id)
 }
 
 /// The kernel ids of the maps pinned under `pin_dir/maps` (none when the
@@ -219,10 +230,20 @@ fn at_our_position(message: &TcMessage) -> bool {
 }
 
 /// Removes the pin dir `pin_dir`: the tcx links of earlier releases pinned
-/// under `links/` first (detached synchronously), then the directory with
-/// its maps, then its parent when that is `sarena-node` and empty (other
-/// nodes' dirs on a shared bpffs keep it).
+/// under `links/` first (detached synchronously), then the maps pinned
+/// under `maps/` (Sarena's names, `SARENA_*`), then the directories once
+/// empty, then the parent when that is `sarena-node` and empty (other
+/// nodes' dirs on a shared bpffs keep it). Nothing else is removed: a pin
+/// dir that holds other entries (a `--bpf-pin-dir` naming a shared
+/// directory) is kept, with a line saying so. `pin_dir` must be absolute,
+/// without `.` or `..`.
 pub fn remove_pins(pin_dir: &Path, dry_run: bool) -> Result<Found, DataplaneError> {
+    if !is_plain_absolute(pin_dir) {
+        return Err(BpfError::PinDirPath {
+            path: pin_dir.to_owned(),
+        }
+        .into());
+    }
     let mut lines = Vec::new();
     let io = |call, path: &Path| {
         let path = path.to_owned();
@@ -242,26 +263,85 @@ pub fn remove_pins(pin_dir: &Path, dry_run: bool) -> Result<Found, DataplaneErro
             link.ifname
         ));
     }
-    if pin_dir.exists() {
-        if !dry_run {
-            AyaDataplane::purge(pin_dir)?;
+    let existed = pin_dir.exists();
+    let maps = pins::maps_dir(pin_dir);
+    let mut pinned = 0;
+    for name in names_in(&maps).map_err(io("list pins", &maps))? {
+        if !name.starts_with(MAP_PREFIX) {
+            continue;
         }
+        let path = maps.join(&name);
+        if !dry_run {
+            remove_missing_ok(std::fs::remove_file(&path)).map_err(io("remove pin", &path))?;
+        }
+        pinned += 1;
+    }
+    if !dry_run {
+        for dir in [pins::links_dir(pin_dir), maps.clone(), pin_dir.to_owned()] {
+            match std::fs::remove_dir(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => {
+                    let others = names_in(&dir).map_err(io("list", &dir))?.join(", ");
+                    lines.push(format!(
+                        "kept {}: holds entries not Sarena's: {others}",
+                        dir.display()
+                    ));
+                    return Ok(lines);
+                }
+                Err(e) => return Err(io("remove", &dir)(e)),
+            }
+        }
+    }
+    if pinned > 0 || existed {
         lines.push(format!("{} pin dir {}", verb(dry_run), pin_dir.display()));
     }
     if let Some(parent) = shared_parent(pin_dir)
         && is_empty_but(&parent, pin_dir).map_err(io("list", &parent))?
     {
         if !dry_run {
-            match std::fs::remove_dir(&parent) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(io("remove", &parent)(e));
-                }
-                _ => {}
-            }
+            remove_missing_ok(std::fs::remove_dir(&parent)).map_err(io("remove", &parent))?;
         }
         lines.push(format!("{} directory {}", verb(dry_run), parent.display()));
     }
     Ok(lines)
+}
+
+/// The prefix of every map Sarena pins (`sarena_common`'s map names).
+const MAP_PREFIX: &str = "SARENA_";
+
+/// Whether `path` is absolute and has no `.` or `..` component, so that
+/// what it names is what it says (never the bpffs root by `a/..`).
+fn is_plain_absolute(path: &Path) -> bool {
+    use std::path::Component;
+    path.is_absolute()
+        && path.parent().is_some()
+        && path
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+}
+
+/// The names in `dir`, sorted (none when it is missing).
+fn names_in(dir: &Path) -> std::io::Result<Vec<String>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        names.push(entry?.file_name().to_string_lossy().into_owned());
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// `result`, with "already gone" as success.
+fn remove_missing_ok(result: std::io::Result<()>) -> std::io::Result<()> {
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
 }
 
 /// `pin_dir`'s parent when it is the shared `sarena-node` directory.
@@ -301,20 +381,48 @@ mod tests {
     #[test]
     fn a_hook_is_ours_by_name_and_by_the_maps_its_program_uses() {
         let ours = BTreeSet::from([10, 11]);
-        assert!(is_ours(&filter("to_network", 10), &ours, false));
-        assert!(is_ours(&filter("from_network", 11), &ours, false));
+        assert!(is_ours(&filter("to_network", 10), &ours));
+        assert!(is_ours(&filter("from_network", 11), &ours));
         // Another pin dir's load of the same program.
-        assert!(!is_ours(&filter("to_network", 20), &ours, false));
+        assert!(!is_ours(&filter("to_network", 20), &ours));
         // A pod program, or a foreign one, at our position.
-        assert!(!is_ours(&filter("to_container", 10), &ours, false));
-        assert!(!is_ours(&filter("cil_from_netdev", 10), &ours, false));
+        assert!(!is_ours(&filter("to_container", 10), &ours));
+        assert!(!is_ours(&filter("cil_from_netdev", 10), &ours));
+        // No maps pinned: nothing is provably ours.
+        assert!(!is_ours(&filter("to_network", 20), &BTreeSet::new()));
     }
 
     #[test]
-    fn without_pinned_maps_a_hook_is_ours_by_name() {
-        let none = BTreeSet::new();
-        assert!(is_ours(&filter("to_network", 20), &none, true));
-        assert!(!is_ours(&filter("to_container", 20), &none, true));
+    fn a_pin_dir_that_is_not_a_plain_absolute_path_is_refused() {
+        for bad in ["relative/sarena", "/", "/sys/fs/bpf/x/.."] {
+            let err = remove_pins(Path::new(bad), false).unwrap_err();
+            let text = crate::error_chain(&err);
+            assert!(text.contains("absolute path"), "{bad}: {text}");
+        }
+    }
+
+    #[test]
+    fn only_sarenas_pins_go_and_a_dir_with_others_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let pin_dir = dir.path().join("sarena-node").join("n1");
+        std::fs::create_dir_all(pin_dir.join("maps")).unwrap();
+        std::fs::write(pin_dir.join("maps/SARENA_ENDPOINTS"), b"").unwrap();
+        std::fs::write(pin_dir.join("maps/theirs"), b"").unwrap();
+        let lines = remove_pins(&pin_dir, false).unwrap();
+        assert!(!pin_dir.join("maps/SARENA_ENDPOINTS").exists());
+        assert!(pin_dir.join("maps/theirs").exists(), "{lines:?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("kept ") && l.contains("theirs")),
+            "{lines:?}"
+        );
+
+        std::fs::remove_file(pin_dir.join("maps/theirs")).unwrap();
+        std::fs::write(pin_dir.join("maps/SARENA_POLICY"), b"").unwrap();
+        let lines = remove_pins(&pin_dir, false).unwrap();
+        assert!(!pin_dir.exists() && !dir.path().join("sarena-node").exists());
+        assert_eq!(lines.len(), 2, "{lines:?}");
     }
 
     #[test]
