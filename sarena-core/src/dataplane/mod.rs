@@ -11,7 +11,7 @@
 
 mod error;
 pub mod kernel;
-mod pod_veth;
+pub(crate) mod pod_veth;
 pub mod policy_plan;
 mod updates;
 

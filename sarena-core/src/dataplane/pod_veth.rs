@@ -57,7 +57,7 @@ pub(crate) async fn check_pod_veth(
 /// attachment (`lxc` and the first 12 hex digits of sha256 of
 /// `containerid:ifname`, the same in every release), which another plugin's
 /// veth has only by a 48-bit accident.
-fn marked_or_release_0_1(group: u32, endpoint: &Endpoint) -> bool {
+pub(crate) fn marked_or_release_0_1(group: u32, endpoint: &Endpoint) -> bool {
     group == LINK_GROUP
         || (group == 0
             && endpoint.spec.host_ifname
@@ -67,7 +67,8 @@ fn marked_or_release_0_1(group: u32, endpoint: &Endpoint) -> bool {
                 ))
 }
 
-fn is_veth(link: &LinkMessage) -> bool {
+/// Whether `link` is a veth.
+pub(crate) fn is_veth(link: &LinkMessage) -> bool {
     link.attributes.iter().any(|a| match a {
         LinkAttribute::LinkInfo(infos) => infos
             .iter()

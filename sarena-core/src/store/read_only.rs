@@ -5,7 +5,9 @@
 
 use std::path::Path;
 
-use redb::{ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableError};
+use redb::{
+    Database, DatabaseError, ReadOnlyDatabase, ReadableDatabase, ReadableTable, TableError,
+};
 
 use super::{ENDPOINTS, STATE_FILE, StoreError, redb_err};
 use crate::api::Endpoint;
@@ -13,16 +15,32 @@ use crate::api::Endpoint;
 /// The endpoints recorded in `state_dir/state.redb`; `Ok(None)` when there
 /// is no such file. Fails while another process (a live daemon) has the
 /// database open.
+///
+/// A database its daemon did not close (killed, out of memory, the power
+/// lost) needs a repair, which a read-only open refuses: it is then opened
+/// for writing, which repairs it. The caller holds the state dir's lock
+/// (no daemon can have it open) and is about to delete it.
 pub fn read_endpoints(state_dir: &Path) -> Result<Option<Vec<Endpoint>>, StoreError> {
     let path = state_dir.join(STATE_FILE);
     if !path.exists() {
         return Ok(None);
     }
-    let db = ReadOnlyDatabase::open(&path).map_err(redb_err("open read-only"))?;
+    match ReadOnlyDatabase::open(&path) {
+        Ok(db) => endpoints_of(&db).map(Some),
+        Err(DatabaseError::RepairAborted) => {
+            let db = Database::open(&path).map_err(redb_err("open to repair"))?;
+            endpoints_of(&db).map(Some)
+        }
+        Err(e) => Err(redb_err("open read-only")(e)),
+    }
+}
+
+/// Every endpoint of `db`'s endpoints table (none when it has none).
+fn endpoints_of(db: &impl ReadableDatabase) -> Result<Vec<Endpoint>, StoreError> {
     let txn = db.begin_read().map_err(redb_err("read"))?;
     let table = match txn.open_table(ENDPOINTS) {
         Ok(table) => table,
-        Err(TableError::TableDoesNotExist(_)) => return Ok(Some(Vec::new())),
+        Err(TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
         Err(e) => return Err(redb_err("open table")(e)),
     };
     let mut endpoints = Vec::new();
@@ -35,7 +53,7 @@ pub fn read_endpoints(state_dir: &Path) -> Result<Option<Vec<Endpoint>>, StoreEr
         })?;
         endpoints.push(endpoint);
     }
-    Ok(Some(endpoints))
+    Ok(endpoints)
 }
 
 #[cfg(test)]
@@ -49,5 +67,23 @@ mod tests {
         assert!(read_endpoints(dir.path()).unwrap().is_none());
         drop(RedbStore::open(dir.path()).unwrap());
         assert_eq!(read_endpoints(dir.path()).unwrap(), Some(Vec::new()));
+    }
+
+    #[test]
+    fn a_database_left_open_by_a_killed_daemon_is_repaired_and_read() {
+        let live = tempfile::tempdir().unwrap();
+        let copy = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(live.path()).unwrap();
+        // The file as a killed daemon leaves it: still marked open.
+        std::fs::copy(live.path().join(STATE_FILE), copy.path().join(STATE_FILE)).unwrap();
+        drop(store);
+        assert!(
+            matches!(
+                ReadOnlyDatabase::open(copy.path().join(STATE_FILE)),
+                Err(DatabaseError::RepairAborted)
+            ),
+            "the copy does not need a repair: the test proves nothing"
+        );
+        assert_eq!(read_endpoints(copy.path()).unwrap(), Some(Vec::new()));
     }
 }

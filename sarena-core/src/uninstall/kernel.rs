@@ -8,6 +8,7 @@ use rtnetlink::Handle;
 use super::{Line, StepError};
 use crate::cluster::rtnl::RtnetlinkPeers;
 use crate::cluster::{Overlay, RouteTable, VXLAN_DEVICE, VXLAN_FILTER_TABLE};
+use crate::dataplane::pod_veth;
 use crate::links::LINK_GROUP;
 use crate::netlink::{self, MarkedDeletion};
 
@@ -41,10 +42,15 @@ pub(super) async fn pod_links(
         Ok(Some(endpoints)) => {
             for endpoint in endpoints {
                 let (name, index) = (&endpoint.spec.host_ifname, endpoint.spec.host_ifindex);
+                // Release 0.1.0's veths: unmarked, a veth, under the very
+                // name Sarena derives from the endpoint's attachment (an
+                // ifindex alone may be another link's after a reboot).
                 let matches = links.iter().any(|l| {
                     l.header.index == index
                         && netlink::link_name(l) == Some(name.as_str())
                         && netlink::link_group(l) != LINK_GROUP
+                        && pod_veth::is_veth(l)
+                        && pod_veth::marked_or_release_0_1(netlink::link_group(l), &endpoint)
                 });
                 if matches {
                     unmarked.push((name.clone(), index));
