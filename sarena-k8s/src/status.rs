@@ -40,12 +40,19 @@ pub fn network_available_patch(now: Timestamp) -> serde_json::Value {
 /// The strategic-merge patch of `nodes/status` that deletes the
 /// `NetworkUnavailable` condition (conditions merge by `type`; `$patch:
 /// delete` removes the entry whose `type` matches, the others stay).
-pub fn network_condition_delete_patch() -> serde_json::Value {
-    serde_json::json!({
+pub fn network_condition_delete_patch(resource_version: Option<&str>) -> serde_json::Value {
+    let mut patch = serde_json::json!({
         "status": {
             "conditions": [{"$patch": "delete", "type": "NetworkUnavailable"}]
         }
-    })
+    });
+    if let Some(version) = resource_version {
+        // Conditional: the API server refuses it (409) if the Node changed
+        // since it was read, so a condition someone else set in between is
+        // never deleted; the uninstall then tries again.
+        patch["metadata"] = serde_json::json!({ "resourceVersion": version });
+    }
+    patch
 }
 
 /// Whether `node`'s `NetworkUnavailable` condition is Sarena's (reason
@@ -143,14 +150,20 @@ impl ClusterApi for KubeClusterApi {
             .list(&params)
             .await
             .map_err(api_error("list nodes", node))?;
-        if !found.items.iter().any(network_condition_is_sarenas) {
+        let Some(found) = found.items.first() else {
+            return Err(ClusterError::NoSuchNode {
+                node: node.to_owned(),
+            });
+        };
+        if !network_condition_is_sarenas(found) {
             return Ok(false);
         }
+        let version = found.metadata.resource_version.as_deref();
         nodes
             .patch_status(
                 node,
                 &PatchParams::default(),
-                &Patch::Strategic(network_condition_delete_patch()),
+                &Patch::Strategic(network_condition_delete_patch(version)),
             )
             .await
             .map_err(api_error("patch nodes/status", node))?;
@@ -202,10 +215,23 @@ mod tests {
     #[test]
     fn the_delete_patch_names_only_network_unavailable() {
         assert_eq!(
-            network_condition_delete_patch(),
+            network_condition_delete_patch(None),
             serde_json::json!({"status": {"conditions": [
                 {"$patch": "delete", "type": "NetworkUnavailable"}
             ]}})
+        );
+    }
+
+    #[test]
+    fn the_delete_patch_is_conditional_on_the_version_read() {
+        assert_eq!(
+            network_condition_delete_patch(Some("4711")),
+            serde_json::json!({
+                "metadata": {"resourceVersion": "4711"},
+                "status": {"conditions": [
+                    {"$patch": "delete", "type": "NetworkUnavailable"}
+                ]}
+            })
         );
     }
 

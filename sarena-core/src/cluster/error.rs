@@ -102,6 +102,12 @@ pub enum ClusterError {
     /// The watcher of the Node objects stopped.
     #[error("the watcher of the Node objects stopped")]
     WatchEnded,
+    /// The API server has no Node of this name (a wrong --node-name).
+    #[error("Kubernetes API: no Node named {node}")]
+    NoSuchNode {
+        /// The name looked for.
+        node: String,
+    },
     /// The node state refused a request (listing the endpoints).
     #[error("node state")]
     Daemon(#[from] DaemonError),
