@@ -4,6 +4,15 @@
 # k8s_node_snapshot (harness/snapshot.sh), which says what is left out and why.
 set -uo pipefail
 node=${1:?NODE}
+# A tool missing or failing would leave its section empty before and after:
+# equal, and blind. So each must be there and answer.
+fail() { echo "snapshot-node.sh: $*: the snapshot would be blind to it" >&2; exit 1; }
+for tool in ip bridge tc nft sysctl bpftool jq sha256sum; do
+  command -v "$tool" >/dev/null || fail "$tool is missing"
+done
+tables=$(nft -j list tables) || fail "nft list tables failed"
+progs=$(bpftool -j prog show) || fail "bpftool prog show failed"
+maps=$(bpftool -j map show) || fail "bpftool map show failed"
 # counters, times, reference counts and ids, wherever they are
 strip='walk(if type == "object" then del(.stats, .stats64, .installed, .last_used, .first_used,
   .expires, .used, .cache, .refcnt, .ref, .bind, .ifindex, .link_index, .link_netnsid, .id,
@@ -28,7 +37,7 @@ for l in $(ip -j link show | jq -r '.[].ifname'); do
     tc -j filter show dev "$l" "$hook" 2>/dev/null | json "filter $l $hook"
   done
 done
-nft -j list tables 2>/dev/null | jq -r '.nftables[] | select(.table) | .table | "\(.family) \(.name)"' |
+echo "$tables" | jq -r '.nftables[] | select(.table) | .table | "\(.family) \(.name)"' |
   while read -r fam name; do
     echo "nft-table $fam $name"
     case "$fam:$name" in
@@ -43,10 +52,10 @@ for d in /sys/fs/bpf/sarena "/sys/fs/bpf/sarena-node/$node"; do
   if [ -e "$d" ]; then find "$d" -printf 'bpffs %p %y\n'; else echo "bpffs $d absent"; fi
 done
 if [ -d /sys/fs/bpf/sarena-node ]; then echo "bpffs /sys/fs/bpf/sarena-node present"; else echo "bpffs /sys/fs/bpf/sarena-node absent"; fi
-bpftool -j prog show 2>/dev/null | jq -r '.[].name // empty' |
+echo "$progs" | jq -r '.[].name // empty' |
   grep -xE 'from_container|to_container.*|pod_egress|to_network|from_network' | sort | uniq -c |
   awk '{print "bpf-prog " $2 " " $1}'
-echo "bpf-maps SARENA_* $(bpftool -j map show 2>/dev/null | jq '[.[] | select(.name // "" | startswith("SARENA_"))] | length')"
+echo "bpf-maps SARENA_* $(echo "$maps" | jq '[.[] | select(.name // "" | startswith("SARENA_"))] | length')"
 for d in /etc/cni/net.d /opt/cni/bin /run/sarena /var/lib/sarena; do
   if [ -e "$d" ]; then
     find "$d" -printf 'file %p %y %m %s\n'
