@@ -247,12 +247,20 @@ fn only_this_pin_dirs_hooks_are_removed() {
     let ids_two = attach_in(&ns, &two.object, &two.pin_dir(), two.ledger(), &["upe"]);
 
     let (hooks, clsacts, _) = teardown_in(&ns, &one.pin_dir(), &one.ledger(), false);
+    let (removed, kept): (Vec<_>, Vec<_>) = hooks.iter().partition(|l| l.starts_with("removed "));
     assert_eq!(
-        hooks,
+        removed,
         vec![
             "removed filter from_network from upd ingress",
             "removed filter to_network from upd egress"
         ]
+    );
+    // The other node's filters are seen, and said to be kept.
+    assert_eq!(kept.len(), 2, "{hooks:?}");
+    assert!(
+        kept.iter()
+            .all(|l| l.starts_with("kept filter") && l.contains(" on upe ")),
+        "{hooks:?}"
     );
     assert_eq!(clsacts, vec!["removed clsact from upd"]);
     assert_eq!(tc_programs_in(&ns, "upd"), (0, 0));
