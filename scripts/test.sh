@@ -19,7 +19,7 @@ phase() {
   echo "== $1"
 }
 print_phases() {
-  local rc=$? line
+  local rc=$1 line
   PHASES+=("$(printf '%-58s %6d s' "$phase_name$([ "$rc" = 0 ] || echo " (failed)")" $((SECONDS - phase_start)))")
   echo "== phase times"
   for line in "${PHASES[@]}"; do echo "  $line"; done
@@ -31,8 +31,9 @@ on_exit() {
   if [ -n "${k8s_build_pid:-}" ] && kill -0 "$k8s_build_pid" 2>/dev/null; then
     kill -- "-$k8s_build_pid" 2>/dev/null || true
   fi
-  (exit "$rc")
-  print_phases
+  # (the status as an argument: under set -e, `(exit "$rc")` here would
+  # end the shell before the table on any failure)
+  print_phases "$rc"
 }
 trap on_exit EXIT
 
