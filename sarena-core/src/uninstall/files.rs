@@ -279,10 +279,25 @@ pub(super) fn run_dir(socket: &Path, dry_run: bool) -> Result<Vec<Line>, StepErr
             foreign.push(name);
         }
     }
+    // Not Sarena's directory after all with foreign files (a --socket in a
+    // shared dir).
+    close_dir(dir, "run dir", &foreign, lines, dry_run)
+}
+
+/// Ends a directory step once Sarena's entries are handled (`lines`): a
+/// directory holding `foreign` entries is kept with a line naming them, an
+/// empty mount point with nothing of Sarena's is left silently, anything
+/// else is removed once empty.
+fn close_dir(
+    dir: &Path,
+    what: &str,
+    foreign: &[String],
+    mut lines: Vec<Line>,
+    dry_run: bool,
+) -> Result<Vec<Line>, StepError> {
     if !foreign.is_empty() {
-        // Not Sarena's directory after all (a --socket in a shared dir).
         lines.push(Line::kept(
-            format!("run dir {}", dir.display()),
+            format!("{what} {}", dir.display()),
             format!("holds files not Sarena's: {}", foreign.join(", ")),
         ));
         return Ok(lines);
@@ -290,7 +305,7 @@ pub(super) fn run_dir(socket: &Path, dry_run: bool) -> Result<Vec<Line>, StepErr
     if lines.is_empty() && is_mount_point(dir)? {
         return Ok(lines); // an empty mount point: nothing of Sarena's
     }
-    lines.extend(remove_empty_dir(dir, "run dir", dry_run)?);
+    lines.extend(remove_empty_dir(dir, what, dry_run)?);
     Ok(lines)
 }
 
@@ -337,30 +352,13 @@ pub(super) fn state_dir(dir: &Path, dry_run: bool) -> Result<Vec<Line>, StepErro
             dry_run,
         ));
     }
-    if !foreign.is_empty() {
-        lines.push(Line::kept(
-            format!("state dir {}", dir.display()),
-            format!("holds files not Sarena's: {}", foreign.join(", ")),
-        ));
-        return Ok(lines);
-    }
-    if lines.is_empty() && is_mount_point(dir)? {
-        return Ok(lines); // an empty mount point: nothing of Sarena's
-    }
-    lines.extend(remove_empty_dir(dir, "state dir", dry_run)?);
-    Ok(lines)
+    close_dir(dir, "state dir", &foreign, lines, dry_run)
 }
 
 /// Refuses a directory to remove that is relative, `/`, or has `.` or
 /// `..` in it: what it names must be what it says.
 fn check_plain_absolute(dir: &Path) -> Result<(), StepError> {
-    use std::path::Component;
-    let plain = dir.is_absolute()
-        && dir.parent().is_some()
-        && dir
-            .components()
-            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-    if plain {
+    if crate::dataplane::ebpf::teardown::is_plain_absolute(dir) {
         Ok(())
     } else {
         Err(StepError::NotSarenas {

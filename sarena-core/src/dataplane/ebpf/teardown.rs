@@ -310,9 +310,10 @@ pub fn remove_pins(pin_dir: &Path, dry_run: bool) -> Result<Found, DataplaneErro
 /// The prefix of every map Sarena pins (`sarena_common`'s map names).
 const MAP_PREFIX: &str = "SARENA_";
 
-/// Whether `path` is absolute and has no `.` or `..` component, so that
-/// what it names is what it says (never the bpffs root by `a/..`).
-fn is_plain_absolute(path: &Path) -> bool {
+/// Whether `path` is absolute, not `/`, and has no `.` or `..` component,
+/// so that what it names is what it says (never a parent by `a/..`): the
+/// rule for every directory the uninstall removes.
+pub(crate) fn is_plain_absolute(path: &Path) -> bool {
     use std::path::Component;
     path.is_absolute()
         && path.parent().is_some()
