@@ -70,6 +70,7 @@ start=$(date +%s)
 
 log "set-up (Debian packages, eBPF toolchain, reference plugins, iperf3)"
 bash scripts/setup.sh
+bash scripts/setup-e2e.sh
 # GNU time measures the plugins' peak RSS; iptables installs the Service
 # paths' kube-proxy rules.
 # shellcheck source=scripts/apt.sh

@@ -5,9 +5,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each step's wall time, printed at the end (a fresh machine spends most of
+# the demo in set-up and the build).
+DEMO_START=$SECONDS
+STEP_TIMES=()
+step_done() { STEP_TIMES+=("$(printf '%-44s %5d s' "$1" $((SECONDS - $2)))"); }
+
+t=$SECONDS
 bash scripts/setup.sh
+step_done "set-up (scripts/setup.sh)" "$t"
+t=$SECONDS
 cargo build --release -q -p sarena-cni -p sarena-daemon
+step_done "build (cargo build --release)" "$t"
 BIN="$PWD/target/release"
+RUN_T=$SECONDS
 
 RUN="sarena-demo-$$-$RANDOM"
 WORK="$(mktemp -d "/tmp/$RUN.XXXX")"
@@ -86,4 +97,8 @@ for i in 0 1; do
   ip netns del "${NETNS[$i]}"
 done
 echo "== endpoints after DEL: $(curl -s --unix-socket "$SOCK" http://sarena/v1/endpoints)"
+step_done "demo (daemon, two pods, traffic, DEL)" "$RUN_T"
+echo "== step times"
+for line in "${STEP_TIMES[@]}"; do echo "  $line"; done
+printf '  %-44s %5d s\n' total $((SECONDS - DEMO_START))
 echo "demo OK"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Idempotent installation of the real CNI clients the end-to-end tests drive
-# (libcni via the Go driver, podman, containerd) and the tools they use.
+# Idempotent installation of what the test command (scripts/test.sh) needs
+# beyond scripts/setup.sh: the linters' tools, the real CNI clients the
+# end-to-end tests drive (libcni via the Go driver, podman, containerd) and
+# the tools they use. The demo does not need any of it.
 # Runtime configuration is NOT installed globally: each e2e script writes its
 # own private config into a unique temp dir at test time.
 set -euo pipefail
@@ -17,6 +19,7 @@ if [ "$(id -u)" != 0 ]; then
 fi
 
 E2E_PACKAGES=(
+  shellcheck python3-yaml # scripts/test.sh: the shell lint, the DaemonSet check
   containernetworking-plugins # reference plugins: ptp host-local portmap bandwidth tuning
   golang-go golang-github-appc-cni-dev # libcni driver, built offline in GOPATH mode
   podman runc # podman 4.3 with its CNI backend

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 PHASES=()
 RUN_START=$SECONDS
 phase_start=$SECONDS
-phase_name="set-up (scripts/setup.sh)"
+phase_name="set-up (scripts/setup.sh, scripts/setup-e2e.sh)"
 # phase NAME: closes the running phase and starts NAME.
 phase() {
   PHASES+=("$(printf '%-58s %6d s' "$phase_name" $((SECONDS - phase_start)))")
@@ -38,6 +38,7 @@ on_exit() {
 trap on_exit EXIT
 
 bash scripts/setup.sh
+bash scripts/setup-e2e.sh
 
 # The Kubernetes build (scripts/setup-k8s.sh: the cluster, the upstream e2e
 # suites and their images; ~27 minutes on a fresh 2-core machine, seconds
