@@ -27,8 +27,13 @@ build_old_release() {
     mv "$src.partial" "$src"
   fi
   log "building release 0.1.0 ($OLD_REV) in $UPGRADE_CACHE"
+  # Its own code and eBPF programs, optimized, without the link-time
+  # optimization of a shipped build: what the upgrade swaps (map layouts,
+  # pins, the registry, the plugin) is the same, and a fresh machine builds
+  # it a few minutes faster.
   (cd "$src" && SARENA_EBPF_REQUIRED=1 CARGO_INCREMENTAL=0 \
     cargo build --release --locked -p sarena-cni -p sarena-daemon \
+    --config profile.release.lto=false --config profile.release.codegen-units=16 \
     --target-dir "$UPGRADE_CACHE/target") >"$WORK/old-build.log" 2>&1 ||
     fail "building release 0.1.0 failed; see $WORK/old-build.log"
   OLD_BIN="$UPGRADE_CACHE/target/release"

@@ -2,6 +2,8 @@
 # The main job: a daemon on the embedded default config, two pods networked
 # by the real plugin binary, traffic between them through the dataplane.
 # Everything it creates has a unique name and is removed on exit.
+# Usage (root): scripts/demo.sh [--release]   (DATAPLANE=kernel|ebpf overrides
+# the embedded default's dataplane)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,10 +16,26 @@ step_done() { STEP_TIMES+=("$(printf '%-44s %5d s' "$1" $((SECONDS - $2)))"); }
 t=$SECONDS
 bash scripts/setup.sh
 step_done "set-up (scripts/setup.sh)" "$t"
+# The demo shows what Sarena does, not how fast it does it: it builds the
+# debug profile (the one scripts/test.sh builds too), minutes faster on a
+# fresh machine than the optimized, link-time-optimized release build; the
+# eBPF programs are optimized in both. --release (or SARENA_DEMO_PROFILE=
+# release) builds and runs the release binaries, as scripts/bench.sh
+# measures them.
+PROFILE=${SARENA_DEMO_PROFILE:-debug}
+[ "${1:-}" != --release ] || PROFILE=release
+case $PROFILE in
+  debug) BUILD_ARGS=() ;;
+  release) BUILD_ARGS=(--release) ;;
+  *)
+    echo "SARENA_DEMO_PROFILE=$PROFILE: debug or release" >&2
+    exit 2
+    ;;
+esac
 t=$SECONDS
-cargo build --release -q -p sarena-cni -p sarena-daemon
-step_done "build (cargo build --release)" "$t"
-BIN="$PWD/target/release"
+cargo build -q "${BUILD_ARGS[@]}" -p sarena-cni -p sarena-daemon
+step_done "build (cargo build, $PROFILE profile)" "$t"
+BIN="$PWD/target/$PROFILE"
 RUN_T=$SECONDS
 
 RUN="sarena-demo-$$-$RANDOM"
