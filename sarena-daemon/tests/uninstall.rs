@@ -262,3 +262,40 @@ async fn uninstall_removes_sarena_and_only_sarena() {
     let dry_again = node.uninstall(&["--dry-run"]);
     assert_eq!(dry_again.status.code(), Some(0), "{}", stdout(&dry_again));
 }
+
+#[tokio::test]
+#[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
+async fn a_vxlan_device_left_keeps_the_filter_that_guards_it() {
+    require_root("a_vxlan_device_left_keeps_the_filter_that_guards_it");
+    let node = Node::new();
+    // Marked as Sarena's but not a VXLAN device: the uninstall cannot
+    // remove it as one, so it is left; its filter must stay with it.
+    node.host.exec(&[
+        "ip",
+        "link",
+        "add",
+        "sarena.vxlan",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "sxpeer0",
+    ]);
+    let group = sarena_core::links::LINK_GROUP.to_string();
+    node.host
+        .exec(&["ip", "link", "set", "sarena.vxlan", "group", &group]);
+    node.host
+        .exec(&["nft", "add", "table", "inet", "sarena_vxlan"]);
+
+    let run = node.uninstall(&[]);
+    let report = stdout(&run);
+    assert_eq!(run.status.code(), Some(1), "{report}\n{}", stderr(&run));
+    assert_eq!(summary(&run)["clean"], false, "{report}");
+    assert!(report.contains("left device sarena.vxlan"), "{report}");
+    assert!(
+        report.contains("kept nft table inet sarena_vxlan"),
+        "{report}"
+    );
+    assert!(node.tables().contains("inet sarena_vxlan"), "{report}");
+    assert!(node.links().contains("sarena.vxlan"), "{report}");
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use rtnetlink::Handle;
 
-use super::{Line, StepError};
+use super::{Line, StepError, Verdict};
 use crate::cluster::rtnl::RtnetlinkPeers;
 use crate::cluster::{Overlay, RouteTable, VXLAN_DEVICE, VXLAN_FILTER_TABLE};
 use crate::dataplane::pod_veth;
@@ -176,6 +176,18 @@ pub(super) async fn vxlan(
         .await
         .map_err(boxed("list nftables tables"))?;
     if has_table(&listing, "inet", VXLAN_FILTER_TABLE) {
+        // A marked device that could not be removed keeps the filter
+        // that guards it: never a device without its filter.
+        if lines
+            .iter()
+            .any(|l| matches!(l.verdict, Verdict::Left { .. }))
+        {
+            lines.push(Line::kept(
+                format!("nft table inet {VXLAN_FILTER_TABLE}"),
+                format!("it guards {VXLAN_DEVICE}, which is left"),
+            ));
+            return Ok(lines);
+        }
         if !dry_run {
             peers
                 .remove_filter()
