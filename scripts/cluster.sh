@@ -261,7 +261,7 @@ cmd_up() {
   touch "$DIR/$MARK"
   # a failed up leaves nothing (SARENA_K8S_KEEP=1: DIR with its logs)
   # shellcheck disable=SC2154 # rc is the trap's own
-  trap 'rc=$?; if [ $rc != 0 ]; then log "up failed: stopping what it started"; teardown "${SARENA_K8S_KEEP:-0}" || true; fi' EXIT
+  trap 'rc=$?; if [ $rc != 0 ]; then log "up failed: stopping what it started$([ "${SARENA_K8S_KEEP:-0}" = 1 ] && echo ", keeping $DIR" || echo " and removing $DIR (SARENA_K8S_KEEP=1 keeps it, with the logs)")"; teardown "${SARENA_K8S_KEEP:-0}" || true; fi' EXIT
   trap 'exit 130' INT TERM
 
   t=$SECONDS
