@@ -6,9 +6,9 @@
 #   cluster.sh register-node DIR NODE
 #   cluster.sh kubelet-node DIR NODE [--cni-bin D] [--cni-conf D] [--image TAR]... [--no-kube-proxy]
 #   cluster.sh import DIR NODE TAR...
-#   cluster.sh start DIR NODE|cp UNIT CMD...
-#   cluster.sh stop DIR NODE|cp UNIT [SIGNAL]
-#   cluster.sh restart DIR NODE|cp UNIT [SIGNAL]
+#   cluster.sh start DIR NODE|cp|host UNIT CMD...
+#   cluster.sh stop DIR NODE|cp|host UNIT [SIGNAL]
+#   cluster.sh restart DIR NODE|cp|host UNIT [SIGNAL]
 #   cluster.sh kubectl DIR ARGS...
 #   cluster.sh exec DIR NODE|cp CMD...
 #   cluster.sh sa-kubeconfig DIR NAMESPACE SERVICEACCOUNT FILE
@@ -18,12 +18,14 @@
 #   cluster.sh down DIR
 #
 # See e2e/k8s/lib.sh for what each does, the layout of DIR and the environment.
+# scripts/cluster.sh is the user's command over this one: a cluster with
+# Sarena installed, reachable from the host.
 set -euo pipefail
 # shellcheck source=e2e/k8s/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 usage() {
-  sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 

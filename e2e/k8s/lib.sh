@@ -27,14 +27,14 @@
 #                                  containerd + kubelet + kube-proxy; waits for
 #                                  the podCIDR (and Ready if the conf dir has a config)
 #   k8s_import DIR NODE TAR...     import image tars into a kubelet node's containerd
-#   k8s_start DIR NODE|cp UNIT CMD...   run CMD in the node's namespaces as a
-#                                  daemon of the cluster (log DIR/logs/NODE.UNIT.log);
-#                                  prints its PID
-#   k8s_stop DIR NODE|cp UNIT [SIGNAL]  stop it (SIGNAL, default SIGTERM; SIGKILL
+#   k8s_start DIR NODE|cp|host UNIT CMD...   run CMD in the node's namespaces
+#                                  (host: the machine's own) as a daemon of the
+#                                  cluster (log DIR/logs/NODE.UNIT.log); prints its PID
+#   k8s_stop DIR NODE|cp|host UNIT [SIGNAL]  stop it (SIGNAL, default SIGTERM; SIGKILL
 #                                  after 15 s); UNIT may be the harness's own:
 #                                  cp: etcd kube-apiserver kube-controller-manager
 #                                  kube-scheduler; kubelet nodes: containerd kubelet kube-proxy
-#   k8s_restart DIR NODE|cp UNIT [SIGNAL]  stop it, start it again with the same
+#   k8s_restart DIR NODE|cp|host UNIT [SIGNAL]  stop it, start it again with the same
 #                                  command line; prints the new PID
 #   k8s_kubectl DIR ARGS...        kubectl as admin, from the control-plane netns
 #   k8s_exec DIR NODE|cp CMD...    CMD as the node sees the machine
@@ -170,6 +170,23 @@ _k8s_exec_cmd() {
 }
 
 k8s_node_ip() { cat "${1:?DIR}/nodes/${2:?NODE}/ip"; }
+
+# sarena_manifests OUT ROUTING DATAPLANE: deploy/kubernetes/ (its uninstall/
+# and optional/ too) copied to OUT with the ConfigMap's `routing` (native |
+# vxlan) and `dataplane` (ebpf | kernel) set: the operator's edit for a
+# non-default install (scripts/cluster.sh install, the tests' passes). Fails,
+# saying which, when a value is unknown or the ConfigMap no longer has the line.
+sarena_manifests() {
+  local out=$1 routing=$2 dataplane=$3 cfg
+  case $routing in native | vxlan) ;; *) echo "routing '$routing': native or vxlan" >&2 && return 1 ;; esac
+  case $dataplane in ebpf | kernel) ;; *) echo "dataplane '$dataplane': ebpf or kernel" >&2 && return 1 ;; esac
+  rm -rf "$out" && cp -r "$K8S_HARNESS/../../deploy/kubernetes" "$out" || return 1
+  cfg=$out/10-config.yaml
+  sed -i -e "s/^\(    routing = \)\"native\"/\1\"$routing\"/" \
+    -e "s/^\(    dataplane = \)\"ebpf\"/\1\"$dataplane\"/" "$cfg"
+  grep -qx "    routing = \"$routing\"" "$cfg" || { echo "could not set routing = \"$routing\" in $cfg" >&2 && return 1; }
+  grep -qx "    dataplane = \"$dataplane\"" "$cfg" || { echo "could not set dataplane = \"$dataplane\" in $cfg" >&2 && return 1; }
+}
 
 # image_mismatch TAG DEPLOY_DIR: every `image:` of DEPLOY_DIR's manifests (the
 # install's and uninstall/'s) is TAG (build-image.sh's); prints the first

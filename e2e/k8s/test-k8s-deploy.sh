@@ -2,9 +2,12 @@
 # Sarena installed the Kubernetes way and driven by a real kubelet: a control
 # plane (e2e/k8s, Kubernetes 1.20.2) and two kubelet nodes (containerd CRI,
 # kube-proxy in iptables mode), the image from scripts/build-image.sh
-# imported into each node's containerd, `kubectl apply -f deploy/kubernetes/`.
+# imported into each node's containerd (`scripts/cluster.sh up
+# --no-install`), `kubectl apply -f deploy/kubernetes/` (`scripts/cluster.sh
+# install`): the user's command, so it cannot rot.
 # Then, through the API (kubectl; `sarena` in the daemon pods):
 #   the DaemonSet's pods Ready, the nodes Ready (NotReady before: no config);
+#   kubectl on the host (DIR/kubeconfig.host, the forwarded API) sees them;
 #   each daemon container as the kernel sees it: CapEff/CapPrm/CapBnd the
 #   manifest's capabilities (scripts/check-daemonset.py --cap-mask), seccomp
 #   filter, no_new_privs, / and /proc/sys read-only, the host's /proc/sys/net
@@ -27,12 +30,12 @@
 #   traffic, the daemons' endpoints unchanged;
 #   the pods deleted: no address, endpoint or host link left;
 #   `sarena install-cni --uninstall`: the node NotReady; its daemon pod
-#   recreated: Ready again.
+#   recreated: Ready again; `scripts/cluster.sh down`: nothing left.
 # Measured, not asserted: the daemons' memory (RSS, cgroup usage; with 5
 # pods each, and after the measurement below); pod sandbox-ready time (create -> Running) of 10
 # pods (and 50 with SARENA_DEPLOY_PODS="10 50") on one node, the reference
-# bridge + host-local (on a node of its own, removed before Sarena is
-# installed) and Sarena, in this run.
+# bridge + host-local (on a node of its own beside the two idle NotReady
+# ones, removed before Sarena is installed) and Sarena, in this run.
 # Usage (root): e2e/k8s/test-k8s-deploy.sh [sarena]
 #   SARENA_BIN_DIR=DIR  sarena-daemon, sarena-cni and sarena (default: build-image.sh
 #                       runs cargo build --release; e2e/run-all.sh sets it)
@@ -99,13 +102,15 @@ finish() {
 trap finish EXIT
 trap 'exit 130' INT TERM
 
-phase "build: binaries, image (scripts/build-image.sh), setup-k8s.sh (cached)"
-bash "$REPO/scripts/setup-k8s.sh" >/dev/null
-read -r TAG IMAGE < <(bash "$REPO/scripts/build-image.sh" -o "$DIR/sarena-image.tar")
-bad=$(image_mismatch "$TAG" "$REPO/deploy/kubernetes") || fail "build-image.sh tagged $TAG, but $bad"
-
-phase "control plane up"
-k8s_up "$DIR"
+# (cluster.sh checks that the image's tag is the manifests')
+phase "scripts/cluster.sh up --no-install: image, control plane, two nodes NotReady (no CNI config)"
+bash "$REPO/scripts/cluster.sh" up --no-install --dir "$DIR" --node-prefix "s$RID-node" >/dev/null ||
+  fail "scripts/cluster.sh up failed"
+declare -A CIDR
+for n in "$N1" "$N2"; do
+  CIDR[$n]=$(k get node "$n" -o 'jsonpath={.spec.podCIDR}')
+  [ "$(node_ready "$n")" != True ] || fail "$n Ready before any CNI config"
+done
 
 if [ "${#SIZES[@]}" -gt 0 ]; then
   phase "reference node: bridge + host-local, Ready"
@@ -128,17 +133,11 @@ EOF
   k8s_node_down "$DIR" "$REF"
 fi
 
-phase "two kubelet nodes, the image imported: NotReady (no CNI config)"
-for n in "$N1" "$N2"; do k8s_kubelet_node "$DIR" "$n" --image "$IMAGE"; done
-declare -A CIDR
-for n in "$N1" "$N2"; do
-  CIDR[$n]=$(k get node "$n" -o 'jsonpath={.spec.podCIDR}')
-  [ "$(node_ready "$n")" != True ] || fail "$n Ready before any CNI config"
-done
-
-phase "kubectl apply -f deploy/kubernetes/: DaemonSet Ready, nodes Ready"
-k apply -f "$REPO/deploy/kubernetes/" >/dev/null
-ks rollout status daemonset/sarena --timeout=180s >/dev/null || fail "the DaemonSet did not roll out"
+phase "scripts/cluster.sh install (kubectl apply -f deploy/kubernetes/): DaemonSet, nodes Ready"
+bash "$REPO/scripts/cluster.sh" install --dir "$DIR" || fail "scripts/cluster.sh install failed"
+host_nodes=$("$SARENA_K8S_BIN/kubectl" --kubeconfig "$DIR/kubeconfig.host" --cache-dir "$DIR/kubectl-cache" \
+  get nodes -o name | sort | tr '\n' ' ')
+[ "$host_nodes" = "node/$N1 node/$N2 " ] || fail "kubectl on the host (kubeconfig.host) sees '$host_nodes'"
 for n in "$N1" "$N2"; do
   wait_until 60 is_ready "$n" || fail "$n not Ready after its Sarena pod is"
   [ "$(k get node "$n" -o json | jq -r '.status.conditions[] | select(.type == "NetworkUnavailable") | "\(.status) \(.reason)"')" = "False SarenaIsUp" ] ||
@@ -415,7 +414,8 @@ if [ "${#SIZES[@]}" -gt 0 ]; then
   wait_until 90 no_endpoints "$N1" || fail "$N1 still has endpoints after the measurement"
 fi
 
-phase "down (the web pods gone from the API first)"
+phase "scripts/cluster.sh down (the web pods gone from the API first)"
 wait_until 180 no_pods app=web || fail "web pods still in the API 180 s after their sandboxes went"
-k8s_down "$DIR"
+# --keep: finish reads the reports from DIR, then removes it
+bash "$REPO/scripts/cluster.sh" down --dir "$DIR" --keep || fail "scripts/cluster.sh down failed"
 left=$(k8s_leftovers "$DIR") || fail "left after down: $left"

@@ -2,7 +2,8 @@
 # Sarena removed from a real cluster, every node left exactly as it was
 # before the install (README.md, "Removing Sarena"). Per pass (a routing
 # mode; kernel: the kernel dataplane, native routing), a fresh control plane
-# (e2e/k8s, Kubernetes 1.20.2) and two kubelet nodes:
+# (e2e/k8s, Kubernetes 1.20.2) and two kubelet nodes (`scripts/cluster.sh up
+# --no-install`, the user's command):
 #   decoys planted before the install, on n1: an unmarked veth pair
 #   lxc0123456789ab with a proto 90 route, an nft table `inet sarenax`, a
 #   clsact on eth0 with a foreign filter at prio 5 egress (matchall, or u32
@@ -13,7 +14,8 @@
 #   every table, rules, permanent neighbours and FDB, qdiscs, tc filters of
 #   every link and hook, nft tables, the net sysctls, bpffs, Sarena's
 #   programs and maps, the CNI and Sarena files, the Node's conditions);
-#   the install (upstream-lib.sh sarena_cni MODE, the conflist with the
+#   the install (upstream-lib.sh sarena_cni MODE: `scripts/cluster.sh
+#   install` of the manifests with the pass's mode and the conflist with the
 #   bandwidth capability): nodes Ready, NetworkUnavailable False/SarenaIsUp;
 #   pods on both nodes talk across nodes, one with an egress bandwidth limit,
 #   one under an egress-isolating NetworkPolicy; Sarena's objects exist (the
@@ -33,7 +35,8 @@
 #   unchanged after its deletion;
 #   the way out for `stay`: the reference bridge conflist on n2, n2 Ready,
 #   `kubectl delete pod stay` completes;
-#   (native pass) a reinstall: nodes Ready, a pod on each node, ping across.
+#   (native pass) a reinstall: nodes Ready, a pod on each node, ping across;
+#   `scripts/cluster.sh down`: nothing left.
 # Usage (root): e2e/k8s/test-k8s-uninstall.sh [native|vxlan|kernel]...   (default: native vxlan)
 #   SARENA_BIN_DIR=DIR  sarena-daemon, sarena-cni and sarena (default:
 #                       build-image.sh runs cargo build --release)
@@ -194,8 +197,8 @@ for MODE in "${PASSES[@]}"; do
   mkdir -p "$S"
 
   phase "$MODE: control plane, two kubelet nodes (NotReady), decoys on n1"
-  k8s_up "$DIR"
-  for n in "$N1" "$N2"; do k8s_kubelet_node "$DIR" "$n" --image "$IMAGE"; done
+  bash "$REPO/scripts/cluster.sh" up --no-install --dir "$DIR" --node-prefix "s$RID-n" --image "$IMAGE" >/dev/null ||
+    fail "scripts/cluster.sh up failed"
   for n in "$N1" "$N2"; do [ "$(node_ready "$n")" != True ] || fail "$n Ready before any CNI config"; done
   decoys "$N1"
   wait_until 10 no_tentative "$N1" || fail "$N1: IPv6 addresses still tentative after 10 s"
@@ -358,8 +361,10 @@ EOF
   fi
 
   phase "$MODE: down"
-  k8s_down "$DIR" >/dev/null
-  clear_pins
-  left=$(k8s_leftovers "$DIR") || fail "left after down: $left"
+  # it removes the nodes' pins and fails on anything left (k8s_leftovers)
+  keep=()
+  [ "${SARENA_K8S_KEEP:-0}" != 1 ] || keep=(--keep)
+  bash "$REPO/scripts/cluster.sh" down --dir "$DIR" ${keep[@]+"${keep[@]}"} || fail "scripts/cluster.sh down: something left"
+  [ "${SARENA_K8S_KEEP:-0}" = 1 ] || [ ! -e "$DIR" ] || fail "$DIR still there after down"
   DIR=""
 done

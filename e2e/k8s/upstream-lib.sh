@@ -39,14 +39,14 @@ build_images() {
 node_names() { echo "s$RID-n1 s$RID-n2"; }
 
 # cluster_up PASS: control plane with cluster DNS, two kubelet nodes with
-# the test images, the pass's CNI, every node Ready, the DNS serving.
+# the test images (scripts/cluster.sh up), the pass's CNI, every node Ready,
+# the DNS serving.
 cluster_up() {
-  local pass=$1 n images
-  images=(--image "$SARENA_K8S_IMAGES/agnhost.tar" --image "$SARENA_K8S_IMAGES/jessie-dnsutils.tar"
-    --image "$DNS_IMAGE")
-  [ "$pass" = control ] || images+=(--image "$SARENA_IMAGE")
-  SARENA_K8S_CLUSTER_DNS=$CLUSTER_DNS k8s_up "$DIR"
-  for n in $(node_names); do k8s_kubelet_node "$DIR" "$n" "${images[@]}"; done
+  local pass=$1 n
+  SARENA_K8S_CLUSTER_DNS=$CLUSTER_DNS bash "$REPO/scripts/cluster.sh" up --no-install --dir "$DIR" \
+    --node-prefix "s$RID-n" --image "$SARENA_IMAGE" --import "$SARENA_K8S_IMAGES/agnhost.tar" \
+    --import "$SARENA_K8S_IMAGES/jessie-dnsutils.tar" --import "$DNS_IMAGE" >/dev/null ||
+    fail "$pass: scripts/cluster.sh up failed"
   if [ "$pass" = control ]; then control_cni; else sarena_cni "$pass"; fi
   for n in $(node_names); do
     wait_until 90 node_is_ready "$n" || fail "$pass: $n not Ready"
@@ -79,30 +79,23 @@ EOF
 
 # sarena_cni native|vxlan|kernel: deploy/kubernetes/ (uninstall/ included,
 # not applied) copied to $WORK/deploy-MODE with the ConfigMap's routing set
-# to the pass's mode (kernel: the kernel dataplane, native routing) and the
-# daemon given SARENA_DAEMON_EXTRA_ARGS (space-separated, e.g.
-# --metrics-listen=127.0.0.1:9464); SARENA_DEPLOY_EDIT, when set, is a
-# command run with the copy's directory (further edits); applied and rolled
-# out.
+# to the pass's mode (kernel: the kernel dataplane, native routing; lib.sh's
+# sarena_manifests) and the daemon given SARENA_DAEMON_EXTRA_ARGS
+# (space-separated, e.g. --metrics-listen=127.0.0.1:9464);
+# SARENA_DEPLOY_EDIT, when set, is a command run with the copy's directory
+# (further edits); installed by scripts/cluster.sh install (applied, rolled
+# out, every node Ready).
 sarena_cni() {
-  local d=$WORK/deploy-$1 routing=$1
-  rm -rf "$d"
-  cp -r "$REPO/deploy/kubernetes" "$d"
-  if [ "$1" = kernel ]; then
-    routing=native
-    sed -i 's/^\(    dataplane = \)"ebpf"/\1"kernel"/' "$d/10-config.yaml"
-    grep -q 'dataplane = "kernel"' "$d/10-config.yaml" || fail "could not set dataplane = \"kernel\" in the ConfigMap"
-  fi
-  sed -i "s/^\(    routing = \)\"native\"/\1\"$routing\"/" "$d/10-config.yaml"
-  grep -q "routing = \"$routing\"" "$d/10-config.yaml" || fail "could not set routing = \"$routing\" in the ConfigMap"
+  local d=$WORK/deploy-$1 routing=$1 dataplane=ebpf
+  if [ "$1" = kernel ]; then routing=native dataplane=kernel; fi
+  sarena_manifests "$d" "$routing" "$dataplane" || fail "$1: could not edit the manifests"
   local arg
   for arg in ${SARENA_DAEMON_EXTRA_ARGS:-}; do
     sed -i "s|^\(        - --sysctl-dir=/host/proc/sys\)\$|\1\n        - $arg|" "$d/20-daemonset.yaml"
     grep -qF -- "- $arg" "$d/20-daemonset.yaml" || fail "could not add $arg to the DaemonSet"
   done
   if [ -n "${SARENA_DEPLOY_EDIT:-}" ]; then $SARENA_DEPLOY_EDIT "$d"; fi
-  k apply -f "$d/" >/dev/null
-  ks rollout status daemonset/sarena --timeout=180s >/dev/null || fail "$1: the DaemonSet did not roll out"
+  bash "$REPO/scripts/cluster.sh" install --dir "$DIR" --manifests "$d" || fail "$1: scripts/cluster.sh install failed"
 }
 
 # clear_pins: the daemons' bpffs pins of this run's nodes.

@@ -53,11 +53,21 @@ _k8s_dir() {
   _k8s_net_vars
 }
 
+# _k8s_dir_place DIR (absolute): fails for a cluster DIR below a path the
+# node mount namespaces lay their own views over.
+_k8s_dir_place() {
+  case ${1%/}/ in
+    /run/* | /var/run/* | /var/lib/* | /var/log/* | /etc/* | /opt/*)
+      _k8s_die "cluster DIR $1: put it outside /run, /var/lib, /var/log, /etc and /opt" ;;
+  esac
+}
+
 # _k8s_node_vars NAME: NAME, ND (its dir), NS (its netns).
 _k8s_node_vars() {
   NAME=${1:-}
-  if ! [[ $NAME =~ ^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$ ]] || [ "$NAME" = cp ]; then
-    _k8s_die "node name '$NAME': [a-z0-9-], at most 32 characters, not 'cp'"
+  # cp and host name the control plane's and the machine's own units
+  if ! [[ $NAME =~ ^[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?$ ]] || [ "$NAME" = cp ] || [ "$NAME" = host ]; then
+    _k8s_die "node name '$NAME': [a-z0-9-], at most 32 characters, not 'cp' or 'host'"
   fi
   ND=$D/nodes/$NAME NS=sk8s-$ID-$NAME
 }
@@ -88,7 +98,7 @@ _k8s_pid() {
 _k8s_reserved_unit() {
   case $1:$2 in
     cp:etcd | cp:kube-apiserver | cp:kube-controller-manager | cp:kube-scheduler) return 0 ;;
-    cp:*) return 1 ;;
+    cp:* | host:*) return 1 ;;
     *:holder | *:containerd | *:kubelet | *:kube-proxy) return 0 ;;
   esac
   return 1

@@ -65,10 +65,7 @@ _k8s_has_sa_token() {
 
 _k8s_up() {
   _k8s_dir "${1:-}" create
-  case $D/ in # the node mount namespaces lay their own views over these
-    /run/* | /var/run/* | /var/lib/* | /var/log/* | /etc/* | /opt/*)
-      _k8s_die "cluster DIR $D: put it outside /run, /var/lib, /var/log, /etc and /opt" ;;
-  esac
+  _k8s_dir_place "$D"
   _k8s_bin etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler kubectl
   ! _k8s_pid cp.kube-apiserver >/dev/null || _k8s_die "$D is already up (k8s_down it first)"
   if [ -e "$D/state.env" ]; then

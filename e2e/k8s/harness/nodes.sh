@@ -425,6 +425,8 @@ _k8s_kubelet_node() {
 
 # _k8s_start DIR NODE UNIT CMD...: run CMD in NODE's namespaces as a daemon
 # of this cluster (log: logs/NODE.UNIT.log), stopped by node-down and down.
+# NODE 'host': the machine's own namespaces (e.g. a forwarder into the
+# control plane, scripts/cluster.sh), stopped by down.
 _k8s_start() {
   _k8s_dir "${1:-}"
   local node=${2:-} unit=${3:-}
@@ -432,10 +434,14 @@ _k8s_start() {
   [ $# -gt 0 ] || _k8s_die "start: missing command"
   [[ $unit =~ ^[A-Za-z0-9_][A-Za-z0-9_.-]*$ ]] || _k8s_die "unit name '$unit': [A-Za-z0-9_.-]"
   if _k8s_reserved_unit "$node" "$unit"; then _k8s_die "unit name '$unit' is the harness's own"; fi
-  if [ "$node" != cp ]; then _k8s_node_vars "$node"; fi
+  case $node in cp | host) ;; *) _k8s_node_vars "$node" ;; esac
   ! _k8s_pid "$node.$unit" >/dev/null || _k8s_die "$node.$unit is already running"
   local h netns
-  if [ "$node" = cp ]; then
+  if [ "$node" = host ]; then
+    _k8s_spawn "$node.$unit" "$@"
+    _k8s_pid "$node.$unit" || _k8s_die "$node.$unit exited (log: $LOGS/$node.$unit.log)"
+    return 0
+  elif [ "$node" = cp ]; then
     netns=/run/netns/$CP_NS
     _k8s_spawn "$node.$unit" nsenter --net="$netns" -- "$@"
   elif h=$(_k8s_pid "$node.holder"); then

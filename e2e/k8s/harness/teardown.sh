@@ -101,6 +101,8 @@ _k8s_node_down_cmd() {
 _k8s_down_all() {
   local n p f flags=$-
   set +e
+  # first what reaches into the cluster from the machine (no new connections)
+  _k8s_stop_units host
   for n in "$D"/nodes/*/; do
     [ -d "$n" ] && _k8s_node_down "$(basename "$n")"
   done
