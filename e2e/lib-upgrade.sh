@@ -27,6 +27,11 @@ build_old_release() {
     mv "$src.partial" "$src"
   fi
   log "building release 0.1.0 ($OLD_REV) in $UPGRADE_CACHE"
+  # Its build script builds the eBPF programs with the floating `nightly`
+  # (the toolchain was pinned later), which needs rust-src: a fresh machine's
+  # nightly has none. A no-op when present.
+  rustup component add rust-src --toolchain nightly >"$WORK/old-toolchain.log" 2>&1 ||
+    fail "rust-src for nightly (release 0.1.0's eBPF build): see $WORK/old-toolchain.log"
   # Its own code and eBPF programs, optimized, without the link-time
   # optimization of a shipped build: what the upgrade swaps (map layouts,
   # pins, the registry, the plugin) is the same, and a fresh machine builds
