@@ -1,5 +1,5 @@
-//! Builds the eBPF programs (`sarena-ebpf/sarena-ebpf-programs`) with
-//! aya-build and leaves the object at `$OUT_DIR/sarena-ebpf`, which
+//! Builds the eBPF programs (`sarena-ebpf/sarena-ebpf-programs`) with the
+//! pinned nightly and leaves the object at `$OUT_DIR/sarena-ebpf`, which
 //! `src/ebpf_object.rs` embeds.
 //!
 //! The eBPF build needs the nightly pinned in
@@ -59,6 +59,7 @@ fn main() {
         "cargo:rerun-if-changed={}",
         ebpf_dir.join("sarena-common").display()
     );
+    println!("cargo:rerun-if-changed={}", programs.display());
     let toolchain_file = programs.join(TOOLCHAIN_FILE);
     println!("cargo:rerun-if-changed={}", toolchain_file.display());
 
@@ -90,23 +91,17 @@ fn main() {
         return;
     }
 
-    // aya-build runs `cargo build --package sarena-ebpf-programs` in the
-    // current directory; the programs crate is its own workspace (excluded
-    // from the root one), so build from there.
-    if let Err(e) = env::set_current_dir(&programs) {
-        fail(&format!("cannot enter {}: {e}", programs.display()));
-    }
-    let root_dir = programs.to_string_lossy().into_owned();
-    let package = aya_build::Package {
-        name: PROGRAMS_PACKAGE,
-        root_dir: &root_dir,
-        ..Default::default()
-    };
-    if let Err(e) = aya_build::build_ebpf([package], aya_build::Toolchain::Custom(&channel)) {
-        fail(&format!("building the eBPF programs failed: {e:#}"));
+    // One build of the programs per target dir, not per build-script run:
+    // dev, check, doc, test and every feature set each run this script with
+    // an OUT_DIR of their own, and a target dir under OUT_DIR (aya-build's)
+    // compiled `core` for bpf from scratch each time (~1 minute each, seven
+    // times in a test run).
+    let target_dir = ebpf_target_dir(&out_dir);
+    if let Err(e) = build_programs(&programs, &channel, &target_dir, &object) {
+        fail(&format!("building the eBPF programs failed: {e}"));
     }
     if !object.exists() {
-        fail(&format!("aya-build produced no {}", object.display()));
+        fail(&format!("the eBPF build produced no {}", object.display()));
     }
     println!("cargo:rustc-env=SARENA_EBPF_MISSING=");
 }
@@ -126,7 +121,7 @@ fn pinned_channel(file: &Path) -> Result<String, String> {
 /// `Err(what)` when the pinned nightly, its rust-src or bpf-linker is missing.
 fn toolchain_present(channel: &str) -> Result<(), String> {
     let ok = |cmd: &mut Command| cmd.output().is_ok_and(|o| o.status.success());
-    // Through rustup, as aya-build runs it: bpf-linker links nightly's
+    // Through rustup, as build_programs runs it: bpf-linker links nightly's
     // libLLVM, which rustup puts on the library path.
     if !ok(Command::new("rustup").args(["run", channel, "bpf-linker", "--version"])) {
         return Err(format!(
@@ -143,6 +138,94 @@ fn toolchain_present(channel: &str) -> Result<(), String> {
     if !sysroot.join("lib/rustlib/src/rust/library").is_dir() {
         return Err(format!("rust-src is missing from {channel}"));
     }
+    Ok(())
+}
+
+/// Where the programs are built: `ebpf-programs` in the target dir holding
+/// `out_dir` (the nearest ancestor with cargo's `CACHEDIR.TAG`), so every
+/// profile and feature set of the daemon shares one build; `out_dir` itself
+/// when there is none.
+fn ebpf_target_dir(out_dir: &Path) -> PathBuf {
+    out_dir
+        .ancestors()
+        .skip(1)
+        .find(|dir| dir.join("CACHEDIR.TAG").is_file())
+        .map_or_else(
+            || out_dir.join("ebpf-programs"),
+            |dir| dir.join("ebpf-programs"),
+        )
+}
+
+/// Builds the programs crate for the bpf target of this host's endianness
+/// with the pinned `channel` (`cargo build --release -Z build-std=core`, BTF
+/// emitted by bpf-linker), in `target_dir`, and copies the object to
+/// `object`. A lock in `target_dir` serializes concurrent build-script runs
+/// (the build and the copy: cargo's own lock covers only the build).
+fn build_programs(
+    programs: &Path,
+    channel: &str,
+    target_dir: &Path,
+    object: &Path,
+) -> Result<(), String> {
+    let endian = env::var("CARGO_CFG_TARGET_ENDIAN").unwrap_or_default();
+    let target = match endian.as_str() {
+        "little" => "bpfel-unknown-none",
+        "big" => "bpfeb-unknown-none",
+        other => return Err(format!("unsupported target endianness {other:?}")),
+    };
+    let arch = env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    // aya-ebpf's helpers for the host's registers are chosen by this cfg.
+    let arch = if arch.starts_with("riscv64") {
+        "riscv64"
+    } else {
+        arch.as_str()
+    };
+    std::fs::create_dir_all(target_dir)
+        .map_err(|e| format!("cannot create {}: {e}", target_dir.display()))?;
+    let lock_path = target_dir.join(".sarena-build.lock");
+    let lock = std::fs::File::create(&lock_path)
+        .map_err(|e| format!("cannot open {}: {e}", lock_path.display()))?;
+    lock.lock()
+        .map_err(|e| format!("cannot lock {}: {e}", lock_path.display()))?;
+    let flags = [
+        format!("--cfg=bpf_target_arch=\"{arch}\""),
+        "-Cdebuginfo=2".to_owned(),
+        "-Clink-arg=--btf".to_owned(),
+    ]
+    .join("\x1f");
+    // The programs crate is its own workspace (excluded from the root one):
+    // built from its directory, with the pinned toolchain through rustup
+    // (bpf-linker links that nightly's libLLVM, which rustup puts on the
+    // library path), and none of the outer build's compiler overrides.
+    let output = Command::new("rustup")
+        .args(["run", channel, "cargo", "build", "--release", "--bins"])
+        .args(["--package", PROGRAMS_PACKAGE, "--target", target])
+        .args(["-Z", "build-std=core", "--target-dir"])
+        .arg(target_dir)
+        .current_dir(programs)
+        .env("CARGO_ENCODED_RUSTFLAGS", flags)
+        .env_remove("RUSTC")
+        .env_remove("RUSTC_WORKSPACE_WRAPPER")
+        .env_remove("RUSTFLAGS")
+        .output()
+        .map_err(|e| format!("cannot run rustup run {channel} cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "cargo build in {} ({}):\n{}",
+            programs.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let built = target_dir.join(target).join("release").join(OBJECT_NAME);
+    std::fs::copy(&built, object).map_err(|e| {
+        format!(
+            "cannot copy {} to {}: {e}",
+            built.display(),
+            object.display()
+        )
+    })?;
+    // (the lock is released when `lock` is dropped)
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! The eBPF object (Sarena's TC programs) embedded at build time.
 //!
-//! `build.rs` builds `sarena-ebpf/sarena-ebpf-programs` with aya-build. When
+//! `build.rs` builds `sarena-ebpf/sarena-ebpf-programs` (into the target
+//! dir's `ebpf-programs`, shared by every profile). When
 //! the eBPF toolchain was missing, `AYA_BUILD_SKIP=1` was set, or the
 //! programs' sources were not there (the packaged crate), the embedded
 //! object is empty and [`ebpf_object`] returns `None`: the daemon must then
