@@ -11,10 +11,11 @@ OLD_REV=86d6440dfdabbe509837c0d948109e6f75e71aea
 # minutes, the next ones are cargo's no-op check).
 UPGRADE_CACHE=${SARENA_UPGRADE_CACHE:-/var/cache/sarena-upgrade}
 
-# build_old_release: OLD_BIN is the previous release's target/release, built
-# from `git archive $OLD_REV` of this clone into UPGRADE_CACHE when missing.
+# build_old_release: OLD_BIN is the previous release's binaries, built from
+# `git archive $OLD_REV` of this clone into UPGRADE_CACHE when missing, in
+# the dev profile of this tree (see below).
 build_old_release() {
-  local src="$UPGRADE_CACHE/src-${OLD_REV:0:7}" started=$SECONDS
+  local src="$UPGRADE_CACHE/src-${OLD_REV:0:7}" target="$UPGRADE_CACHE/target" started=$SECONDS
   if [ ! -f "$src/Cargo.toml" ]; then
     # A shallow clone may lack it: fetched from origin then, if there is one.
     git -C "$REPO_DIR" cat-file -e "$OLD_REV^{commit}" 2>/dev/null ||
@@ -32,17 +33,37 @@ build_old_release() {
   # nightly has none. A no-op when present.
   rustup component add rust-src --toolchain nightly >"$WORK/old-toolchain.log" 2>&1 ||
     fail "rust-src for nightly (release 0.1.0's eBPF build): see $WORK/old-toolchain.log"
-  # Its own code and eBPF programs, optimized, without the link-time
-  # optimization of a shipped build: what the upgrade swaps (map layouts,
-  # pins, the registry, the plugin) is the same, and a fresh machine builds
-  # it a few minutes faster.
+  # Its own code in this tree's dev profile (its eBPF programs are optimized
+  # whatever the profile): what the upgrade swaps (map layouts, pins, the
+  # registry, the plugin) does not depend on it. Its dependencies are a
+  # subset of this tree's, at the same versions: the first build seeds its
+  # target dir with hard links to target/debug's artifacts (scripts/test.sh
+  # built them), so that only what differs is compiled (~1 minute, not the
+  # 3-4 of an optimized build from nothing). Keep the profile in step with
+  # the workspace's [profile.dev].
+  seed_target "$target"
   (cd "$src" && SARENA_EBPF_REQUIRED=1 CARGO_INCREMENTAL=0 \
-    cargo build --release --locked -p sarena-cni -p sarena-daemon \
-    --config profile.release.lto=false --config profile.release.codegen-units=16 \
-    --target-dir "$UPGRADE_CACHE/target") >"$WORK/old-build.log" 2>&1 ||
+    cargo build --locked -p sarena-cni -p sarena-daemon \
+    --config 'profile.dev.debug="line-tables-only"' \
+    --config 'profile.dev.package."*".debug=false' \
+    --target-dir "$target") >"$WORK/old-build.log" 2>&1 ||
     fail "building release 0.1.0 failed; see $WORK/old-build.log"
-  OLD_BIN="$UPGRADE_CACHE/target/release"
+  OLD_BIN="$target/debug"
   pass "release 0.1.0 built ($((SECONDS - started)) s)"
+}
+
+# seed_target DIR: DIR/debug made of hard links to target/debug's artifacts,
+# unless it exists (or there is none, or DIR is on another file system: the
+# build then starts from nothing). Not cargo's lock file: a build in DIR must
+# not wait on one in target/ (scripts/test.sh lints it meanwhile).
+seed_target() {
+  [ ! -d "$1/debug" ] && [ -d "$REPO_DIR/target/debug" ] || return 0
+  mkdir -p "$1"
+  if cp -al "$REPO_DIR/target/debug" "$1/debug" 2>/dev/null; then
+    rm -f "$1/debug/.cargo-lock"
+  else
+    rm -rf "$1/debug"
+  fi
 }
 
 # new_bin: NEW_BIN is this tree's binaries (SARENA_BIN_DIR, else
@@ -72,11 +93,7 @@ build_fault_daemon() {
   if [ -z "$FAULT_BIN" ]; then
     local started=$SECONDS
     log "building sarena-daemon with fault injection in target/fault-injection"
-    if [ ! -d "$REPO_DIR/target/fault-injection/debug" ] && [ -d "$REPO_DIR/target/debug" ]; then
-      mkdir -p "$REPO_DIR/target/fault-injection"
-      cp -al "$REPO_DIR/target/debug" "$REPO_DIR/target/fault-injection/debug" ||
-        rm -rf "$REPO_DIR/target/fault-injection/debug"
-    fi
+    seed_target "$REPO_DIR/target/fault-injection"
     (cd "$REPO_DIR" && SARENA_EBPF_REQUIRED=1 cargo build --locked -p sarena-daemon \
       --features fault-injection --target-dir "$REPO_DIR/target/fault-injection") \
       >"$WORK/fault-build.log" 2>&1 ||
