@@ -8,6 +8,8 @@
 # Usage: e2e/run-all.sh [sarena|ref|custom]   (default sarena; as root; scripts/setup-e2e.sh first)
 #   E2E_ONLY="libcni chaining"  run a subset; E2E_LATENCY_PODS=50  pods per mode
 #   E2E_KERNEL_PASS="libcni chaining"  the kernel-dataplane pass ("" for none)
+#   SARENA_E2E_BACKGROUND_LOCK=FILE  upstream waits for this lock first
+#     (scripts/test.sh holds it while its background lints run)
 #   E2E_EBPF_SKIP="podman"  tests not run on eBPF (default: none; chaining runs
 #     there with Sarena's own `bandwidth` capability instead of the reference
 #     bandwidth plugin)
@@ -116,6 +118,14 @@ run() {
       if [ "$MODE" != sarena ]; then
         echo "skipped: test-upstream.sh runs the reference bridge itself, as its control"
         return 0
+      fi
+      # Its NetworkPolicy tests judge by timeouts: not beside scripts/test.sh's
+      # background jobs (the lints), which hold this lock while they run.
+      if [ -n "${SARENA_E2E_BACKGROUND_LOCK:-}" ]; then
+        local waited=$SECONDS
+        echo "waiting for scripts/test.sh's background jobs (lock $SARENA_E2E_BACKGROUND_LOCK)"
+        flock "$SARENA_E2E_BACKGROUND_LOCK" true
+        echo "waited $((SECONDS - waited)) s"
       fi
       cmd=(env SARENA_UPSTREAM_CONTROL_CACHE="${SARENA_UPSTREAM_CONTROL_CACHE:-1}"
         SARENA_UPSTREAM_PASSES="${SARENA_UPSTREAM_PASSES:-control:netpol native:all vxlan:conformance kernel:netpol}"

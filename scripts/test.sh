@@ -23,14 +23,21 @@ print_phases() {
   PHASES+=("$(printf '%-58s %6d s' "$phase_name$([ "$rc" = 0 ] || echo " (failed)")" $((SECONDS - phase_start)))")
   echo "== phase times"
   for line in "${PHASES[@]}"; do echo "  $line"; done
+  # the background jobs' own steps (their wall time overlaps the phases above)
+  if [ -s target/background-times.txt ]; then
+    echo "  in the background (overlapping the phases above):"
+    sed 's/^/    /' target/background-times.txt
+  fi
   printf '  %-58s %6d s\n' "total" $((SECONDS - RUN_START))
 }
 # On any exit: the phase table, and no background build left running.
 on_exit() {
-  local rc=$?
-  if [ -n "${k8s_build_pid:-}" ] && kill -0 "$k8s_build_pid" 2>/dev/null; then
-    kill -- "-$k8s_build_pid" 2>/dev/null || true
-  fi
+  local rc=$? pid
+  for pid in "${k8s_build_pid:-}" "${release_pid:-}" "${lints_pid:-}"; do
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+      kill -- "-$pid" 2>/dev/null || true
+    fi
+  done
   # (the status as an argument: under set -e, `(exit "$rc")` here would
   # end the shell before the table on any failure)
   print_phases "$rc"
@@ -48,8 +55,9 @@ bash scripts/setup-e2e.sh
 # before the Kubernetes end-to-end tests; they wait for it. Its log:
 # target/setup-k8s.log. Its own process group, killed if this script exits first.
 k8s_build_pid=""
+mkdir -p target
+rm -f target/background-times.txt
 if [ "$(id -u)" = 0 ] && { [ -z "${E2E_ONLY:-}" ] || [[ " $E2E_ONLY " == *" k8s"* ]] || [[ " $E2E_ONLY " == *" upstream "* ]]; }; then
-  mkdir -p target
   SARENA_K8S_NICE=19 setsid bash scripts/setup-k8s.sh >target/setup-k8s.log 2>&1 &
   k8s_build_pid=$!
   echo "Kubernetes build started in the background (pid $k8s_build_pid, log target/setup-k8s.log)"
@@ -67,10 +75,12 @@ if [ "$(id -u)" != 0 ]; then
   echo "warning: not root: the privileged tests are not run (reported as ignored)" >&2
 fi
 
-# Cheap lints first. Every tracked shell script (the e2e tests, their sourced
-# libraries, the set-up scripts): -x follows each `source`, found through
-# the `# shellcheck source=` directives (relative to the repository root)
-# or beside the sourcing script. An exception is a `# shellcheck disable=`
+# Cheap lints first (the compiling ones, clippy, rustdoc and the packaging,
+# run in the background during the end-to-end tests, below). Every tracked
+# shell script (the e2e tests, their sourced libraries, the set-up
+# scripts): -x follows each `source`, found through the `# shellcheck
+# source=` directives (relative to the repository root) or beside the
+# sourcing script. An exception is a `# shellcheck disable=`
 # comment with its reason, on the line it excuses.
 phase "shellcheck (every tracked shell script)"
 mapfile -t shell_scripts < <(git ls-files '*.sh' .ci/run)
@@ -80,9 +90,11 @@ shellcheck -x --source-path=SCRIPTDIR "${shell_scripts[@]}"
 # the init container (e2e/k8s/test-k8s-deploy.sh checks the running pods).
 phase "DaemonSet privileges (scripts/check-daemonset.py)"
 python3 scripts/check-daemonset.py
+phase "cargo fmt --check (scripts/lint.sh fmt)"
+bash scripts/lint.sh fmt
 
 # The eBPF object the privileged dataplane tests load: the one sarena-daemon's
-# build script (aya-build) embeds. Under CI a missing eBPF toolchain is a
+# build script embeds. Under CI a missing eBPF toolchain is a
 # build error, not an empty object.
 if [ "${CI:-}" = "true" ]; then
   export SARENA_EBPF_REQUIRED=1
@@ -98,43 +110,23 @@ else
   echo "warning: no eBPF object built; the eBPF dataplane tests will fail" >&2
 fi
 
-phase "cargo fmt --check"
-cargo fmt --all -- --check
-phase "cargo clippy"
-cargo clippy --workspace --all-targets -- -D warnings
-# The test-only fault injection (e2e/test-upgrade.sh builds the daemon with it).
-cargo clippy -p sarena-daemon --features fault-injection -- -D warnings
-phase "cargo doc (rustdoc warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps
-# Every crate to be published (`publish` not false) packages, and each
-# .crate builds on its own (cargo verifies them against each other through a
-# temporary local registry). The packaged sarena-daemon has no
-# ../sarena-ebpf: it must build on stable with no eBPF object
-# (SARENA_EBPF_REQUIRED unset here) and say so. The packaged crates do not
-# carry the workspace's [profile.dev]: it is given again so the verification
-# reuses target/debug's dependencies (keep in step with Cargo.toml). ~3-5
-# minutes on two cores, most of it sarena-core compiled once per dependent.
-phase "crates package (cargo package, verified; the daemon without eBPF sources)"
-# A clean clone (CI) packages as committed; elsewhere, the work tree as it is.
-dirty=(--allow-dirty)
-if [ "${CI:-}" = "true" ]; then dirty=(); fi
-mapfile -t published < <(cargo metadata --no-deps --format-version 1 \
-  | jq -r '.packages[] | select(.publish != []) | "--package=\(.name)"')
-env -u SARENA_EBPF_REQUIRED cargo package "${published[@]}" "${dirty[@]}" \
-  --config 'profile.dev.debug="line-tables-only"' \
-  --config 'profile.dev.package."*".debug=false' 2>&1 | tee target/package.log
-grep -q "no eBPF programs' sources at .*(a packaged sarena-daemon)" target/package.log || {
-  echo "error: the packaged sarena-daemon's build script did not report its missing eBPF sources" >&2
-  exit 1
-}
-phase "eBPF programs: rustfmt and clippy (pinned nightly, bpf target)"
-(
-  # here the directory's rust-toolchain.toml picks the pinned nightly
-  cd sarena-ebpf/sarena-ebpf-programs
-  cargo fmt -- --check
-  cargo clippy --release --target bpfel-unknown-none -Z build-std=core \
-    --target-dir ../../target/ebpf-clippy -- -D warnings
-)
+
+# The release build the end-to-end tests run (e2e/run-all.sh builds it
+# again: a no-op, or a wait on cargo's lock while this one finishes). Here it
+# starts now, in the background at the lowest CPU priority, to take the CPU
+# the next phases leave idle (cargo test mostly waits on the kernel and on
+# timeouts) instead of running alone after them: ~8 minutes from nothing.
+release_pid=""
+if [ -z "${SARENA_BIN_DIR:-}" ]; then
+  # shellcheck disable=SC2016 # expanded by the inner bash
+  setsid bash -c 'started=$SECONDS
+    nice -n 19 cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli -p sarena-test-dns
+    rc=$?
+    printf "%-56s %6d s\n" "release build (cargo build --release)$([ "$rc" = 0 ] || echo " (failed)")" $((SECONDS - started)) >>target/background-times.txt
+    exit "$rc"' >target/release-build.log 2>&1 &
+  release_pid=$!
+  echo "release build started in the background (pid $release_pid, log target/release-build.log)"
+fi
 phase "cargo test (unit, real-binary, privileged)"
 # The privileged tests are #[ignore = "privileged: ..."]: as root they are
 # included, and one that cannot run (no eBPF object, no bpffs) fails. The
@@ -163,6 +155,23 @@ cargo build -p sarena-benches --benches
 phase "benchmark harness smoke run (sarena-bench all --quick)"
 cargo build -p sarena-cni -p sarena-daemon -p sarena-benches
 target/debug/sarena-bench all --quick --out target/bench-quick
+# The compiling lints (scripts/lint.sh compiled: clippy, rustdoc, the
+# packaging; ~10 minutes of two cores from nothing) run in the background
+# during the end-to-end tests, at the lowest CPU priority, once the release
+# build is done: those tests mostly wait (on clusters, probes, timeouts)
+# and leave the cores idle. Not before now: clippy takes target/debug's
+# lock, which the phases above needed. The upstream Kubernetes suites, whose
+# NetworkPolicy tests judge by timeouts, wait for them to end
+# (SARENA_E2E_BACKGROUND_LOCK, held meanwhile). Their log: target/lints.log,
+# its end printed if one fails.
+export SARENA_E2E_BACKGROUND_LOCK=$PWD/target/background.lock
+# shellcheck disable=SC2016 # expanded by the inner bash
+setsid flock "$SARENA_E2E_BACKGROUND_LOCK" bash -c '
+  while [ -n "$1" ] && kill -0 "$1" 2>/dev/null; do sleep 2; done
+  SARENA_LINT_TIMES=target/background-times.txt exec nice -n 19 bash scripts/lint.sh compiled' \
+  lints "$release_pid" >target/lints.log 2>&1 &
+lints_pid=$!
+echo "lints started in the background (pid $lints_pid, log target/lints.log)"
 # The end-to-end tests start while the Kubernetes build may still run: the
 # first ones (libcni ... upgrade, and the release build before them) need no
 # Kubernetes, and each Kubernetes test's own `scripts/setup-k8s.sh` waits
@@ -180,4 +189,18 @@ if [ -n "$k8s_build_pid" ]; then
   echo "== the background Kubernetes build (target/setup-k8s.log)"
   grep -E '^\[setup-k8s\] (done|.* in [0-9])' target/setup-k8s.log | tail -n 12 || true
 fi
-[ "$e2e_rc" = 0 ]
+# reap_background PID NAME LOG: waits for a background job; its log's end
+# and an error when it failed.
+reap_background() {
+  wait "$1" && return 0
+  tail -n 60 "$3" >&2
+  echo "error: $2 failed (log above: $3)" >&2
+  return 1
+}
+bg_rc=0
+if [ -n "$release_pid" ]; then
+  reap_background "$release_pid" "the background release build" target/release-build.log || bg_rc=1
+fi
+phase "waiting for the background lints"
+reap_background "$lints_pid" "scripts/lint.sh compiled" target/lints.log || bg_rc=1
+[ "$e2e_rc" = 0 ] && [ "$bg_rc" = 0 ]
