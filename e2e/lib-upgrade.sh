@@ -52,15 +52,20 @@ build_old_release() {
   pass "release 0.1.0 built ($((SECONDS - started)) s)"
 }
 
-# seed_target DIR: DIR/debug made of hard links to target/debug's artifacts,
-# unless it exists (or there is none, or DIR is on another file system: the
-# build then starts from nothing). Not cargo's lock file: a build in DIR must
-# not wait on one in target/ (scripts/test.sh lints it meanwhile).
+# seed_target DIR: DIR/debug (and DIR/ebpf-programs, where
+# sarena-daemon/build.rs builds the eBPF programs) made of hard links to
+# target/'s, unless DIR/debug exists (or there is none, or DIR is on another
+# file system: the build then starts from nothing). Not cargo's lock files:
+# a build in DIR must not wait on one in target/ (scripts/test.sh lints it
+# meanwhile).
 seed_target() {
   [ ! -d "$1/debug" ] && [ -d "$REPO_DIR/target/debug" ] || return 0
   mkdir -p "$1"
   if cp -al "$REPO_DIR/target/debug" "$1/debug" 2>/dev/null; then
-    rm -f "$1/debug/.cargo-lock"
+    if [ -d "$REPO_DIR/target/ebpf-programs" ] && [ ! -d "$1/ebpf-programs" ]; then
+      cp -al "$REPO_DIR/target/ebpf-programs" "$1/ebpf-programs" 2>/dev/null || rm -rf "$1/ebpf-programs"
+    fi
+    find "$1" \( -name .cargo-lock -o -name .sarena-build.lock \) -delete
   else
     rm -rf "$1/debug"
   fi

@@ -142,14 +142,18 @@ fn toolchain_present(channel: &str) -> Result<(), String> {
 }
 
 /// Where the programs are built: `ebpf-programs` in the target dir holding
-/// `out_dir` (the nearest ancestor with cargo's `CACHEDIR.TAG`), so every
-/// profile and feature set of the daemon shares one build; `out_dir` itself
-/// when there is none.
+/// `out_dir`, so every profile and feature set of the daemon shares one
+/// build. Cargo's layout puts `out_dir` at `TARGET/PROFILE/build/PKG-HASH/out`
+/// (`TARGET/TRIPLE/PROFILE/...` when cross-compiling): TARGET is the parent
+/// of the `build` directory's parent. `out_dir` itself for any other layout.
+/// (Not cargo's `CACHEDIR.TAG`: cargo writes none into a target dir that
+/// existed before its first build.)
 fn ebpf_target_dir(out_dir: &Path) -> PathBuf {
     out_dir
         .ancestors()
-        .skip(1)
-        .find(|dir| dir.join("CACHEDIR.TAG").is_file())
+        .find(|dir| dir.file_name().is_some_and(|name| name == "build"))
+        .and_then(Path::parent)
+        .and_then(Path::parent)
         .map_or_else(
             || out_dir.join("ebpf-programs"),
             |dir| dir.join("ebpf-programs"),
