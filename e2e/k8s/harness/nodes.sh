@@ -37,6 +37,11 @@ _k8s_plug() {
   ip -n "$NS" addr add "$IP/24" dev eth0
   ip -n "$NS" link set eth0 up
   ip -n "$NS" route add default via "$K8S_CP_IP"
+  # Nothing leaves the cluster's netns: the cloud metadata address the
+  # kubelet probes (AWS credentials, cadvisor's cloud detection) is
+  # refused at once, instead of a silent drop at the control plane that
+  # held each kubelet's start-up ~4 s.
+  ip -n "$NS" route add unreachable 169.254.169.254/32
   if [ "$K8S_DUAL_STACK" = 1 ]; then
     ip -n "$NS" addr add "$IP6/64" dev eth0 nodad
     ip -n "$NS" route add default via "$K8S_CP_IP6"
@@ -149,6 +154,12 @@ bind "$nd/log/pods" /var/log/pods
 bind "$nd/log/containers" /var/log/containers
 bind "$conf" /etc/cni/net.d
 bind "$bin" /opt/cni/bin
+# No upstream resolver for the node's own lookups either (cadvisor's cloud
+# detection asks for metadata.google.internal): the host's nameserver is
+# outside the cluster, and the query waited 5 s for nothing. Mounted over
+# the file, so a host whose /etc/resolv.conf is itself a mount keeps it.
+: >"$nd/etc-resolv.conf"
+if [ -f /etc/resolv.conf ]; then mount --bind "$nd/etc-resolv.conf" /etc/resolv.conf; fi
 # shared, as on a systemd host (the host here may have private mounts):
 # kubelet's HostToContainer and Bidirectional volumes need it; nothing
 # propagates back to the host (its copies are slaves or private)
