@@ -106,6 +106,16 @@ ip netns exec "${NETNS[0]}" ping -c 3 -i 0.2 "${IPS[1]}"
 echo "== pod b (${IPS[1]}) -> pod a (${IPS[0]})"
 ip netns exec "${NETNS[1]}" ping -c 3 -i 0.2 "${IPS[0]}"
 
+if [ "${DATAPLANE:-ebpf}" = ebpf ]; then
+  # A drop explained: pod a claims an address that is not its own; the
+  # programs drop the ping and say so (`sarena monitor` streams the same).
+  echo "== pod a pings from an address that is not its own: dropped, and the drop event"
+  ip netns exec "${NETNS[0]}" ip addr add 10.200.255.254/32 dev eth0
+  ip netns exec "${NETNS[0]}" ping -c 1 -W 1 -I 10.200.255.254 "${IPS[1]}" >/dev/null 2>&1 || true
+  curl -s --unix-socket "$SOCK" 'http://sarena/v1/events?drops=1&since=60' |
+    jq -c '{reason, direction, pod, packet: "\(.packet.src) -> \(.packet.dst) \(.packet.protocol)"}'
+fi
+
 echo "== endpoints registered"
 curl -s --unix-socket "$SOCK" http://sarena/v1/endpoints | jq -c '.[] | {pod: .pod.name, host_ifname, addresses}'
 

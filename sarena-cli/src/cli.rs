@@ -84,6 +84,10 @@ pub enum Command {
     /// Exits 0 when the daemon is ready to serve ADD, else 1 with the reason
     /// (a readiness probe).
     Health,
+    /// Streams drop (and, when switched on, flow) events as they happen,
+    /// resolved to pods (eBPF dataplane); ends when the daemon goes away.
+    /// `monitor config` shows or changes what is sent.
+    Monitor(MonitorArgs),
     /// Installs Sarena on this node: the plugin into the CNI bin dir (by
     /// rename, never over a running binary), then the conflist into the CNI
     /// conf dir (temp file + rename); idempotent. `--uninstall` removes the
@@ -160,6 +164,59 @@ pub enum PolicyCommand {
         /// The receiver's port, with its protocol (TCP, UDP, SCTP; default TCP).
         #[arg(long, value_name = "PORT[/PROTOCOL]")]
         port: crate::policy::PortArg,
+    },
+}
+
+/// `sarena monitor …`.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct MonitorArgs {
+    /// Only this pod's events: NAMESPACE/NAME, a name, or a container id.
+    #[arg(long, value_name = "POD")]
+    pub pod: Option<String>,
+    /// Only events of pods of this namespace.
+    #[arg(long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Only these drop reasons or flow paths (repeatable).
+    #[arg(long, value_name = "REASON")]
+    pub reason: Vec<String>,
+    /// Only drops.
+    #[arg(long)]
+    pub drops: bool,
+    /// Only flows.
+    #[arg(long)]
+    pub flows: bool,
+    /// First the events the daemon kept of this last while (`90s`, `5m`,
+    /// `1h`; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", value_parser = crate::monitor::parse_duration)]
+    pub since: Option<Duration>,
+    /// End after the kept events (with --since) instead of streaming.
+    #[arg(long)]
+    pub no_follow: bool,
+    /// `monitor config`: what the daemon sends.
+    #[command(subcommand)]
+    pub config: Option<MonitorCommand>,
+}
+
+/// `sarena monitor config …`.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum MonitorCommand {
+    /// Shows the settings, or changes those given.
+    Config {
+        /// Drop events on or off (node-wide).
+        #[arg(long, value_name = "on|off", value_parser = crate::monitor::parse_on_off)]
+        drops: Option<bool>,
+        /// Flow events: off, new (each new connection) or sample (one frame
+        /// in --sample); node-wide, or for --pod only.
+        #[arg(long, value_name = "MODE", value_parser = crate::monitor::parse_flow_mode)]
+        flows: Option<sarena_core::api::FlowMode>,
+        /// Sampled flow events: one forwarded frame in this many.
+        #[arg(long, value_name = "N")]
+        sample: Option<u32>,
+        /// The pod --flows applies to (NAMESPACE/NAME, a name or a container
+        /// id); `--flows off` gives it the node's mode again.
+        #[arg(long, value_name = "POD", requires = "flows")]
+        pod: Option<String>,
     },
 }
 

@@ -17,6 +17,7 @@ mod endpoint;
 mod error;
 mod install;
 mod ipam;
+mod monitor;
 mod policy;
 mod status;
 mod table;
@@ -27,7 +28,8 @@ use sarena_core::api::HttpDaemon;
 use serde::Serialize;
 
 pub use cli::{
-    Cli, Command, EndpointCommand, InstallCniArgs, IpamCommand, OutputFormat, PolicyCommand,
+    Cli, Command, EndpointCommand, InstallCniArgs, IpamCommand, MonitorArgs, MonitorCommand,
+    OutputFormat, PolicyCommand,
 };
 pub use error::CliError;
 pub use policy::PortArg;
@@ -57,6 +59,26 @@ pub async fn run(cli: &Cli) -> Result<String, CliError> {
             policy::explain(&connect()?, cli.output, from.clone(), to.clone(), *port).await
         }
         Command::Health => status::health(&connect()?, cli.output).await,
+        Command::Monitor(args) => match &args.config {
+            Some(MonitorCommand::Config {
+                drops,
+                flows,
+                sample,
+                pod,
+            }) => {
+                let change = sarena_core::api::EventsChange {
+                    drops: *drops,
+                    flows: *flows,
+                    sample: *sample,
+                    pod: pod.clone(),
+                };
+                monitor::config(&connect()?, cli.output, change).await
+            }
+            None => {
+                let mut out = std::io::stdout().lock();
+                monitor::stream(&connect()?, cli.output, args, &mut out).await
+            }
+        },
     };
     out.map_err(|e| match e {
         CliError::Daemon { source, .. } => CliError::from_daemon(&socket, *source),

@@ -387,6 +387,19 @@ async fn a_pod_that_removes_its_own_shaping_is_still_held_to_its_egress_limit() 
             .dropped(DropReason::RateLimited)
     };
     let before = dropped(&node);
+    // every drop an event too (issue 28): the reader the daemon would have
+    let mut events = node.dp.take_event_reader().unwrap().unwrap();
+    let on = sarena_core::api::EventsSettings {
+        drops: true,
+        flows: sarena_core::api::FlowMode::Off,
+        sample: 1,
+        rate_per_second: 100,
+        burst: 10,
+        watched: Vec::new(),
+    };
+    node.dp
+        .set_events_config(sarena_core::dataplane::ebpf::events_config(&on, false))
+        .unwrap();
     let b_ip = b.ip().to_string();
     for (what, to, addr) in [
         ("a -> b (redirected)", Side::Pod(&b.netns), b_ip.as_str()),
@@ -399,4 +412,27 @@ async fn a_pod_that_removes_its_own_shaping_is_still_held_to_its_egress_limit() 
     }
     // The excess was dropped on the host side, and counted there.
     assert!(dropped(&node) > before + 1000, "{}", dropped(&node));
+    // ... and each drop (up to the events' limit) was an event naming the
+    // pod, the direction and the reason
+    let mut raw = Vec::new();
+    while events
+        .read_for(&mut raw, 4096, std::time::Duration::from_millis(200))
+        .await
+        .unwrap()
+    {}
+    let limited = raw
+        .iter()
+        .map(|e| sarena_core::api::event_record(e, e.time_ns))
+        .filter(|e| {
+            e.reason.as_deref() == Some("rate_limited")
+                && e.ifindex == a.endpoint.spec.host_ifindex
+                && e.direction.as_str() == "egress"
+                && e.packet.src == Some(a.ip().into())
+        })
+        .count();
+    assert!(
+        limited >= 10,
+        "{limited} rate_limited events of {}",
+        raw.len()
+    );
 }

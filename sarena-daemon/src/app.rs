@@ -179,6 +179,7 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         operated = operated.with_metrics(m.clone());
     }
     let daemon: Arc<dyn sarena_core::api::NodeApi> = Arc::new(operated);
+    crate::events::start_for(cli, parts.ebpf(), daemon.clone());
 
     // TCP first: a token file that cannot be used fails start-up before
     // the socket exists.
@@ -203,6 +204,10 @@ pub async fn run(cli: &Cli, shutdown: impl Future<Output = ()>) -> Result<(), St
         lease_seconds,
         "serving the API"
     );
+    let shutdown = async {
+        shutdown.await;
+        crate::events::close_installed();
+    };
     server::serve(daemon, unix, tcp, shutdown, DEFAULT_SHUTDOWN_GRACE).await;
     for task in [expiry, metrics_task, cni_conf_task, mtu_task]
         .into_iter()
@@ -326,6 +331,7 @@ mod tests {
             log_level: "info".into(),
             print_default_config: false,
             metrics: Default::default(),
+            events: Default::default(),
             cni_conf: Default::default(),
             uninstall: Default::default(),
             kubernetes: false,

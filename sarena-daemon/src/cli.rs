@@ -33,6 +33,10 @@ pub struct Cli {
     #[arg(long, value_name = "ADDR")]
     pub listen_tcp: Option<SocketAddr>,
 
+    /// Drop and flow events (eBPF dataplane).
+    #[command(flatten)]
+    pub events: EventArgs,
+
     /// Allow --listen-tcp on a non-loopback address (there is no TLS: the
     /// token crosses the network in clear).
     #[arg(long, requires = "listen_tcp")]
@@ -426,5 +430,38 @@ mod tests {
             "needs --listen-tcp"
         );
         assert!(parse(&["--bogus"]).is_err());
+    }
+}
+
+/// The events' flags (`sarena monitor`).
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct EventArgs {
+    /// No drop events (`sarena monitor`; eBPF dataplane): drops are still
+    /// counted. Switchable at run time (`sarena monitor config`).
+    #[arg(long)]
+    pub no_drop_events: bool,
+
+    /// Drop and flow events each pod may cause per second, on average (0:
+    /// no limit); those beyond are counted, not sent.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub event_rate: u32,
+
+    /// Events each pod may cause in a burst.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub event_burst: u32,
+
+    /// Events the daemon keeps for `sarena monitor --since`.
+    #[arg(long, value_name = "N", default_value_t = crate::events::DEFAULT_HISTORY)]
+    pub event_history: usize,
+}
+
+impl Default for EventArgs {
+    fn default() -> Self {
+        EventArgs {
+            no_drop_events: false,
+            event_rate: 100,
+            event_burst: 200,
+            event_history: crate::events::DEFAULT_HISTORY,
+        }
     }
 }

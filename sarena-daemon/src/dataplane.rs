@@ -122,6 +122,11 @@ impl std::fmt::Debug for DataplaneParts {
 }
 
 impl DataplaneParts {
+    /// The eBPF dataplane, when it is the one.
+    pub fn ebpf(&self) -> Option<Arc<AyaDataplane>> {
+        self.ebpf.clone()
+    }
+
     /// The parts for `mode`, with eBPF pins under `pin_dir`; the host
     /// changes an uninstall cannot tell afterwards are recorded in `ledger`
     /// first (see [`host_ledger`]).

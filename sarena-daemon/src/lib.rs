@@ -13,6 +13,7 @@ pub mod cni_conf;
 pub mod conn;
 pub mod dataplane;
 pub mod ebpf_object;
+pub mod events;
 pub mod kubernetes;
 pub mod locks;
 pub mod metrics;

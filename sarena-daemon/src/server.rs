@@ -32,6 +32,7 @@ use tokio::net::{TcpListener, UnixListener};
 
 use crate::api_token::{ApiToken, TokenError};
 use crate::conn::{self, Admitted, Budget, ConnLimits};
+use crate::events;
 use crate::routes::{self, Caller};
 
 /// How long shutdown waits for in-flight requests before giving up on them.
@@ -381,9 +382,16 @@ fn spawn_connection<S>(
         let (daemon, caller) = (daemon.clone(), caller.clone());
         let busy = slot.busy();
         async move {
+            let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+            if let Some(route) = events::http::route(&method, &path, req.uri().query()) {
+                // the busy mark goes with a streamed answer, kept until it ends
+                let answer =
+                    events::http::answer(events::installed(), route, &caller, req, busy).await;
+                return Ok::<_, Infallible>(answer);
+            }
             let answer = routes::handle_as(&*daemon, &caller, req).await;
             drop(busy);
-            Ok::<_, Infallible>(answer)
+            Ok::<_, Infallible>(answer.map(events::http::whole))
         }
     });
     let conn = conn::http1(limits).serve_connection(TokioIo::new(stream), service);

@@ -8,18 +8,17 @@
 //! scripts/test.sh does as root. The fixture is `ebpf_node/`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::SocketAddr;
 use std::process::Command;
 
 use prometheus_parse::{Scrape, Value};
 use sarena_core::dataplane::ebpf::DropReason;
-use sarena_test_support::daemon::{free_loopback_addr, raw_tcp};
+use sarena_test_support::daemon::free_loopback_addr;
 use sarena_test_support::{package_binary, run};
 use serde_json::Value as Json;
 
 mod ebpf_node;
 
-use ebpf_node::{Node, SERIAL, preconditions};
+use ebpf_node::{Node, SERIAL, preconditions, scrape};
 
 fn sarena(node: &Node, args: &[&str]) -> String {
     let out = Command::new(package_binary("sarena-cli", "sarena"))
@@ -40,12 +39,6 @@ fn sarena_json(node: &Node, args: &[&str]) -> Json {
     let mut all = args.to_vec();
     all.extend(["-o", "json"]);
     serde_json::from_str(&sarena(node, &all)).unwrap()
-}
-
-async fn scrape(addr: SocketAddr) -> Scrape {
-    let answer = raw_tcp(addr, "GET /metrics HTTP/1.1").await;
-    assert_eq!(answer.status, 200, "{answer:?}");
-    Scrape::parse(answer.body.lines().map(|l| Ok(l.to_owned()))).unwrap()
 }
 
 /// Every value of `metric` whose labels include `labels`.

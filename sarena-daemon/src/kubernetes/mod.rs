@@ -176,6 +176,7 @@ pub async fn run(
         operated = operated.with_metrics(m.clone());
     }
     let served: Arc<dyn NodeApi> = Arc::new(operated);
+    crate::events::start_for(cli, dataplane.ebpf(), served.clone());
     let metrics_task = serve_metrics(cli, metrics.as_ref(), &served).await?;
     let cni_conf_task = cni_conf.map(|w| w.spawn(served.clone()));
     let mut on_stop = stopped.clone();
@@ -185,6 +186,7 @@ pub async fn run(
         tcp,
         async move {
             let _ = on_stop.wait_for(|stop| *stop).await;
+            crate::events::close_installed();
         },
         DEFAULT_SHUTDOWN_GRACE,
     ));

@@ -15,7 +15,12 @@ use super::Labels;
 use super::snapshot::gauges;
 
 /// A counter family with one sample per `(labels, value)`.
-fn counters<I>(encoder: &mut DescriptorEncoder, name: &str, help: &str, samples: I) -> fmt::Result
+pub(super) fn counters<I>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    samples: I,
+) -> fmt::Result
 where
     I: IntoIterator<Item = (Labels, u64)>,
 {

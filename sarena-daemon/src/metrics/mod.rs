@@ -19,6 +19,7 @@
 //! rest). The names are listed in docs/metrics.md.
 
 mod cluster;
+mod events;
 mod labels;
 mod policy;
 mod serve;
@@ -223,5 +224,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+#[cfg(test)]
+mod dashboard_tests;
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use sarena_core::api::{DaemonStatus, EndpointStats, NodeApi};
+use sarena_core::api::{DaemonStatus, EndpointStats, EventsStatus, NodeApi};
 
 use super::{Labels, lock};
 
@@ -21,6 +21,8 @@ pub struct Snapshot {
     pub status: Option<DaemonStatus>,
     /// Endpoints with their counters (those without counters export none).
     pub endpoints: Vec<EndpointStats>,
+    /// The events' counts (eBPF dataplane).
+    pub events: Option<EventsStatus>,
 }
 
 impl Snapshot {
@@ -37,7 +39,16 @@ impl Snapshot {
             .await
             .inspect_err(|error| tracing::warn!(error = %sarena_core::error_chain(&error), "metrics: cannot read the counters"))
             .unwrap_or_default();
-        Snapshot { status, endpoints }
+        let events = crate::events::installed().and_then(|e| {
+            e.status()
+                .inspect_err(|error| tracing::warn!(error = %sarena_core::error_chain(&error), "metrics: cannot read the event counts"))
+                .ok()
+        });
+        Snapshot {
+            status,
+            endpoints,
+            events,
+        }
     }
 
     /// Forgets the pods' names and namespaces (their series keep the
@@ -134,6 +145,7 @@ fn encode(snapshot: &Snapshot, limit: usize, encoder: &mut DescriptorEncoder) ->
     if let Some(status) = &snapshot.status {
         encode_status(status, encoder)?;
     }
+    super::events::encode(snapshot.events.as_ref(), encoder)?;
     let counted: Vec<&EndpointStats> = snapshot
         .endpoints
         .iter()

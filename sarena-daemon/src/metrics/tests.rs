@@ -11,7 +11,7 @@ use sarena_core::dataplane::ebpf::{DropReason, EndpointCounters};
 
 use super::*;
 
-fn parse(text: &str) -> Scrape {
+pub(super) fn parse(text: &str) -> Scrape {
     Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap()
 }
 
@@ -58,7 +58,7 @@ fn endpoint(cid: &str) -> Endpoint {
     }
 }
 
-fn daemon() -> MockNodeApi {
+pub(super) fn daemon() -> MockNodeApi {
     let mut daemon = MockNodeApi::new();
     daemon.expect_status().returning(|| {
         let ipam = IpamState {

@@ -4,12 +4,12 @@
 //! on drop.
 #![allow(dead_code)] // each test binary uses its own part of it
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Command;
 
 use sarena_core::dataplane::ebpf::AyaDataplane;
-use sarena_test_support::daemon::{Running, Site};
+use sarena_test_support::daemon::{Running, Site, raw_tcp};
 use sarena_test_support::{
     PinDir, TestNetns, output_with_stdin, ping_summary, require, require_root, succeeds,
     workspace_binary,
@@ -25,6 +25,13 @@ fn config() -> String {
         "dataplane = \"ebpf\"\nmasquerade = false\n\
          [[ipam.pools]]\nname = \"restart\"\ncidrs = [\"{POOL}\"]\ngateways = [\"{GATEWAY}\"]\n"
     )
+}
+
+/// One scrape of the daemon's metrics at `addr`, parsed.
+pub async fn scrape(addr: SocketAddr) -> prometheus_parse::Scrape {
+    let answer = raw_tcp(addr, "GET /metrics HTTP/1.1").await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    prometheus_parse::Scrape::parse(answer.body.lines().map(|l| Ok(l.to_owned()))).unwrap()
 }
 
 /// The tests share the node-global gateway device: one at a time.

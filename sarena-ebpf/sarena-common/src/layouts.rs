@@ -34,6 +34,8 @@ pub const MAP_TYPE_LRU_HASH: u32 = 9;
 pub const MAP_TYPE_LPM_TRIE: u32 = 11;
 /// `BPF_MAP_TYPE_HASH_OF_MAPS`.
 pub const MAP_TYPE_HASH_OF_MAPS: u32 = 13;
+/// `BPF_MAP_TYPE_RINGBUF`.
+pub const MAP_TYPE_RINGBUF: u32 = 27;
 /// `BPF_F_NO_PREALLOC`: a hash map's entries are allocated on insert.
 pub const NO_PREALLOC: u32 = 1;
 
@@ -117,6 +119,7 @@ impl fmt::Display for MapLayout {
             MAP_TYPE_LRU_HASH => f.write_str("LRU hash")?,
             MAP_TYPE_HASH_OF_MAPS => f.write_str("hash of maps")?,
             MAP_TYPE_LPM_TRIE => f.write_str("LPM trie")?,
+            MAP_TYPE_RINGBUF => f.write_str("ring buffer")?,
             other => write!(f, "map type {other}")?,
         }
         write!(
@@ -311,6 +314,55 @@ pub const PINNED: &[PinnedLayout] = &[
             1,
             0,
         ),
+        3,
+        None,
+    ),
+    // Drop and flow events (issue 28): new names, generation 3 again.
+    pinned(
+        crate::events::EVENTS_MAP,
+        layout(MAP_TYPE_RINGBUF, 0, 0, crate::events::EVENTS_RING_BYTES, 0),
+        3,
+        None,
+    ),
+    pinned(
+        crate::events::EVENTS_CONFIG_MAP,
+        layout(
+            MAP_TYPE_ARRAY,
+            4,
+            core::mem::size_of::<crate::events::EventsConfig>(),
+            1,
+            0,
+        ),
+        3,
+        None,
+    ),
+    pinned(
+        crate::events::EVENT_LIMITS_MAP,
+        layout(
+            MAP_TYPE_LRU_HASH,
+            4,
+            core::mem::size_of::<crate::events::EventLimiter>(),
+            crate::MAX_ENDPOINTS,
+            0,
+        ),
+        3,
+        None,
+    ),
+    pinned(
+        crate::events::EVENT_STATS_MAP,
+        layout(
+            MAP_TYPE_PERCPU_ARRAY,
+            4,
+            core::mem::size_of::<crate::events::EventStats>(),
+            1,
+            0,
+        ),
+        3,
+        None,
+    ),
+    pinned(
+        crate::events::FLOW_WATCH_MAP,
+        layout(MAP_TYPE_HASH, 4, 4, crate::MAX_ENDPOINTS, NO_PREALLOC),
         3,
         None,
     ),

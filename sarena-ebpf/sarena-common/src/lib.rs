@@ -10,6 +10,7 @@
 #![no_std]
 
 mod bandwidth;
+pub mod events;
 pub mod layouts;
 mod link_local;
 pub mod peers;

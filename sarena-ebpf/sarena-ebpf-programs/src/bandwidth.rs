@@ -32,6 +32,7 @@ use sarena_common::{
 };
 
 use crate::{SARENA_BANDWIDTH, counters, packet::verdict};
+use sarena_common::events::{DIRECTION_EGRESS, DIRECTION_INGRESS};
 
 /// `BPF_SKB_TSTAMP_DELIVERY_MONO` (`BPF_SKB_CLOCK_MONOTONIC` since 6.11):
 /// the frame's `tstamp` is a `CLOCK_MONOTONIC` delivery time. The bindings
@@ -78,6 +79,17 @@ pub enum Way {
     FromPod,
 }
 
+impl Way {
+    /// The direction from the pod's point of view, as events name it.
+    #[inline(always)]
+    fn direction(self) -> u8 {
+        match self {
+            Way::ToPod => DIRECTION_INGRESS,
+            Way::FromPod => DIRECTION_EGRESS,
+        }
+    }
+}
+
 /// Paces a frame of the pod behind the host veth `ifindex` in direction
 /// `way` (see `sarena_common::Pacer::schedule`): `TC_ACT_OK`, its departure
 /// time set when it must wait, or `TC_ACT_SHOT` (counted as
@@ -93,7 +105,7 @@ pub fn pace(ctx: &TcContext, ifindex: u32, way: Way) -> i32 {
             verdict::OK
         }
         Departure::Drop => {
-            counters::dropped(ifindex, DropReason::RateLimited);
+            counters::dropped(ctx, ifindex, way.direction(), DropReason::RateLimited);
             verdict::SHOT
         }
     }
@@ -109,7 +121,7 @@ pub fn police(ctx: &TcContext, ifindex: u32) -> bool {
     match schedule(ctx, policer_key(ifindex), Way::FromPod) {
         Departure::Now | Departure::At(_) => true,
         Departure::Drop => {
-            counters::dropped(ifindex, DropReason::RateLimited);
+            counters::dropped(ctx, ifindex, DIRECTION_EGRESS, DropReason::RateLimited);
             false
         }
     }

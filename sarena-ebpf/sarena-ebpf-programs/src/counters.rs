@@ -1,9 +1,10 @@
 //! Per-endpoint counters. Entries are created by user space at attach time;
 //! a missing entry (endpoint not managed by Sarena) is simply not counted.
 
+use aya_ebpf::programs::TcContext;
 use sarena_common::{DropReason, EndpointCounters};
 
-use crate::SARENA_COUNTERS;
+use crate::{SARENA_COUNTERS, events};
 
 /// One endpoint's counters (this CPU's), looked up once. `from_container`
 /// counts several things of the same sender per frame (the frame, its
@@ -99,7 +100,8 @@ impl Counters {
         self.with(|c| c.ipv6_redirected_packets += 1);
     }
 
-    /// A frame dropped on the endpoint's veth.
+    /// A frame dropped on the endpoint's veth (counted here only; see
+    /// [`dropped`] for the node's count and the event).
     #[inline(always)]
     pub fn dropped(self, reason: DropReason) {
         self.with(|c| {
@@ -118,8 +120,11 @@ pub fn to_pod(ifindex: u32, len: u32) {
     Counters::of(ifindex).to_pod(len);
 }
 
-/// A frame dropped on the interface `ifindex`.
+/// A frame dropped on the endpoint behind `ifindex` in `direction`
+/// (`sarena_common::events::DIRECTION_*`): counted on the endpoint and the
+/// node, and an event when drop events are on ([`events`]).
 #[inline(always)]
-pub fn dropped(ifindex: u32, reason: DropReason) {
+pub fn dropped(ctx: &TcContext, ifindex: u32, direction: u8, reason: DropReason) {
     Counters::of(ifindex).dropped(reason);
+    events::dropped(ctx, ifindex, direction, reason);
 }

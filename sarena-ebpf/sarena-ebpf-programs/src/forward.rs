@@ -8,9 +8,10 @@ use sarena_common::{DropReason, EndpointInfo};
 use crate::{
     arp, bandwidth,
     counters::{self, Counters},
-    ipv4, ipv6,
+    events, ipv4, ipv6,
     packet::{ifindex, ptr_at, pull_headers, verdict},
 };
+use sarena_common::events::PATH_HOST_STACK;
 
 /// IPv4's EtherType.
 pub const ETH_P_IP: u16 = 0x0800;
@@ -59,11 +60,15 @@ pub fn try_to_container(ctx: &TcContext) -> i32 {
     let ifindex = ifindex(ctx);
     counters::to_pod(ifindex, ctx.len());
     pull_headers(ctx);
-    match ether_type(ctx) {
+    let action = match ether_type(ctx) {
         Ok(ETH_P_IP) => ipv4::to_container(ctx, ifindex),
         Ok(ETH_P_IPV6) => ipv6::to_container(ctx, ifindex),
         _ => verdict::OK,
+    };
+    if action == verdict::OK {
+        events::into_pod(ctx, ifindex, PATH_HOST_STACK);
     }
+    action
 }
 
 /// The frame's EtherType (host order).

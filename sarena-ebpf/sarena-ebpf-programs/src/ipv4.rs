@@ -11,6 +11,7 @@ use crate::{
     packet::{ptr_at, verdict},
     peer, policy,
 };
+use sarena_common::events::DIRECTION_INGRESS;
 
 /// IPv4 from one of the pod's own addresses: to another local endpoint
 /// straight into that pod, to a peer's pod straight to its node (see
@@ -62,7 +63,12 @@ pub fn try_ipv4(ctx: &TcContext, ifindex: u32, sender: Counters) -> Result<i32, 
     if dst.flags & policy::ISOLATED != 0 {
         let flow = policy::flow4(ctx, ip);
         if !policy::enter(&flow.key, flow.port, dst.ifindex, dst.flags) {
-            counters::dropped(dst.ifindex, DropReason::PolicyDeniedIngress);
+            counters::dropped(
+                ctx,
+                dst.ifindex,
+                DIRECTION_INGRESS,
+                DropReason::PolicyDeniedIngress,
+            );
             return Ok(verdict::SHOT);
         }
     }

@@ -14,6 +14,7 @@ use crate::{
     packet::{ptr_at, read, verdict},
     peer, policy,
 };
+use sarena_common::events::DIRECTION_INGRESS;
 
 /// Where the IPv6 payload starts.
 const PAYLOAD: usize = EthHdr::LEN + Ipv6Hdr::LEN;
@@ -93,7 +94,12 @@ pub fn try_ipv6(ctx: &TcContext, ifindex: u32, sender: Counters) -> Result<i32, 
     if dst.flags & policy::ISOLATED != 0 {
         let flow = policy::flow6(ctx, ip, &upper);
         if !policy::enter(&flow.key, flow.port, dst.ifindex, dst.flags) {
-            counters::dropped(dst.ifindex, DropReason::PolicyDeniedIngress);
+            counters::dropped(
+                ctx,
+                dst.ifindex,
+                DIRECTION_INGRESS,
+                DropReason::PolicyDeniedIngress,
+            );
             return Ok(verdict::SHOT);
         }
     }
@@ -166,6 +172,12 @@ pub fn to_container(ctx: &TcContext, ifindex: u32) -> i32 {
     {
         let Some(upper) = upper else {
             // A chain the policy cannot read into a checked pod.
+            counters::dropped(
+                ctx,
+                ifindex,
+                DIRECTION_INGRESS,
+                DropReason::MalformedIpv6Ext,
+            );
             return verdict::SHOT;
         };
         let flow = policy::flow6(ctx, ip, &upper);

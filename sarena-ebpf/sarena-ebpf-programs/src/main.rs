@@ -35,6 +35,7 @@ mod antispoof;
 mod arp;
 mod bandwidth;
 mod counters;
+mod events;
 mod exthdr;
 mod fib;
 mod flows;
@@ -56,6 +57,7 @@ use aya_ebpf::{
 };
 use counters::Counters;
 use packet::verdict;
+use sarena_common::events::DIRECTION_EGRESS;
 use sarena_common::{
     BandwidthState, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, FlowKey, FlowState,
     MAX_ENDPOINTS, MAX_HOST_FLOWS_PER_ENDPOINT, MAX_PACED_ENDPOINTS,
@@ -150,9 +152,13 @@ pub fn from_container(ctx: TcContext) -> i32 {
         return verdict::SHOT;
     }
     match forward::try_from_container(&ctx, ifindex, sender) {
-        Ok(action) => action,
+        Ok(action) => {
+            events::from_pod(&ctx, ifindex, action);
+            action
+        }
         Err(reason) => {
             sender.dropped(reason);
+            events::dropped(&ctx, ifindex, DIRECTION_EGRESS, reason);
             verdict::SHOT
         }
     }

@@ -44,13 +44,14 @@ use sarena_common::{
 use crate::{
     NO_PREALLOC, SARENA_ENDPOINTS,
     counters::{self, Counters},
-    endpoint6, exthdr, fib, flows,
+    endpoint6, events, exthdr, fib, flows,
     forward::{self, ETH_P_IP, ETH_P_IPV6},
     ipv4, ipv6,
     lpm::{self, AddrKey},
     packet::{ptr_at, pull_headers, verdict},
     policy,
 };
+use sarena_common::events::{DIRECTION_INGRESS, PATH_PEER};
 
 /// The other nodes' pod CIDRs (keyed as the ipcache, see [`AddrKey`]).
 #[map(name = "SARENA_PEER_PODS")]
@@ -312,7 +313,7 @@ fn from_peer4(ctx: &TcContext, eth: &mut EthHdr) -> i32 {
     if dst.flags & policy::ISOLATED != 0 {
         let flow = policy::flow4(ctx, ip);
         if !policy::enter(&flow.key, flow.port, dst.ifindex, dst.flags) {
-            return denied(&dst);
+            return denied(ctx, &dst);
         }
     }
     ipv4::decrement_ttl(ip);
@@ -358,7 +359,7 @@ fn from_peer6(ctx: &TcContext, eth: &mut EthHdr) -> i32 {
     if dst.flags & policy::ISOLATED != 0 {
         let flow = policy::flow6(ctx, ip, &upper);
         if !policy::enter(&flow.key, flow.port, dst.ifindex, dst.flags) {
-            return denied(&dst);
+            return denied(ctx, &dst);
         }
     }
     ip.hop_limit -= 1;
@@ -377,8 +378,13 @@ fn deliverable(dst: &EndpointInfo) -> bool {
 /// A peer pod's packet the local pod's ingress policy denies: dropped,
 /// counted on the pod and the node.
 #[inline(always)]
-fn denied(dst: &EndpointInfo) -> i32 {
-    counters::dropped(dst.ifindex, DropReason::PolicyDeniedIngress);
+fn denied(ctx: &TcContext, dst: &EndpointInfo) -> i32 {
+    counters::dropped(
+        ctx,
+        dst.ifindex,
+        DIRECTION_INGRESS,
+        DropReason::PolicyDeniedIngress,
+    );
     count(|c| c.from_peer_policy_denied += 1);
     verdict::SHOT
 }
@@ -389,6 +395,7 @@ fn deliver(ctx: &TcContext, eth: &mut EthHdr, dst: &EndpointInfo) -> i32 {
     match forward::deliver(ctx, eth, dst) {
         Ok(action) => {
             count(|c| c.from_peer_redirected += 1);
+            events::into_pod(ctx, dst.ifindex, PATH_PEER);
             action
         }
         // The redirect was refused: the host stack forwards it.

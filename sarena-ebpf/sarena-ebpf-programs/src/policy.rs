@@ -404,7 +404,12 @@ pub fn deferred(ctx: &TcContext, flow: &Flow) -> bool {
         return true;
     }
     if leave(&flow.key, flow.port, src.ifindex, src.flags, true) == DENY {
-        counters::dropped(src.ifindex, DropReason::PolicyDeniedEgress);
+        counters::dropped(
+            ctx,
+            src.ifindex,
+            DIRECTION_EGRESS,
+            DropReason::PolicyDeniedEgress,
+        );
         return false;
     }
     true
@@ -425,7 +430,12 @@ pub fn to_pod(ctx: &TcContext, flow: &Flow, ifindex: u32, dst: EndpointInfo) -> 
     if enter(&flow.key, flow.port, ifindex, dst.flags) {
         verdict::OK
     } else {
-        counters::dropped(ifindex, DropReason::PolicyDeniedIngress);
+        counters::dropped(
+            ctx,
+            ifindex,
+            DIRECTION_INGRESS,
+            DropReason::PolicyDeniedIngress,
+        );
         verdict::SHOT
     }
 }

@@ -233,6 +233,29 @@ impl HttpDaemon {
                 path: path.to_owned(),
                 source,
             };
+        let resp = self.send(method, path, body).await?;
+        let status = resp.status();
+        let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+            .collect()
+            .await
+            .map_err(transport_err)?
+            .to_bytes();
+        Ok((status, bytes))
+    }
+
+    /// One HTTP request; the answer's body still to be read.
+    async fn send(
+        &self,
+        method: &Method,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> Result<hyper::Response<hyper::body::Incoming>, DaemonError> {
+        let transport_err =
+            |source: Box<dyn std::error::Error + Send + Sync>| DaemonError::Transport {
+                method: method.to_string(),
+                path: path.to_owned(),
+                source,
+            };
         let base = match &self.transport {
             Transport::Unix { base, .. } | Transport::Tcp { base, .. } => base,
         };
@@ -254,13 +277,7 @@ impl HttpDaemon {
             Transport::Tcp { client, .. } => client.request(req).await,
         }
         .map_err(|e| self.request_error(e, &transport_err))?;
-        let status = resp.status();
-        let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
-            .collect()
-            .await
-            .map_err(transport_err)?
-            .to_bytes();
-        Ok((status, bytes))
+        Ok(resp)
     }
 
     fn request_error(
@@ -504,6 +521,8 @@ impl Inspect for HttpDaemon {
             .await
     }
 }
+
+mod events;
 
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,8 @@ mod client;
 mod daemon;
 mod endpoint;
 mod error;
+mod events;
+mod events_packet;
 mod identity;
 mod inspect;
 mod mode;
@@ -29,6 +31,11 @@ pub use daemon::Daemon;
 pub use daemon::MockDaemon;
 pub use endpoint::{Endpoint, EndpointCreate, EndpointSpec};
 pub use error::{ApiErrorBody, ApiErrorKind, DaemonError};
+pub use events::{
+    CountBy, EventDirection, EventFilter, EventFilterError, EventKind, EventLine, EventRecord,
+    EventsChange, EventsSettings, EventsStatus, FLOW_PATH_NAMES, FlowMode, PacketSummary,
+    WatchedPod, event_record, events_status,
+};
 pub use identity::{
     Labels, MAX_LABEL_KEY_LEN, MAX_LABEL_VALUE_LEN, MAX_LABELS, PodIdentity, bound_labels,
 };

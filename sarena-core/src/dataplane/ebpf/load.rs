@@ -64,6 +64,7 @@ impl AyaDataplane {
         let policy = super::policy::PolicyLoader::open(super::policy::held_tables(&maps)?);
         let pacing = PacingMap::take(&mut ebpf)?;
         let peers = super::peer_maps::PeerMaps::take(&mut ebpf)?;
+        let events = super::events::EventMaps::take(&mut ebpf)?;
         let upgrade = Upgrade::open(inspection)?;
         let kill_at = KillAt::from_env();
         if upgrade.migrating() {
@@ -84,6 +85,7 @@ impl AyaDataplane {
                 upgrade,
                 policy,
                 peers,
+                events,
             }),
             host_stack: None,
             host_updates: None,

@@ -36,6 +36,7 @@ mod attach;
 mod bandwidth;
 mod entries;
 mod error;
+mod events;
 mod fault;
 mod flows;
 mod handover;
@@ -64,11 +65,13 @@ use async_trait::async_trait;
 use aya::Ebpf;
 pub use bandwidth::{BASE_HORIZON_NS, MAX_BURST_NS, MAX_HORIZON_NS, as_enforced};
 pub use error::BpfError;
+pub use events::{EventReader, events_config, flow_mode_code};
 pub use fault::KILL_AT_ENV;
 pub use peer_maps::PeerPodsChange;
 pub use pins::{Direction, PinnedAttachment};
 pub use policy::PolicyApplied;
 pub use policy_maps::PolicyMaps;
+pub use sarena_common::events::{Event, EventStats, EventsConfig};
 pub use sarena_common::peers::NodeCounters;
 pub use sarena_common::{
     BandwidthState, DropReason, Endpoint6Key, EndpointCounters, EndpointInfo, EndpointKey, Pacer,
@@ -153,6 +156,9 @@ struct State {
     policy: policy::PolicyLoader,
     /// eBPF host routing: the other nodes' pod CIDRs, its counters.
     peers: peer_maps::PeerMaps,
+    /// Drop and flow events: the ring buffer (until a reader takes it),
+    /// the configuration, the counts, the watched endpoints.
+    events: events::EventMaps,
 }
 
 impl State {
