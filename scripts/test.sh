@@ -18,9 +18,17 @@ phase() {
   phase_start=$SECONDS
   echo "== $1"
 }
+# phase_end: the current phase's row, with no phase after it (the run's
+# result is then in the rows' own marks).
+phase_end() {
+  PHASES+=("$(printf '%-58s %6d s' "$phase_name" $((SECONDS - phase_start)))")
+  phase_name=""
+}
 print_phases() {
   local rc=$1 line
-  PHASES+=("$(printf '%-58s %6d s' "$phase_name$([ "$rc" = 0 ] || echo " (failed)")" $((SECONDS - phase_start)))")
+  if [ -n "$phase_name" ]; then
+    PHASES+=("$(printf '%-58s %6d s' "$phase_name$([ "$rc" = 0 ] || echo " (failed)")" $((SECONDS - phase_start)))")
+  fi
   echo "== phase times"
   for line in "${PHASES[@]}"; do echo "  $line"; done
   # the background jobs' own steps (their wall time overlaps the phases above)
@@ -180,6 +188,8 @@ echo "lints started in the background (pid $lints_pid, log target/lints.log)"
 phase "end-to-end (e2e/run-all.sh sarena; per-test times above)"
 e2e_rc=0
 bash e2e/run-all.sh sarena || e2e_rc=$?
+# the table marks the phase that failed, not the one the run ended in
+[ "$e2e_rc" = 0 ] || phase_name="$phase_name (failed)"
 if [ -n "$k8s_build_pid" ]; then
   if ! wait "$k8s_build_pid"; then
     tail -n 40 target/setup-k8s.log >&2
@@ -203,4 +213,6 @@ if [ -n "$release_pid" ]; then
 fi
 phase "waiting for the background lints"
 reap_background "$lints_pid" "scripts/lint.sh compiled" target/lints.log || bg_rc=1
+[ "$bg_rc" = 0 ] || phase_name="$phase_name (failed)"
+phase_end
 [ "$e2e_rc" = 0 ] && [ "$bg_rc" = 0 ]
