@@ -16,8 +16,9 @@
 #   from each node's podCIDR; every pod reaches every other (across nodes);
 #   a ClusterIP Service answers from backends on both nodes;
 #   a NetworkPolicy lets only the web pods reach the web pods: an intruder
-#   pod's TCP connections to a web pod on the other node are denied, and a
-#   prober in it keeps trying (about one attempt a second) through the next
+#   pod's TCP connections to a web pod on the other node are denied (and
+#   `sarena monitor` on that node shows them, named by pod, with the
+#   policy), and a prober in it keeps trying (about one attempt a second) through the next
 #   two steps: not one may succeed;
 #   a daemon pod deleted: recreated by the DaemonSet, a 10/s ping across
 #   nodes loses at most one, the new daemon serves ADD;
@@ -296,6 +297,21 @@ jq -en --argjson b "$DENIED_BEFORE" --argjson a "$DENIED_AFTER" \
   '$a.from_peer_policy_denied > $b.from_peer_policy_denied' >/dev/null ||
   fail "$N2 dropped none of the intruder's packets on the direct path: counters then $DENIED_BEFORE, now $DENIED_AFTER"
 log "$N2 dropped the intruder's packets on the direct path: $DENIED_AFTER"
+# The drop explained (issue 28): `sarena monitor` in B's node's Sarena pod
+# shows the intruder's denied connections, named by pod, with the policy
+# that isolates B.
+INTRUDER_IP=$(k get pod intruder -o 'jsonpath={.status.podIP}')
+monitor_explains() {
+  ks exec "$(ds_pod "$N2")" -c sarena -- sarena monitor --since 2m --no-follow \
+    --reason policy_denied_ingress -o json >"$DIR/monitor.json" 2>&1 || return 1
+  jq -se --arg pod "default/$B" --arg src "$INTRUDER_IP" \
+    'any(.[]; .pod == $pod and .packet.src == $src and .packet.dst_port == 8080
+      and .direction == "ingress" and ((.policy.policies // []) | index("default/web-from-web")))' \
+    "$DIR/monitor.json" >/dev/null
+}
+wait_until 10 monitor_explains ||
+  fail "sarena monitor on $N2 does not show the intruder's denied connections with the policy: $(tail -c 2000 "$DIR/monitor.json")"
+log "sarena monitor on $N2: $(jq -sc 'map(select(.packet.src == $src)) | .[0] | {reason, pod, src: .packet.src, dport: .packet.dst_port, policies: .policy.policies}' --arg src "$INTRUDER_IP" "$DIR/monitor.json")"
 k exec "$A" -- timeout 3 wget -qO- "http://$B_IP:8080/" >/dev/null || fail "$A (web) cannot reach $B (web) under the policy"
 # The prober: a connection attempt about every 1.2 s, each counted, each success logged.
 # shellcheck disable=SC2016 # expanded in the pod

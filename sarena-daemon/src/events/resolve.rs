@@ -20,6 +20,8 @@ struct Named {
     /// `namespace/name`, or the container id without a pod name.
     pod: String,
     namespace: Option<String>,
+    /// The pod's name, when the runtime gave one.
+    name: Option<String>,
     interface: String,
 }
 
@@ -32,6 +34,7 @@ fn named(ep: &Endpoint) -> Named {
             _ => ep.spec.owner.container_id.clone(),
         },
         namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
         interface: ep.spec.host_ifname.clone(),
     }
 }
@@ -108,9 +111,24 @@ impl Resolver {
         if port == 0 {
             return;
         }
+        // The policy engine decides for pods, not addresses: the event's
+        // own endpoint is named as its pod, the other side by its address.
+        let own = self.by_ifindex.get(&event.ifindex).and_then(|n| {
+            Some(PolicyParty::Pod {
+                namespace: n.namespace.clone()?,
+                name: n.name.clone()?,
+            })
+        });
+        let Some(own) = own else {
+            return;
+        };
+        let (from, to) = match event.direction {
+            EventDirection::Ingress => (PolicyParty::Address(src), own),
+            EventDirection::Egress => (own, PolicyParty::Address(dst)),
+        };
         let query = PolicyQuery {
-            from: PolicyParty::Address(src),
-            to: PolicyParty::Address(dst),
+            from,
+            to,
             port,
             protocol,
         };
@@ -199,7 +217,11 @@ mod tests {
                 q.port == 5432
                     && q.protocol == PolicyProtocol::Tcp
                     && q.from == PolicyParty::Address("10.1.0.2".parse().unwrap())
-                    && q.to == PolicyParty::Address("10.1.0.3".parse().unwrap())
+                    && q.to
+                        == PolicyParty::Pod {
+                            namespace: "shop".into(),
+                            name: "pod-db".into(),
+                        }
             })
             .returning(|query| {
                 Ok(PolicyExplanation {
