@@ -16,29 +16,20 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use prometheus_parse::{Scrape, Value};
 use sarena_test_support::daemon::{free_loopback_addr, raw_tcp};
 use sarena_test_support::{in_netns, package_binary, run};
 use serde_json::Value as Json;
 
 mod ebpf_node;
 
-use ebpf_node::{Node, Pod, SERIAL, preconditions, scrape};
+use ebpf_node::{Node, Pod, SERIAL, preconditions, scrape, values};
 
 /// An address of the pool no pod has: the spoofed source.
 const SPOOFED: Ipv4Addr = Ipv4Addr::new(10, 246, 250, 250);
 
-/// The value of `metric` whose labels include `labels` (0 without one).
-fn value(scrape: &Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
-    scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-        .map(|s| match s.value {
-            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => v,
-            ref other => panic!("{metric}: {other:?}"),
-        })
-        .sum()
+/// The sum of `metric`'s values whose labels include `labels` (0 without one).
+fn value(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)]) -> f64 {
+    values(scrape, metric, labels).iter().sum()
 }
 
 /// `sarena monitor` running, its stdout lines on a channel.

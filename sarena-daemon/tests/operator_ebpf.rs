@@ -10,7 +10,6 @@
 
 use std::process::Command;
 
-use prometheus_parse::{Scrape, Value};
 use sarena_core::dataplane::ebpf::DropReason;
 use sarena_test_support::daemon::free_loopback_addr;
 use sarena_test_support::{package_binary, run};
@@ -18,7 +17,7 @@ use serde_json::Value as Json;
 
 mod ebpf_node;
 
-use ebpf_node::{Node, SERIAL, preconditions, scrape};
+use ebpf_node::{Node, SERIAL, preconditions, scrape, values};
 
 fn sarena(node: &Node, args: &[&str]) -> String {
     let out = Command::new(package_binary("sarena-cli", "sarena"))
@@ -39,19 +38,6 @@ fn sarena_json(node: &Node, args: &[&str]) -> Json {
     let mut all = args.to_vec();
     all.extend(["-o", "json"]);
     serde_json::from_str(&sarena(node, &all)).unwrap()
-}
-
-/// Every value of `metric` whose labels include `labels`.
-fn values(scrape: &Scrape, metric: &str, labels: &[(&str, &str)]) -> Vec<f64> {
-    scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-        .map(|s| match s.value {
-            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => v,
-            ref other => panic!("{metric}: {other:?}"),
-        })
-        .collect()
 }
 
 #[tokio::test]

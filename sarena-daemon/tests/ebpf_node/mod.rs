@@ -34,6 +34,25 @@ pub async fn scrape(addr: SocketAddr) -> prometheus_parse::Scrape {
     prometheus_parse::Scrape::parse(answer.body.lines().map(|l| Ok(l.to_owned()))).unwrap()
 }
 
+/// Every value of `metric` whose labels include `labels`.
+pub fn values(
+    scrape: &prometheus_parse::Scrape,
+    metric: &str,
+    labels: &[(&str, &str)],
+) -> Vec<f64> {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            ref other => panic!("{metric}: {other:?}"),
+        })
+        .collect()
+}
+
 /// The tests share the node-global gateway device: one at a time.
 pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
