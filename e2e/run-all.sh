@@ -65,12 +65,16 @@ fi
 # Build the libcni driver once for all scripts.
 export E2E_DRIVER
 E2E_DRIVER=$(mktemp /tmp/sarena-e2e-driver.XXXXXX)
-trap 'rm -f "$E2E_DRIVER"' EXIT
+# Each test's output is kept too: the failed tests' last lines are printed
+# again at the end, where a CI log's tail shows them.
+E2E_LOGS=$(mktemp -d /tmp/sarena-e2e-logs.XXXXXX)
+trap 'rm -f "$E2E_DRIVER"; rm -rf "$E2E_LOGS"' EXIT
 E2E_TEST=run-all build_driver "$E2E_DRIVER"
 
 passed=0
 failed=0
 failures=()
+failed_logs=()
 times=()
 # run NAME DATAPLANE: one test (DATAPLANE: the Sarena dataplane, for the label).
 run() {
@@ -143,12 +147,16 @@ run() {
       ;;
     *) cmd=(bash "./test-$t.sh" "$MODE") ;;
   esac
-  local started=$SECONDS verdict=passed
-  if "${cmd[@]}"; then
+  local started=$SECONDS verdict=passed log rc
+  log="$E2E_LOGS/${#times[@]}-$t${2:+-$2}.log"
+  "${cmd[@]}" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  if [ "$rc" = 0 ]; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
     failures+=("$t${2:+ ($2)}")
+    failed_logs+=("$log")
     verdict=failed
   fi
   times+=("$(printf '%-28s %-7s %5d s' "$t${2:+ ($2)}" "$verdict" $((SECONDS - started)))")
@@ -162,6 +170,10 @@ for t in "${TESTS[@]}"; do
 done
 for t in "${KERNEL_PASS[@]}"; do
   SARENA_DATAPLANE=kernel run "$t" kernel
+done
+for log in "${failed_logs[@]}"; do
+  echo "=============== the last 40 lines of $(basename "$log" .log | cut -d- -f2-) (failed)"
+  tail -n 40 "$log"
 done
 echo "=============== per-test times"
 for line in "${times[@]}"; do echo "  $line"; done

@@ -50,6 +50,28 @@ ebpf_clippy() (
       --target-dir ../../target/ebpf-clippy -- -D warnings
 )
 
+# forget_verified NAME VERSION: drops what an earlier verification left of
+# NAME-VERSION as a registry crate: its unpacked sources (cargo unpacks a
+# name-version once per registry, and the temporary registry's id is its
+# path, the same on every run of a checkout) and its builds in target/debug
+# (fingerprinted by the unpacked files' mtimes, which the .crate fixes). Left
+# there, the next verification builds the dependents against the old code
+# (seen: "could not find `events` in `sarena_common`" on a CI machine).
+forget_verified() {
+  local name=$1 version=$2 dir hash
+  for dir in "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"$name-$version"; do
+    case $dir in
+      */index.crates.io-*/*) ;; # never ours: ours are not on crates.io
+      *) [ ! -e "$dir" ] || rm -rf "$dir" ;;
+    esac
+  done
+  for dir in target/debug/deps/"${name//-/_}"-*.d; do
+    if ! [ -e "$dir" ] || ! grep -q '/registry/src/' "$dir"; then continue; fi
+    hash=${dir##*-}
+    rm -rf "target/debug/.fingerprint/$name-${hash%.d}"
+  done
+}
+
 # Every crate to be published (`publish` not false) packages, and each
 # .crate builds on its own (cargo verifies them against each other through a
 # temporary local registry). The packaged sarena-daemon has no
@@ -59,12 +81,16 @@ ebpf_clippy() (
 # reuses target/debug's dependencies (keep in step with Cargo.toml). ~3
 # minutes on two cores, most of it sarena-core compiled once per dependent.
 package() {
-  local published dirty=(--allow-dirty)
+  local published dirty=(--allow-dirty) name version
   # A clean clone (CI) packages as committed; elsewhere, the work tree as it is.
   if [ "${CI:-}" = "true" ]; then dirty=(); fi
   mapfile -t published < <(cargo metadata --no-deps --format-version 1 |
     jq -r '.packages[] | select(.publish != []) | "--package=\(.name)"')
   [ "${#published[@]}" -gt 0 ] || return 1
+  while read -r name version; do
+    forget_verified "$name" "$version"
+  done < <(cargo metadata --no-deps --format-version 1 |
+    jq -r '.packages[] | select(.publish != []) | "\(.name) \(.version)"')
   mkdir -p target
   # (pipefail: the status is cargo's)
   env -u SARENA_EBPF_REQUIRED cargo package "${published[@]}" "${dirty[@]}" \
