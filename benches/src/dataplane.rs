@@ -28,6 +28,7 @@ mod embedded;
 pub mod embedded_check;
 #[cfg(test)]
 mod embedded_tests;
+pub mod event_cost;
 mod iperf;
 mod netns;
 pub mod netpol;
@@ -48,6 +49,7 @@ mod tests;
 pub use cpu::{CpuUsage, Pinning, Settle};
 pub use ebpf_check::EbpfCheck;
 pub use embedded_check::EmbeddedCheck;
+pub use event_cost::EventCost;
 pub use iperf::{IperfReport, IperfRun};
 pub use policy_check::{PolicyCheck, Probe};
 pub use prog_stats::{ProgramRuns, RunDelta};
@@ -87,6 +89,8 @@ pub struct DataplaneOptions {
     /// Before the first round, wait at most this long for the machine to
     /// quieten (below [`QUIET_PERCENT`] busy).
     pub settle_max: Duration,
+    /// A smoke run: the event cost's floods are small.
+    pub quick: bool,
 }
 
 /// Busy share of all CPUs under which the machine counts as quiet.
@@ -113,6 +117,7 @@ impl DataplaneOptions {
             bins: None,
             pinning: default_pinning(),
             settle_max: Duration::from_secs(60),
+            quick: false,
         }
     }
 
@@ -123,6 +128,7 @@ impl DataplaneOptions {
             iperf_seconds: 1,
             rr_seconds: 1,
             settle_max: Duration::from_secs(5),
+            quick: true,
             ..DataplaneOptions::full()
         }
     }
@@ -272,6 +278,14 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
     let embedded_before = embedded_check::before(&prepared);
     let measured = rounds::measure(&prepared, opts, &programs);
     let embedded = embedded_check::finish(&prepared, embedded_before, &measured.samples);
+    let event_cost = match event_cost::measure(&prepared, opts, opts.quick) {
+        Some(Ok(cost)) => Some(cost),
+        Some(Err(e)) => {
+            check_errors.push(format!("event cost: {}", sarena_core::error_chain(&e)));
+            None
+        }
+        None => None,
+    };
     let ([p4, p6], [b4, b6]) = (ebpf_paths, counters_before);
     let [ebpf_check, ebpf6_check] = [(p4, b4), (p6, b6)].map(|(i, before)| {
         let (i, before) = (i?, before?);
@@ -330,5 +344,6 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
         skipped,
         services: Some(services),
         embedded,
+        event_cost,
     })
 }

@@ -6,6 +6,7 @@ mod bandwidth;
 pub mod criterion;
 mod dataplane;
 pub mod embedded;
+mod events;
 pub mod machine;
 pub mod plots;
 mod policy;

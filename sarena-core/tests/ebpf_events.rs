@@ -5,7 +5,9 @@
 //! provoked for real (a policy denial, a spoofed source, a pacer's
 //! overflow) and its event read back with the right fields; flow events
 //! name the path a connection took; one pod's flood costs only its own
-//! events; and with events off, nothing is written but drops are counted.
+//! events; with events off, nothing is written but drops are counted; and
+//! what a full policy map leaves out is denied, with its events, until
+//! there is room again.
 //!
 //! Privileged (root and the eBPF object): `#[ignore]`d unless included.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -13,15 +15,18 @@
 mod ebpf;
 
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ebpf::TestDataplane;
 use ebpf::policy::*;
 use ebpf::raw::send_raw_frames;
+use ebpf::shop::{db_policy, engine, k8s_pod};
 use sarena_core::api::{EventKind, EventRecord, EventsSettings, FlowMode, event_record};
+use sarena_core::dataplane::ebpf::BpfError;
 use sarena_core::dataplane::ebpf::{AyaDataplane, Event, EventReader, events_config};
 use sarena_core::links::RtnetlinkLinks;
-use sarena_core::policy::Direction;
+use sarena_core::policy::{Direction, EntryKey, RuleId};
 use sarena_test_support::Pod;
 
 fn settings(drops: bool, flows: FlowMode, rate: u32, burst: u32) -> EventsSettings {
@@ -241,4 +246,98 @@ async fn flow_events_name_the_path_node_wide_or_for_a_watched_pod() {
         events.iter().filter(|e| e.kind == EventKind::Flow).count() >= 4,
         "{events:?}"
     );
+}
+
+/// The host ifindex the filler entries claim: no link's (ifindexes of a
+/// test machine stay far below it).
+const NO_LINK: u32 = 0x7fff_0000;
+
+/// Fills the policy map with entries of [`NO_LINK`] until the kernel
+/// refuses one as full; returns how many it took.
+fn fill_policy_map(dp: &AyaDataplane) -> Vec<EntryKey> {
+    dp.policy_maps(|m| {
+        let mut written = Vec::new();
+        for peer in 1_000_000..1_000_300 {
+            for port in 1..=1024 {
+                let key = EntryKey {
+                    direction: Direction::Ingress,
+                    peer,
+                    proto: 6,
+                    port,
+                    port_bits: 16,
+                };
+                match m.set_entry(NO_LINK, &key, RuleId(1)) {
+                    Ok(()) => written.push(key),
+                    Err(BpfError::MapFull { map, .. }) => {
+                        assert_eq!(map, "SARENA_POLICY");
+                        return written;
+                    }
+                    Err(e) => panic!("filling the policy map: {e}"),
+                }
+            }
+        }
+        panic!(
+            "the policy map took {} entries and is not full",
+            written.len()
+        )
+    })
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn what_a_full_policy_map_leaves_out_is_denied_with_its_events_until_there_is_room() {
+    let (t, mut reader) =
+        open("what_a_full_policy_map_leaves_out_is_denied_with_its_events_until_there_is_room");
+    let links = RtnetlinkLinks::new().unwrap();
+    let (mut web, mut db) = (pod(&links, 2).await, pod(&links, 3).await);
+    let pods = [
+        k8s_pod(&mut web, "web", "web"),
+        k8s_pod(&mut db, "db", "db"),
+    ];
+    t.attach(&[&web, &db]).await;
+    configure(&t.dp, &settings(true, FlowMode::Off, 100, 200));
+    let db_addr = addr(&db);
+
+    let filler = fill_policy_map(&t.dp);
+    assert!(filler.len() >= 100_000, "{} entries", filler.len());
+    // The daemon's update: db isolated, web allowed on 8080; the allow
+    // entry does not fit, the isolation does (what is missing is denied).
+    let mut e = engine(&pods, &[db_policy()]);
+    let applied = t.dp.apply_policy(Arc::new(e.compile()));
+    assert!(applied.failed >= 1, "{applied:?}");
+    assert_eq!(applied.full_maps, vec!["SARENA_POLICY"], "{applied:?}");
+    assert!(
+        !connects(&web, &db, db_addr, 8080),
+        "allowed, but its entry is not in the full map"
+    );
+    let events = drain(&mut reader, Duration::from_millis(300)).await;
+    let denied = events
+        .iter()
+        .find(|e| {
+            e.reason.as_deref() == Some("policy_denied_ingress") && e.packet.dst_port == Some(8080)
+        })
+        .unwrap_or_else(|| panic!("no policy drop of web -> db:8080: {events:?}"));
+    assert_eq!(denied.ifindex, ifindex(&db), "{denied:?}");
+    assert_eq!(denied.packet.src, Some(addr(&web)), "{denied:?}");
+    assert_eq!(denied.packet.tcp_flags.as_deref(), Some("SYN"));
+
+    // Room again: the next update writes what was missing.
+    t.dp.policy_maps(|m| {
+        for key in filler.iter().take(1024) {
+            m.remove_entry(NO_LINK, key).unwrap();
+        }
+    });
+    let applied = t.dp.apply_policy(Arc::new(e.compile()));
+    assert_eq!(
+        (applied.failed, applied.full_maps.len()),
+        (0, 0),
+        "{applied:?}"
+    );
+    assert!(connects(&web, &db, db_addr, 8080), "allowed once written");
+    assert!(t.dp.policy_failed_writes() >= 1);
+    t.dp.policy_maps(|m| {
+        for key in &filler[1024..] {
+            m.remove_entry(NO_LINK, key).unwrap();
+        }
+    });
 }

@@ -15,17 +15,19 @@
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use sarena_common::peers::NodeCounters;
-use sarena_core::api::{Attachment, PodRef};
+use sarena_core::api::{Attachment, EventsSettings, PodRef};
 use sarena_core::cluster::rtnl::RtnetlinkPeers;
 use sarena_core::cluster::{
     ClusterView, KubernetesConfig, PeerRouting as _, PeerSync, RoutingMode, cluster_networks,
 };
 use sarena_core::cni::Version;
-use sarena_core::dataplane::ebpf::{AyaDataplane, PolicyApplied};
+use sarena_core::dataplane::ebpf::{AyaDataplane, EventStats, PolicyApplied, events_config};
 use sarena_core::dataplane::{KernelDataplane, NodeUpdate, NodeUpdates as _};
 use sarena_core::links::RtnetlinkLinks;
 use sarena_core::node::{NodeConfig, Registry, WithDataplane};
@@ -319,10 +321,92 @@ impl EmbeddedNode {
             .map_err(|e| BenchError::embedded("node_counters", self.label.clone(), e))
     }
 
+    /// Switches drop and flow events as `settings` say (node-wide; no
+    /// watched pods), as the daemon's `POST /v1/events/config` does.
+    pub fn set_events(&self, settings: &EventsSettings) -> Result<(), BenchError> {
+        self.dataplane()?
+            .set_events_config(events_config(settings, false))
+            .map_err(|e| BenchError::embedded("set_events_config", self.label.clone(), e))
+    }
+
+    /// The programs' event counts so far.
+    pub fn event_stats(&self) -> Result<EventStats, BenchError> {
+        self.dataplane()?
+            .event_stats()
+            .map_err(|e| BenchError::embedded("event_stats", self.label.clone(), e))
+    }
+
+    /// Drains the events' ring buffer on a thread of its own until the
+    /// returned [`EventDrain`] finishes, as the daemon's reader task does
+    /// (an undrained ring fills, and a full ring costs the programs less
+    /// than a written event). Once per node: the ring has one reader.
+    pub fn drain_events(&self) -> Result<EventDrain, BenchError> {
+        let dataplane = self.dataplane()?.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let label = self.label.clone();
+        let thread = std::thread::Builder::new()
+            .name("bench-events".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| BenchError::io("tokio runtime for", "the event reader", e))?;
+                rt.block_on(async move {
+                    let mut reader = dataplane
+                        .take_event_reader()
+                        .map_err(|e| BenchError::embedded("take_event_reader", label.clone(), e))?
+                        .ok_or_else(|| BenchError::Input {
+                            what: format!("{label}: the event reader was taken already"),
+                        })?;
+                    let (mut batch, mut read) = (Vec::new(), 0u64);
+                    while !stopping.load(Ordering::Relaxed) {
+                        batch.clear();
+                        reader
+                            .read_for(&mut batch, 4096, Duration::from_millis(50))
+                            .await
+                            .map_err(|e| BenchError::io("read", "the events ring buffer", e))?;
+                        read += batch.len() as u64;
+                    }
+                    Ok(read)
+                })
+            })
+            .map_err(|e| BenchError::io("spawn thread for", "the event reader", e))?;
+        Ok(EventDrain {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
     /// Hands the engine's output to the dataplane, as the daemon does.
     pub fn apply_policy(&self, compiled: Arc<CompiledPolicy>) -> Result<PolicyApplied, BenchError> {
         let dataplane = self.dataplane()?;
         Ok(dataplane.apply_policy(compiled))
+    }
+}
+
+/// The thread draining a node's events ([`EmbeddedNode::drain_events`]).
+/// Dropped unfinished, it stops the thread without waiting.
+#[derive(Debug)]
+pub struct EventDrain {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<u64, BenchError>>>,
+}
+
+impl EventDrain {
+    /// Stops the thread; the events it read.
+    pub fn finish(mut self) -> Result<u64, BenchError> {
+        self.stop.store(true, Ordering::Relaxed);
+        let thread = self.thread.take().ok_or(BenchError::ThreadPanicked {
+            what: "event reader",
+        })?;
+        netns::join(thread, "event reader")
+    }
+}
+
+impl Drop for EventDrain {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

@@ -7,9 +7,11 @@ use std::net::{IpAddr, Ipv4Addr};
 use sarena_core::policy::{Peer, PodKey, PortRef};
 
 use super::embedded_check::EmbeddedCheck;
+use super::event_cost::{EventCost, SettingCost};
 use super::netpol::{self, DENIED_PORT, MEASUREMENT_PORTS, POLICIES};
 use super::policy_check::{PolicyCheck, Probe};
-use super::results::PathKind;
+use super::prog_stats::RunDelta;
+use super::results::{DataplaneResults, PathKind};
 
 fn ip(host: u8) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 190, 0, host))
@@ -235,6 +237,7 @@ fn the_report_shows_the_embedded_rows_with_targets_and_policy_figures() {
             policy: Some(PolicyCheck::new(true, 6099, live, live, 0)),
             errors: Vec::new(),
         }],
+        event_cost: Some(event_cost()),
     };
     let md = dp.markdown();
     let row = |label: &str| {
@@ -269,5 +272,75 @@ fn the_report_shows_the_embedded_rows_with_targets_and_policy_figures() {
         dp.problems()
             .iter()
             .any(|p| p.contains("counters not read"))
+    );
+}
+
+/// Two settings of an event-cost run: events off, and drop events written
+/// at 1.5× the cost per dropped frame.
+fn event_cost() -> EventCost {
+    let run = |ns: u64, runs: u64| RunDelta {
+        run_time_ns: ns * runs,
+        runs,
+    };
+    let setting = |label: &str, drop_ns: u64, drop_events: u64| SettingCost {
+        label: label.into(),
+        rr_from_container: run(300, 1000),
+        rr_to_container: run(100, 10),
+        rr_transactions: 1000,
+        crr_from_container: run(400, 5000),
+        crr_to_container: run(0, 0),
+        connections: 1000,
+        flood_from_container: run(drop_ns, 2000),
+        flood_frames: 2000,
+        drop_events,
+        flow_events: 0,
+        lost_rate_limited: 2000 - drop_events,
+        lost_buffer_full: 0,
+        read: drop_events,
+    };
+    EventCost {
+        rounds: 1,
+        seconds: 1,
+        settings: vec![
+            setting("events off", 200, 0),
+            setting("drop events (100/s per endpoint)", 300, 200),
+        ],
+    }
+}
+
+#[test]
+fn the_report_shows_each_event_settings_cost_against_events_off() {
+    let dp = DataplaneResults {
+        event_cost: Some(event_cost()),
+        ..super::tests::results()
+    };
+    let md = dp.markdown();
+    let section = &md[md
+        .find("### What drop and flow events cost (issue 28)")
+        .expect("the event cost subsection")..];
+    // per round trip (300 × 1000 + 100 × 10) / 1000 = 301 ns, per
+    // connection 2000 ns, per dropped frame 200 and 300 ns
+    assert!(
+        section.contains(
+            "| events off | 301 (1.00×) | 2000 (1.00×) | 200 (1.00×) | 0 | 0 | 2000 | 0 |"
+        ),
+        "{section}"
+    );
+    assert!(
+        section.contains("| drop events (100/s per endpoint) | 301 (1.00×) | 2000 (1.00×) | 300 (1.50×) | 200 | 0 | 1800 | 0 |"),
+        "{section}"
+    );
+    assert!(
+        section.contains("The drain read 200 of the 200 events written"),
+        "{section}"
+    );
+    let without = DataplaneResults {
+        event_cost: None,
+        ..super::tests::results()
+    };
+    assert!(
+        !without
+            .markdown()
+            .contains("What drop and flow events cost")
     );
 }

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::cpu::{Pinning, Settle};
 use super::ebpf_check::EbpfCheck;
 use super::embedded_check::EmbeddedCheck;
+use super::event_cost::EventCost;
 use super::iperf::IperfRun;
 use super::prog_stats::ProgramRuns;
 use super::rr::RrRun;
@@ -292,6 +293,10 @@ pub struct DataplaneResults {
     /// the engine compiled.
     #[serde(default)]
     pub embedded: Vec<EmbeddedCheck>,
+    /// What drop and flow events cost the programs (issue 28), measured on
+    /// the embedded path after its rounds.
+    #[serde(default)]
+    pub event_cost: Option<EventCost>,
 }
 
 impl PathSummary {

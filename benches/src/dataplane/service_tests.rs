@@ -215,6 +215,7 @@ fn results(checks: Vec<ServiceCheck>) -> DataplaneResults {
             stats_sysctl: (Some(false), Some(false)),
         }),
         embedded: Vec::new(),
+        event_cost: None,
     }
 }
 

@@ -142,7 +142,7 @@ fn without_a_raw_veth_path_there_are_no_ratios() {
     assert_eq!(paths[0].summary.gbits_ratio_to_raw, None);
 }
 
-fn results() -> DataplaneResults {
+pub(super) fn results() -> DataplaneResults {
     let mut paths = vec![
         path(PathKind::RawVeth, vec![sample(1, 20.0, 40_000.0)]),
         path(PathKind::SarenaEbpf, vec![sample(1, 19.9, 39_900.0)]),
@@ -180,6 +180,7 @@ fn results() -> DataplaneResults {
         skipped: vec![(PathKind::PtpHostLocal, "ptp exploded".into())],
         services: None,
         embedded: Vec::new(),
+        event_cost: None,
     }
 }
 

@@ -43,6 +43,7 @@ impl DataplaneResults {
         self.bandwidth_markdown(&mut md);
         self.services_markdown(&mut md);
         self.embedded_markdown(&mut md);
+        self.event_cost_markdown(&mut md);
         self.checks(&mut md);
         md
     }

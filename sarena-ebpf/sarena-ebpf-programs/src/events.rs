@@ -11,7 +11,7 @@
 //! carries one copy of it.
 
 use aya_ebpf::{
-    bindings::__sk_buff,
+    bindings::{__sk_buff, BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
     helpers::{bpf_get_prandom_u32, bpf_ktime_get_ns, generated::bpf_skb_load_bytes},
     macros::map,
     maps::{Array, HashMap, LruHashMap, PerCpuArray, RingBuf},
@@ -19,9 +19,9 @@ use aya_ebpf::{
 };
 use sarena_common::events::{
     DIRECTION_EGRESS, EVENT_DROP, EVENT_FLOW, EVENT_HEAD_BYTES, EVENTS_F_DROPS,
-    EVENTS_F_FLOW_WATCH, EVENTS_RING_BYTES, Event, EventLimiter, EventStats, EventsConfig,
-    FLOW_MODE_NEW, FLOW_MODE_OFF, FLOW_MODE_SAMPLE, PATH_HOST_STACK, PATH_HOST_STACK_FLOW,
-    PATH_LOCAL_POD, PATH_PEER,
+    EVENTS_F_FLOW_WATCH, EVENTS_RING_BYTES, EVENTS_WAKEUP_BYTES, Event, EventLimiter, EventStats,
+    EventsConfig, FLOW_MODE_NEW, FLOW_MODE_OFF, FLOW_MODE_SAMPLE, PATH_HOST_STACK,
+    PATH_HOST_STACK_FLOW, PATH_LOCAL_POD, PATH_PEER,
 };
 use sarena_common::{DropReason, EndpointKey, MAX_ENDPOINTS};
 
@@ -371,7 +371,14 @@ fn emit(ctx: &TcContext, cfg: &EventsConfig, ifindex: u32, kind: u8, direction: 
             ) == 0;
         (*event).captured = if copied { want as u16 } else { 0 };
     }
-    entry.submit(0);
+    // Wake the reader only once an eighth of the ring waits (it polls
+    // meanwhile): a wakeup per event would cost more than the event.
+    let flags = if SARENA_EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= EVENTS_WAKEUP_BYTES {
+        BPF_RB_FORCE_WAKEUP
+    } else {
+        BPF_RB_NO_WAKEUP
+    };
+    entry.submit(flags as u64);
     stats(|s| {
         if kind == EVENT_DROP {
             s.drop_events += 1;

@@ -19,7 +19,7 @@ use sarena_common::events::{
 use strum::IntoEnumIterator;
 
 use super::path::decode_segment;
-use super::policy::PolicyDecision;
+use super::policy::{PolicyDecision, PolicyVerdict};
 
 pub use super::events_packet::PacketSummary;
 
@@ -102,8 +102,11 @@ pub struct EventRecord {
     pub packet_len: u32,
     /// What its first bytes say.
     pub packet: PacketSummary,
-    /// A policy drop: the decision that denied it (the pod deciding, the
-    /// policies isolating it; no rule allowed the packet).
+    /// A policy drop: the deciding pod's decision, as the policy engine
+    /// makes it now. Denied: the policies isolating the pod, no rule
+    /// allowing the packet. Anything else: the engine allows what the
+    /// programs denied, so the maps lack the entry (a full map, or an
+    /// update not yet applied).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<PolicyDecision>,
 }
@@ -137,7 +140,21 @@ impl fmt::Display for EventRecord {
             write!(f, " peer={peer}")?;
         }
         if let Some(p) = &self.policy {
-            if p.policies.is_empty() {
+            if p.allowed() {
+                // The engine allows what the programs denied: the entry is
+                // not in the maps (a full map, or an update not yet applied).
+                let why = p.rule.as_deref().unwrap_or(match p.verdict {
+                    PolicyVerdict::NotIsolated => "not isolated",
+                    PolicyVerdict::Host => "its node",
+                    PolicyVerdict::Allowed | PolicyVerdict::Denied => "a rule",
+                });
+                write!(
+                    f,
+                    " policy: {} allows it ({why}) but the dataplane lacks the entry \
+                     (a full policy map, see sarena_policy_map_full_total, or an update in flight)",
+                    p.pod
+                )?;
+            } else if p.policies.is_empty() {
                 write!(f, " policy: isolated, no rule allows it")?;
             } else {
                 write!(

@@ -190,3 +190,36 @@ fn an_event_reads_as_one_line() {
         "DROP spoofed_source         ns/web-1 egress 10.0.0.5:40000 -> 10.0.0.6:80 TCP SYN"
     );
 }
+
+#[test]
+fn a_policy_drop_line_says_why_denied_or_that_the_entry_is_missing() {
+    let mut e = record(EventKind::Drop, "policy_denied_ingress", Some("ns/web"));
+    e.direction = EventDirection::Ingress;
+    e.policy = Some(PolicyDecision {
+        pod: "ns/web".into(),
+        verdict: PolicyVerdict::Denied,
+        rule: None,
+        policies: vec!["ns/web-only".into()],
+    });
+    let line = e.to_string();
+    assert!(
+        line.ends_with("policy: ns/web isolated by ns/web-only, no rule allows it"),
+        "{line}"
+    );
+    // The engine allows it, the programs dropped it: the maps lack the
+    // entry (what a full policy map costs).
+    e.policy = Some(PolicyDecision {
+        pod: "ns/web".into(),
+        verdict: PolicyVerdict::Allowed,
+        rule: Some("ns/web-only ingress[0]".into()),
+        policies: vec!["ns/web-only".into()],
+    });
+    let line = e.to_string();
+    assert!(
+        line.contains(
+            "policy: ns/web allows it (ns/web-only ingress[0]) but the dataplane lacks the entry"
+        ),
+        "{line}"
+    );
+    assert!(line.contains("sarena_policy_map_full_total"), "{line}");
+}

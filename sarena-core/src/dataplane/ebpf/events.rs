@@ -8,8 +8,9 @@ use std::time::Duration;
 use aya::Ebpf;
 use aya::maps::{Array, HashMap, Map, MapData, PerCpuArray, RingBuf};
 use sarena_common::events::{
-    EVENT_STATS_MAP, EVENTS_CONFIG_MAP, EVENTS_F_DROPS, EVENTS_F_FLOW_WATCH, EVENTS_MAP, Event,
-    EventStats, EventsConfig, FLOW_MODE_NEW, FLOW_MODE_OFF, FLOW_MODE_SAMPLE, FLOW_WATCH_MAP,
+    EVENT_STATS_MAP, EVENTS_CONFIG_MAP, EVENTS_F_DROPS, EVENTS_F_FLOW_WATCH, EVENTS_MAP,
+    EVENTS_POLL_MS, Event, EventStats, EventsConfig, FLOW_MODE_NEW, FLOW_MODE_OFF,
+    FLOW_MODE_SAMPLE, FLOW_WATCH_MAP,
 };
 use tokio::io::unix::AsyncFd;
 
@@ -100,26 +101,26 @@ impl EventReader {
     /// Waits for events, then appends up to `max` of them to `out` (at
     /// least one). A record of another size than [`Event`]'s (none is
     /// written) is skipped.
+    ///
+    /// The programs wake the reader only once
+    /// [`EVENTS_WAKEUP_BYTES`](sarena_common::events::EVENTS_WAKEUP_BYTES) wait
+    /// (a wakeup per event would cost them more than the event), so the
+    /// ring is also looked at every [`EVENTS_POLL_MS`].
     pub async fn read(&mut self, out: &mut Vec<Event>, max: usize) -> io::Result<()> {
         let max = max.max(1);
+        let poll = Duration::from_millis(EVENTS_POLL_MS);
         loop {
-            let mut guard = self.ring.readable_mut().await?;
-            let ring = guard.get_inner_mut();
-            let mut taken = 0;
-            while taken < max {
-                let Some(item) = ring.next() else {
-                    break;
-                };
-                taken += 1;
-                if let Some(event) = decode(&item) {
-                    out.push(event);
-                }
+            if take_events(self.ring.get_mut(), out, max) > 0 {
+                return Ok(());
             }
-            if taken == 0 {
-                guard.clear_ready();
+            let Ok(woken) = tokio::time::timeout(poll, self.ring.readable_mut()).await else {
                 continue;
+            };
+            let mut guard = woken?;
+            if take_events(guard.get_inner_mut(), out, max) > 0 {
+                return Ok(());
             }
-            return Ok(());
+            guard.clear_ready();
         }
     }
 
@@ -135,6 +136,21 @@ impl EventReader {
             Err(_) => Ok(false),
         }
     }
+}
+
+/// Appends up to `max` events of `ring` to `out`; the records taken.
+fn take_events(ring: &mut RingBuf<MapData>, out: &mut Vec<Event>, max: usize) -> usize {
+    let mut taken = 0;
+    while taken < max {
+        let Some(item) = ring.next() else {
+            break;
+        };
+        taken += 1;
+        if let Some(event) = decode(&item) {
+            out.push(event);
+        }
+    }
+    taken
 }
 
 /// The event in a ring buffer record.
