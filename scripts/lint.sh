@@ -81,16 +81,17 @@ forget_verified() {
 # reuses target/debug's dependencies (keep in step with Cargo.toml). ~3
 # minutes on two cores, most of it sarena-core compiled once per dependent.
 package() {
-  local published dirty=(--allow-dirty) name version
+  local crates crate published=() dirty=(--allow-dirty)
   # A clean clone (CI) packages as committed; elsewhere, the work tree as it is.
   if [ "${CI:-}" = "true" ]; then dirty=(); fi
-  mapfile -t published < <(cargo metadata --no-deps --format-version 1 |
-    jq -r '.packages[] | select(.publish != []) | "--package=\(.name)"')
-  [ "${#published[@]}" -gt 0 ] || return 1
-  while read -r name version; do
-    forget_verified "$name" "$version"
-  done < <(cargo metadata --no-deps --format-version 1 |
+  mapfile -t crates < <(cargo metadata --no-deps --format-version 1 |
     jq -r '.packages[] | select(.publish != []) | "\(.name) \(.version)"')
+  [ "${#crates[@]}" -gt 0 ] || return 1
+  for crate in "${crates[@]}"; do
+    # "name version"
+    forget_verified "${crate%% *}" "${crate#* }"
+    published+=("--package=${crate%% *}")
+  done
   mkdir -p target
   # (pipefail: the status is cargo's)
   env -u SARENA_EBPF_REQUIRED cargo package "${published[@]}" "${dirty[@]}" \

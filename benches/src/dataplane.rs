@@ -278,7 +278,7 @@ pub fn run(opts: &DataplaneOptions) -> Result<DataplaneResults, BenchError> {
     let embedded_before = embedded_check::before(&prepared);
     let measured = rounds::measure(&prepared, opts, &programs);
     let embedded = embedded_check::finish(&prepared, embedded_before, &measured.samples);
-    let event_cost = match event_cost::measure(&prepared, opts, opts.quick) {
+    let event_cost = match event_cost::measure(&prepared, opts) {
         Some(Ok(cost)) => Some(cost),
         Some(Err(e)) => {
             check_errors.push(format!("event cost: {}", sarena_core::error_chain(&e)));

@@ -10,7 +10,7 @@ use super::embedded_check::EmbeddedCheck;
 use super::event_cost::{EventCost, SettingCost};
 use super::netpol::{self, DENIED_PORT, MEASUREMENT_PORTS, POLICIES};
 use super::policy_check::{PolicyCheck, Probe};
-use super::prog_stats::RunDelta;
+use super::prog_stats::{ProgramRuns, RunDelta};
 use super::results::{DataplaneResults, PathKind};
 
 fn ip(host: u8) -> IpAddr {
@@ -282,16 +282,16 @@ fn event_cost() -> EventCost {
         run_time_ns: ns * runs,
         runs,
     };
+    let runs = |from, to, transactions| ProgramRuns {
+        from_container: from,
+        to_container: to,
+        transactions,
+    };
     let setting = |label: &str, drop_ns: u64, drop_events: u64| SettingCost {
         label: label.into(),
-        rr_from_container: run(300, 1000),
-        rr_to_container: run(100, 10),
-        rr_transactions: 1000,
-        crr_from_container: run(400, 5000),
-        crr_to_container: run(0, 0),
-        connections: 1000,
-        flood_from_container: run(drop_ns, 2000),
-        flood_frames: 2000,
+        rr: runs(run(300, 1000), run(100, 10), 1000),
+        crr: runs(run(400, 5000), run(0, 0), 1000),
+        flood: runs(run(drop_ns, 2000), run(0, 0), 2000),
         drop_events,
         flow_events: 0,
         lost_rate_limited: 2000 - drop_events,

@@ -11,7 +11,7 @@
 //! client (a drop each). The ring buffer is drained meanwhile, as the
 //! daemon drains it.
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::time::Duration;
 
 use sarena_core::api::{EventsSettings, FlowMode};
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::embedded::EmbeddedNode;
 use super::paths::{Endpoints, PreparedPath};
-use super::prog_stats::{self, NodePrograms, RunDelta};
+use super::prog_stats::{self, NodePrograms, ProgramRuns};
 use super::results::PathKind;
 use super::{DataplaneOptions, crr, netns, rr};
 use crate::BenchError;
@@ -92,29 +92,20 @@ pub const FLOOD_FRAMES: u64 = 200_000;
 
 /// The source address of the flood: not the client's (anti-spoofing drops
 /// every frame, `spoofed_source`), added to its `eth0` for the flood only.
-const SPOOFED: &str = "198.18.250.1";
+const SPOOFED: Ipv4Addr = Ipv4Addr::new(198, 18, 250, 1);
 
 /// One setting's totals over every round.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct SettingCost {
     /// [`Setting::label`].
     pub label: String,
-    /// Request/response: `from_container` and `to_container`.
-    pub rr_from_container: RunDelta,
-    /// See `rr_from_container`.
-    pub rr_to_container: RunDelta,
-    /// Round trips of the request/response runs.
-    pub rr_transactions: u64,
-    /// New connections: `from_container` and `to_container`.
-    pub crr_from_container: RunDelta,
-    /// See `crr_from_container`.
-    pub crr_to_container: RunDelta,
-    /// Connections made.
-    pub connections: u64,
-    /// The spoofed flood: `from_container` (every frame dropped).
-    pub flood_from_container: RunDelta,
-    /// Frames sent.
-    pub flood_frames: u64,
+    /// Request/response: the programs' runs, and round trips.
+    pub rr: ProgramRuns,
+    /// New connections: the programs' runs, and connections made.
+    pub crr: ProgramRuns,
+    /// The spoofed flood: the programs' runs (every frame dropped by
+    /// `from_container`), and frames sent.
+    pub flood: ProgramRuns,
     /// Drop events written meanwhile (all three loads).
     pub drop_events: u64,
     /// Flow events written.
@@ -138,25 +129,17 @@ pub struct EventCost {
     pub settings: Vec<SettingCost>,
 }
 
-impl RunDelta {
-    fn add(&mut self, other: RunDelta) {
-        self.run_time_ns += other.run_time_ns;
-        self.runs += other.runs;
-    }
-}
-
 /// Measures [`SETTINGS`] on the embedded path of `prepared`, if measured;
 /// `None` when there is none. Leaves the events off.
 pub fn measure(
     prepared: &[PreparedPath],
     opts: &DataplaneOptions,
-    quick: bool,
 ) -> Option<Result<EventCost, BenchError>> {
     let path = prepared
         .iter()
         .find(|p| p.kind == PathKind::SarenaEbpfEmbedded)?;
     let embedded = path.embedded()?;
-    let frames = if quick { 2_000 } else { FLOOD_FRAMES };
+    let frames = if opts.quick { 2_000 } else { FLOOD_FRAMES };
     let result = measure_on(&embedded.node, &path.endpoints, opts, frames);
     let off = embedded.node.set_events(&SETTINGS[0].settings());
     Some(result.and_then(|cost| off.map(|()| cost)))
@@ -194,21 +177,15 @@ fn measure_on(
             std::thread::sleep(Duration::from_millis(200));
             let before = node.event_stats()?;
             let t = &mut totals[i];
-            let rr = prog_stats::measure(&programs, || {
+            t.rr.add(prog_stats::measure(&programs, || {
                 rr::measure(e, secs, opts.pinning).map(|r| r.transactions)
-            })?;
-            t.rr_from_container.add(rr.from_container);
-            t.rr_to_container.add(rr.to_container);
-            t.rr_transactions += rr.transactions;
-            let crr = prog_stats::measure(&programs, || {
+            })?);
+            t.crr.add(prog_stats::measure(&programs, || {
                 crr::measure(e, secs, opts.pinning).map(|r| r.transactions)
-            })?;
-            t.crr_from_container.add(crr.from_container);
-            t.crr_to_container.add(crr.to_container);
-            t.connections += crr.transactions;
-            let flood = prog_stats::measure(&programs, || flood(&client_ns, e, frames))?;
-            t.flood_from_container.add(flood.from_container);
-            t.flood_frames += flood.transactions;
+            })?);
+            t.flood.add(prog_stats::measure(&programs, || {
+                flood(&client_ns, e, frames)
+            })?);
             let after = node.event_stats()?;
             t.drop_events += after.drop_events - before.drop_events;
             t.flow_events += after.flow_events - before.flow_events;
@@ -244,13 +221,7 @@ fn flood(client_ns: &str, e: &Endpoints, frames: u64) -> Result<u64, BenchError>
     )?;
     let target = SocketAddr::new(e.server_ip, 9);
     let sent = netns::spawn_in(&e.client_ns, move || {
-        let from: SocketAddr = (
-            SPOOFED.parse::<IpAddr>().map_err(|_| BenchError::Input {
-                what: format!("event cost: bad address {SPOOFED}"),
-            })?,
-            0,
-        )
-            .into();
+        let from = SocketAddr::from((SPOOFED, 0));
         let socket = UdpSocket::bind(from).map_err(|source| BenchError::Socket {
             call: "bind",
             addr: from,

@@ -45,6 +45,12 @@ impl RunDelta {
         (self.runs > 0).then(|| self.run_time_ns as f64 / self.runs as f64)
     }
 
+    /// Adds `other`'s time and runs.
+    pub fn add(&mut self, other: RunDelta) {
+        self.run_time_ns += other.run_time_ns;
+        self.runs += other.runs;
+    }
+
     fn since(self, before: RunDelta) -> RunDelta {
         RunDelta {
             run_time_ns: self.run_time_ns.saturating_sub(before.run_time_ns),
@@ -54,7 +60,7 @@ impl RunDelta {
 }
 
 /// The programs' runs over one request/response run.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct ProgramRuns {
     /// `from_container` (ingress of the host veths: every frame a pod sends).
     pub from_container: RunDelta,
@@ -67,6 +73,13 @@ pub struct ProgramRuns {
 }
 
 impl ProgramRuns {
+    /// Adds `other`'s runs and round trips (totals over several runs).
+    pub fn add(&mut self, other: ProgramRuns) {
+        self.from_container.add(other.from_container);
+        self.to_container.add(other.to_container);
+        self.transactions += other.transactions;
+    }
+
     /// Runs of `d` per round trip.
     pub fn per_transaction(&self, d: RunDelta) -> Option<f64> {
         (self.transactions > 0).then(|| d.runs as f64 / self.transactions as f64)

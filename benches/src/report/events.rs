@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::dataplane::event_cost::{FLOOD_FRAMES, SettingCost};
-use crate::dataplane::{DataplaneResults, RunDelta};
+use crate::dataplane::{DataplaneResults, ProgramRuns, RunDelta};
 
 /// Nanoseconds of `parts` per one of `per` (`None`: nothing to divide by).
 fn ns_per(parts: &[RunDelta], per: u64) -> Option<f64> {
@@ -13,12 +13,18 @@ fn ns_per(parts: &[RunDelta], per: u64) -> Option<f64> {
     (per > 0).then(|| ns as f64 / per as f64)
 }
 
-/// A setting's three costs: per round trip, per connection, per dropped frame.
+/// Both programs' nanoseconds per round trip (or connection) of `r`.
+fn both_per(r: &ProgramRuns) -> Option<f64> {
+    ns_per(&[r.from_container, r.to_container], r.transactions)
+}
+
+/// A setting's three costs: per round trip, per connection, per dropped
+/// frame (`from_container` alone drops them).
 pub fn costs(s: &SettingCost) -> [Option<f64>; 3] {
     [
-        ns_per(&[s.rr_from_container, s.rr_to_container], s.rr_transactions),
-        ns_per(&[s.crr_from_container, s.crr_to_container], s.connections),
-        ns_per(&[s.flood_from_container], s.flood_frames),
+        both_per(&s.rr),
+        both_per(&s.crr),
+        ns_per(&[s.flood.from_container], s.flood.transactions),
     ]
 }
 
@@ -57,7 +63,7 @@ impl DataplaneResults {
             cost.rounds,
             cost.seconds,
             cost.seconds,
-            off.flood_frames / u64::from(cost.rounds.max(1)).max(1),
+            off.flood.transactions / u64::from(cost.rounds.max(1)).max(1),
         );
         let _ = writeln!(
             md,

@@ -113,14 +113,11 @@ impl EventReader {
             if take_events(self.ring.get_mut(), out, max) > 0 {
                 return Ok(());
             }
-            let Ok(woken) = tokio::time::timeout(poll, self.ring.readable_mut()).await else {
-                continue;
-            };
-            let mut guard = woken?;
-            if take_events(guard.get_inner_mut(), out, max) > 0 {
-                return Ok(());
+            // Woken or not, the ring is looked at again (a wakeup cleared
+            // first: one that comes after the look is not lost).
+            if let Ok(woken) = tokio::time::timeout(poll, self.ring.readable_mut()).await {
+                woken?.clear_ready();
             }
-            guard.clear_ready();
         }
     }
 
