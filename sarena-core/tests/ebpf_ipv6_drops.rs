@@ -247,7 +247,11 @@ async fn malformed_ipv6_is_dropped_and_extension_headers_never_take_the_redirect
     assert_eq!(c.dropped(DropReason::MalformedIpv6Ext), 3, "{c:?}");
     assert_eq!(c.dropped(DropReason::MalformedNdp), 3, "{c:?}");
     assert_eq!(c.total_drops(), 10, "nothing else dropped: {c:?}");
-    assert_eq!(c.ipv6_from_pod_packets, 13, "{c:?}");
+    // Every frame sent went through the program. The pod's own stack may
+    // add a frame of its own in the meantime (an MLD report retransmitted
+    // after the address's group join, seen once in CI); it goes to the host
+    // stack untouched, which the drop total and redirect counts check.
+    assert!(c.ipv6_from_pod_packets >= 13, "{c:?}");
     assert_eq!(c.ipv6_redirected_packets, 0, "{c:?}");
     assert_eq!(c.redirected_packets, 0, "{c:?}");
     assert_eq!(counters(&dp, &b).to_pod_packets, 0, "nothing reached b");

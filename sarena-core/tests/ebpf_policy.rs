@@ -269,6 +269,7 @@ async fn entries_and_tables_are_listed_and_removed() {
     assert_eq!(table, Some(Vec::new()), "attach made the table");
     use sarena_core::dataplane::Dataplane;
     t.dp.detach(&a.endpoint).await.unwrap();
+    t.dp.wait_for_flow_table_removals();
     let table = t.dp.policy_maps(|m| m.answerable_flows(ifindex)).unwrap();
     assert_eq!(table, None, "detach removed it");
 }

@@ -54,6 +54,55 @@ async fn detach_removes_entries_counters_and_links() {
 
 #[tokio::test]
 #[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
+async fn detach_takes_the_flows_tables_out_later_but_never_from_an_endpoint_attached_again() {
+    let test = "detach_takes_the_flows_tables_out_later_but_never_from_an_endpoint_attached_again";
+    require_root(test);
+    let object = require_ebpf_object(test);
+    let pins = PinDir::new();
+    let links = RtnetlinkLinks::new().unwrap();
+    let mut pods = Vec::new();
+    for host in 2..6 {
+        pods.push(pod(&links, host).await);
+    }
+    let dp = AyaDataplane::open(&object, &pins.0).unwrap();
+    let tables = |pod: &sarena_test_support::Pod| {
+        let ifindex = pod.endpoint.spec.host_ifindex;
+        let host = dp.host_flows(ifindex).unwrap().is_some();
+        let policy = dp.policy_maps(|m| m.answerable_flows(ifindex)).unwrap();
+        (host, policy.is_some())
+    };
+    for pod in &pods {
+        dp.attach(&pod.endpoint).await.unwrap();
+    }
+    let (a, others) = pods.split_first().unwrap();
+    assert_eq!(tables(a), (true, true), "attach gives both tables");
+
+    // The others detached first keep the worker busy (a grace period or
+    // two each), so a's removal is still queued when a is attached again:
+    // the attach claims the tables back, and the removal must not run.
+    for round in 0..3 {
+        for pod in others.iter().chain([a]) {
+            dp.detach(&pod.endpoint).await.unwrap();
+        }
+        dp.attach(&a.endpoint).await.unwrap();
+        dp.wait_for_flow_table_removals();
+        assert_eq!(tables(a), (true, true), "round {round}");
+        for pod in others {
+            assert_eq!(tables(pod), (false, false), "round {round}");
+            dp.attach(&pod.endpoint).await.unwrap();
+        }
+    }
+    assert!(a.ping(&others[0], 1));
+
+    // Detached for good: its tables go, the others' stay.
+    dp.detach(&a.endpoint).await.unwrap();
+    dp.wait_for_flow_table_removals();
+    assert_eq!(tables(a), (false, false));
+    assert_eq!(tables(&others[0]), (true, true));
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root and the eBPF object; run as root with --include-ignored (scripts/test.sh)"]
 async fn pins_survive_the_loader_and_reconcile_repairs_drift() {
     require_root("pins_survive_the_loader_and_reconcile_repairs_drift");
     let object = require_ebpf_object("pins_survive_the_loader_and_reconcile_repairs_drift");

@@ -234,6 +234,7 @@ async fn generation_2_flows_map_is_retired_after_the_swap() {
             .is_some()
     );
     dp.detach(&a.endpoint).await.unwrap();
+    dp.wait_for_flow_table_removals();
     assert!(
         dp.host_flows(a.endpoint.spec.host_ifindex)
             .unwrap()

@@ -73,6 +73,14 @@ struct RunArgs {
     /// sarena-kernel, host-gw.
     #[arg(long, value_delimiter = ',')]
     paths: Vec<String>,
+    /// `cni`'s concurrency levels of the churn part, comma-separated
+    /// (default: 20,100; --quick: 5).
+    #[arg(long, value_delimiter = ',')]
+    churn: Vec<usize>,
+    /// `cni`'s existing-endpoint levels of the scale part, comma-separated
+    /// (default: 0,100,1000; --quick: 0,10).
+    #[arg(long, value_delimiter = ',')]
+    scale_levels: Vec<usize>,
     #[command(flatten)]
     report: ReportArgs,
 }
@@ -206,11 +214,17 @@ fn write_run_info(a: &RunArgs, sarena_cni: Option<&Path>) -> Result<(), BenchErr
 }
 
 fn cni(a: &RunArgs) -> Result<bool, BenchError> {
-    let opts = if a.quick {
+    let mut opts = if a.quick {
         CniOptions::quick()
     } else {
         CniOptions::full(a.pods)
     };
+    if !a.churn.is_empty() {
+        opts.churn.clone_from(&a.churn);
+    }
+    if !a.scale_levels.is_empty() {
+        opts.scale_levels.clone_from(&a.scale_levels);
+    }
     let bins = Bins::locate()?;
     let results = cni_ops::run(&opts, &bins)?;
     write_json(&a.report.out.join(CNI_JSON), &results)?;

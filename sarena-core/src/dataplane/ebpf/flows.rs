@@ -4,10 +4,11 @@
 //! entries that the programs fill with the flows the endpoint started (see
 //! `sarena_common::FlowKey`).
 //!
-//! The tables are created here, one per endpoint when it is written into the
-//! maps (before its programs are attached), and put into the pinned outer
-//! map, which holds them across daemon restarts; removing an endpoint
-//! removes its table, which the kernel frees with the last program using it.
+//! The tables are created here, one per endpoint before its programs are
+//! attached, and put into the pinned outer map, which holds them across
+//! daemon restarts; removing an endpoint removes its table, which the kernel
+//! frees with the last program using it. Both happen off the dataplane's
+//! lock (`flow_keeper.rs`).
 //! Being one LRU per endpoint is what bounds a pod to its own table: a flood
 //! evicts the flooder's own least recently used flows, never another pod's
 //! (issue 25). The cost is preallocated per endpoint (docs/security.md).
@@ -22,10 +23,11 @@ use sarena_common::{FlowKey, FlowState, HOST_FLOWS_MAP};
 use super::AyaDataplane;
 use super::error::{BpfError, is_not_found};
 use super::maps::map_error;
+use crate::api::Endpoint;
 use crate::dataplane::DataplaneError;
 
 /// The name the kernel shows for each endpoint's table (`bpftool map`).
-const TABLE_NAME: &str = "sarena_flows";
+pub(super) const HOST_TABLE_NAME: &str = "sarena_flows";
 
 /// The outer map, as pinned (the host-stack flows', or another hash of
 /// per-endpoint LRU tables: NetworkPolicy's answerable flows).
@@ -40,7 +42,7 @@ pub(super) struct FlowTables {
 impl FlowTables {
     /// Takes the host-stack flows map out of the loaded object.
     pub(super) fn take(ebpf: &mut Ebpf) -> Result<Self, BpfError> {
-        Self::take_named(ebpf, HOST_FLOWS_MAP, HOST_FLOWS_TABLE, TABLE_NAME)
+        Self::take_named(ebpf, HOST_FLOWS_MAP, HOST_FLOWS_TABLE, HOST_TABLE_NAME)
     }
 
     /// Takes the hash of maps `name`, whose inner tables have `layout`, out
@@ -52,6 +54,24 @@ impl FlowTables {
         table_name: &'static str,
     ) -> Result<Self, BpfError> {
         let map = ebpf.take_map(name).ok_or(BpfError::NoMap { map: name })?;
+        let outer = HashOfMaps::try_from(map).map_err(map_error("open map", name))?;
+        Ok(FlowTables {
+            outer,
+            layout,
+            table_name,
+        })
+    }
+
+    /// Opens the hash of maps `name` pinned at `path` again: a handle of its
+    /// own, for work done without the dataplane's lock (`flow_keeper.rs`).
+    pub(super) fn open_pinned(
+        path: &std::path::Path,
+        name: &'static str,
+        layout: MapLayout,
+        table_name: &'static str,
+    ) -> Result<Self, BpfError> {
+        let data = MapData::from_pin(path).map_err(map_error("open pinned map", name))?;
+        let map = Map::from_map_data(data).map_err(map_error("open pinned map", name))?;
         let outer = HashOfMaps::try_from(map).map_err(map_error("open map", name))?;
         Ok(FlowTables {
             outer,
@@ -137,6 +157,30 @@ impl FlowTables {
 }
 
 impl AyaDataplane {
+    /// Gives `endpoint` its two flows tables before its entries are
+    /// written, without the lock and on a blocking thread (see
+    /// `flow_keeper.rs`).
+    pub(super) async fn prepare_flow_tables(
+        &self,
+        endpoint: &Endpoint,
+    ) -> Result<(), DataplaneError> {
+        let tables = std::sync::Arc::clone(&self.tables);
+        let ifindex = endpoint.spec.host_ifindex;
+        let ifname = endpoint.spec.host_ifname.clone();
+        match tokio::task::spawn_blocking(move || tables.prepare(ifindex, &ifname)).await {
+            Ok(prepared) => Ok(prepared?),
+            // Cancelled or panicked: `Maps::write` creates what is missing.
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Waits until the flows tables of the endpoints detached so far are
+    /// out of their outer maps (detach queues their removal; see
+    /// `flow_keeper.rs`). Blocking.
+    pub fn wait_for_flow_table_removals(&self) {
+        self.tables.wait_idle();
+    }
+
     /// The flows the endpoint whose host veth is `host_ifindex` started and
     /// the host stack handled (its own flows table: each key is the direction
     /// the other pod answers in); `None` when it has no table.

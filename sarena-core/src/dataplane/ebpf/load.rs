@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use aya::programs::tc::SchedClassifier;
 use aya::{Ebpf, EbpfLoader};
@@ -19,6 +19,7 @@ use sarena_common::{
 use super::bandwidth::PacingMap;
 use super::error::BpfError;
 use super::fault::{KillAt, KillPoint};
+use super::flow_keeper::TableKeeper;
 use super::inspect;
 use super::maps::Maps;
 use super::pins;
@@ -60,7 +61,8 @@ impl AyaDataplane {
                 source: Box::new(source),
             })?;
         let (tags, map_ids) = load_programs(&mut ebpf)?;
-        let maps = Maps::take(&mut ebpf)?;
+        let tables = Arc::new(TableKeeper::start(&pins::maps_dir(pin_dir)));
+        let maps = Maps::take(&mut ebpf, Arc::clone(&tables))?;
         let policy = super::policy::PolicyLoader::open(super::policy::held_tables(&maps)?);
         let pacing = PacingMap::take(&mut ebpf)?;
         let peers = super::peer_maps::PeerMaps::take(&mut ebpf)?;
@@ -87,6 +89,7 @@ impl AyaDataplane {
                 peers,
                 events,
             }),
+            tables,
             host_stack: None,
             host_updates: None,
             netlink: OnceCell::new(),

@@ -2,6 +2,7 @@
 //! into and removes from them.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use aya::Ebpf;
 use aya::maps::{HashMap as BpfHashMap, Map, MapData, PerCpuHashMap, PerCpuValues};
@@ -12,6 +13,7 @@ use sarena_common::{
 
 use super::entries::{self, AddressKey};
 use super::error::{BpfError, is_not_found};
+use super::flow_keeper::TableKeeper;
 use super::flows::FlowTables;
 use super::policy_maps::PolicyMaps;
 use crate::api::Endpoint;
@@ -27,6 +29,8 @@ pub(super) struct Maps {
     counters: PerCpuHashMap<MapData, u32, EndpointCounters>,
     /// Each endpoint's flows table.
     pub(super) flows: FlowTables,
+    /// Puts the flows tables in and takes them out off the lock.
+    keeper: Arc<TableKeeper>,
     /// NetworkPolicy's maps (each endpoint's answerable-flows table among them).
     pub(super) policy: PolicyMaps,
     /// Isolation bits by host ifindex, as the policy loader decided them
@@ -136,7 +140,7 @@ impl<K: AddressKey> AddressMap<K> {
 
 impl Maps {
     /// Takes the maps out of the loaded object.
-    pub(super) fn take(ebpf: &mut Ebpf) -> Result<Self, BpfError> {
+    pub(super) fn take(ebpf: &mut Ebpf, keeper: Arc<TableKeeper>) -> Result<Self, BpfError> {
         let endpoints = AddressMap::take(ebpf, ENDPOINTS_MAP)?;
         let endpoints6 = AddressMap::take(ebpf, ENDPOINTS6_MAP)?;
         let veths = hash_map(ebpf, VETHS_MAP)?;
@@ -150,6 +154,7 @@ impl Maps {
             veths,
             counters,
             flows,
+            keeper,
             policy,
             isolation: BTreeMap::new(),
         })
@@ -232,6 +237,7 @@ impl Maps {
     pub(super) fn write(&mut self, endpoint: &Endpoint) -> Result<bool, BpfError> {
         let ifname = &endpoint.spec.host_ifname;
         let ifindex = endpoint.spec.host_ifindex;
+        self.keeper.claim(ifindex);
         let mut changed = self.flows.ensure(ifindex, ifname)?;
         changed |= self.policy.flows.ensure(ifindex, ifname)?;
         if self.counters.get(&ifindex, 0).is_err() {
@@ -265,8 +271,8 @@ impl Maps {
     }
 
     /// Removes `endpoint`'s address entries (only those still pointing at
-    /// its ifindex), its veth's entry, its counters and its flows table;
-    /// failures are added to `errors`.
+    /// its ifindex), its veth's entry and its counters, and queues the
+    /// removal of its flows tables; failures are added to `errors`.
     pub(super) fn remove(&mut self, endpoint: &Endpoint, errors: &mut Vec<BpfError>) {
         let ifindex = endpoint.spec.host_ifindex;
         let v4 =
@@ -286,8 +292,7 @@ impl Maps {
         {
             errors.push(map_error("remove counters", ifname)(e));
         }
-        self.flows.remove(ifindex, ifname, errors);
-        self.policy.flows.remove(ifindex, ifname, errors);
+        self.keeper.queue_removal(ifindex);
         self.isolation.remove(&ifindex);
     }
 

@@ -38,6 +38,7 @@ mod entries;
 mod error;
 mod events;
 mod fault;
+mod flow_keeper;
 mod flows;
 mod handover;
 mod inspect;
@@ -114,6 +115,9 @@ pub struct AyaDataplane {
     /// The object, kept to load a `pod_egress` instance per egress-limited pod.
     object: Vec<u8>,
     state: Mutex<State>,
+    /// Puts each endpoint's flows tables in and takes them out, off the
+    /// lock (`flow_keeper.rs`).
+    tables: Arc<flow_keeper::TableKeeper>,
     host_stack: Option<Arc<dyn Dataplane>>,
     /// The host stack's update path (the cluster's networks for masquerading).
     host_updates: Option<Arc<dyn NodeUpdates>>,
@@ -361,6 +365,7 @@ impl Dataplane for AyaDataplane {
             host.attach(endpoint).await?;
         }
         self.shape_host_root(endpoint).await?;
+        self.prepare_flow_tables(endpoint).await?;
         let before = {
             let mut state = self.lock();
             let before = state.pacing.get(endpoint.spec.host_ifindex)?;

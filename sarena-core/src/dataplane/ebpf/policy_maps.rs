@@ -32,7 +32,7 @@ pub(super) type IpcacheData = [u8; 20];
 type PolicyData = [u8; 12];
 
 /// The name the kernel shows for each endpoint's answerable-flows table.
-const TABLE_NAME: &str = "sarena_pflows";
+pub(super) const POLICY_TABLE_NAME: &str = "sarena_pflows";
 
 /// NetworkPolicy's three maps, as pinned.
 pub struct PolicyMaps {
@@ -189,7 +189,12 @@ impl PolicyMaps {
         Ok(PolicyMaps {
             ipcache: lpm(ebpf, IPCACHE_MAP)?,
             policy: lpm(ebpf, POLICY_MAP)?,
-            flows: FlowTables::take_named(ebpf, POLICY_FLOWS_MAP, POLICY_FLOWS_TABLE, TABLE_NAME)?,
+            flows: FlowTables::take_named(
+                ebpf,
+                POLICY_FLOWS_MAP,
+                POLICY_FLOWS_TABLE,
+                POLICY_TABLE_NAME,
+            )?,
         })
     }
 

@@ -1,0 +1,212 @@
+//! Each endpoint's two flows tables (host-stack flows, NetworkPolicy's
+//! answerable flows) go into and out of their pinned outer maps without the
+//! dataplane's lock, and DEL does not wait for them to go.
+//!
+//! Why: putting a table into a hash of maps, or taking it out, makes the
+//! kernel wait for an RCU grace period before the syscall returns
+//! (`maybe_wait_bpf_programs`: `synchronize_rcu` for map-in-map updates,
+//! 9–16 ms each on the benchmark machine). Done one after the other under
+//! the lock, the two inserts were two thirds of an eBPF ADD and the two
+//! removals nine tenths of a DEL, and concurrent ADDs queued behind each
+//! other's waits.
+//!
+//! - [`TableKeeper::prepare`] (attach, before the lock is taken) puts both
+//!   tables in at once from two threads: their waits overlap, as do those of
+//!   concurrent ADDs. `Maps::write` then finds them (it still creates a
+//!   missing one itself, for the callers that do not prepare: reconcile).
+//! - [`TableKeeper::queue_removal`] (detach, under the lock) hands the
+//!   ifindex to a worker thread, which takes both tables out at once. Until
+//!   then the tables stay in their outer maps, unused: the endpoint's entries
+//!   and programs are gone, and a new host veth gets a new ifindex (the
+//!   kernel numbers links cyclically). An attach of the same ifindex
+//!   meanwhile claims the table back (its flows are that same interface's)
+//!   or waits for a removal in progress, so a removal never takes out a
+//!   table an attached endpoint uses.
+//! - A crash with removals queued leaves tables behind, which the start-up
+//!   reconcile removes (`Maps::remove_unknown`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
+
+use sarena_common::HOST_FLOWS_MAP;
+use sarena_common::layouts::{HOST_FLOWS_TABLE, MapLayout};
+use sarena_common::policy::{POLICY_FLOWS_MAP, POLICY_FLOWS_TABLE};
+
+use super::error::BpfError;
+use super::flows::{FlowTables, HOST_TABLE_NAME};
+use super::policy_maps::POLICY_TABLE_NAME;
+
+/// One outer map: its name (and pin file), its tables' layout and the
+/// name the kernel shows for them.
+type Outer = (&'static str, MapLayout, &'static str);
+
+/// The two outer maps whose tables the keeper manages.
+const OUTERS: [Outer; 2] = [
+    (HOST_FLOWS_MAP, HOST_FLOWS_TABLE, HOST_TABLE_NAME),
+    (POLICY_FLOWS_MAP, POLICY_FLOWS_TABLE, POLICY_TABLE_NAME),
+];
+
+/// Where an ifindex's removal stands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Removal {
+    /// Waiting for the worker; an attach may still claim the tables back.
+    Queued,
+    /// The worker is taking the tables out.
+    Running,
+}
+
+/// What the keeper and its worker share.
+struct Shared {
+    /// The pinned maps' directory.
+    maps_dir: PathBuf,
+    /// The ifindexes whose tables are to go, or going.
+    removals: Mutex<BTreeMap<u32, Removal>>,
+    /// Signalled whenever a removal ends.
+    ended: Condvar,
+}
+
+/// Puts tables in and takes them out (see the module docs).
+pub(super) struct TableKeeper {
+    shared: Arc<Shared>,
+    /// The worker's queue; `None` when it could not be started (removals
+    /// are then done by the caller).
+    worker: Option<mpsc::Sender<u32>>,
+}
+
+impl TableKeeper {
+    /// A keeper of the outer maps pinned in `maps_dir`, with its worker
+    /// thread (which ends when the keeper is dropped, after the removals
+    /// queued).
+    pub(super) fn start(maps_dir: &Path) -> Self {
+        let shared = Arc::new(Shared {
+            maps_dir: maps_dir.to_owned(),
+            removals: Mutex::new(BTreeMap::new()),
+            ended: Condvar::new(),
+        });
+        let (tx, rx) = mpsc::channel::<u32>();
+        let theirs = Arc::clone(&shared);
+        let worker = std::thread::Builder::new()
+            .name("sarena-flow-tables".into())
+            .spawn(move || {
+                for ifindex in rx {
+                    theirs.remove(ifindex);
+                }
+            });
+        let worker = match worker {
+            Ok(_) => Some(tx),
+            Err(e) => {
+                tracing::warn!(error = %e, "eBPF: no thread for flows-table removals; DEL removes them itself");
+                None
+            }
+        };
+        TableKeeper { shared, worker }
+    }
+
+    /// Gives the endpoint behind `ifindex` both tables, claiming back
+    /// those whose removal is queued. Blocking (two grace periods at most,
+    /// overlapping): call it off the async threads.
+    pub(super) fn prepare(&self, ifindex: u32, ifname: &str) -> Result<(), BpfError> {
+        self.claim(ifindex);
+        let maps_dir = &self.shared.maps_dir;
+        let ensure = |(name, layout, table_name): Outer| {
+            FlowTables::open_pinned(&maps_dir.join(name), name, layout, table_name)?
+                .ensure(ifindex, ifname)
+        };
+        let (host, policy) = std::thread::scope(|s| {
+            let host = s.spawn(|| ensure(OUTERS[0]));
+            let policy = ensure(OUTERS[1]);
+            (host.join(), policy)
+        });
+        // A panicked thread created nothing; `Maps::write` creates the table.
+        host.unwrap_or(Ok(false))?;
+        policy.map(|_| ())
+    }
+
+    /// Makes sure no removal of `ifindex`'s tables is queued or running:
+    /// a queued one is cancelled, a running one waited for.
+    pub(super) fn claim(&self, ifindex: u32) {
+        let mut removals = self.shared.lock();
+        loop {
+            match removals.get(&ifindex) {
+                Some(Removal::Queued) => {
+                    removals.remove(&ifindex);
+                    return;
+                }
+                Some(Removal::Running) => {
+                    removals = self
+                        .shared
+                        .ended
+                        .wait(removals)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// Has `ifindex`'s tables taken out by the worker (or at once, without
+    /// one).
+    pub(super) fn queue_removal(&self, ifindex: u32) {
+        self.shared.lock().insert(ifindex, Removal::Queued);
+        let sent = self
+            .worker
+            .as_ref()
+            .is_some_and(|w| w.send(ifindex).is_ok());
+        if !sent {
+            self.shared.remove(ifindex);
+        }
+    }
+
+    /// Waits until every queued removal is done.
+    pub(super) fn wait_idle(&self) {
+        let mut removals = self.shared.lock();
+        while !removals.is_empty() {
+            removals = self
+                .shared
+                .ended
+                .wait(removals)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, BTreeMap<u32, Removal>> {
+        self.removals
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Takes `ifindex`'s tables out of both outer maps at once, unless an
+    /// attach claimed them back since the removal was queued.
+    fn remove(&self, ifindex: u32) {
+        {
+            let mut removals = self.lock();
+            if removals.get(&ifindex) != Some(&Removal::Queued) {
+                return;
+            }
+            removals.insert(ifindex, Removal::Running);
+        }
+        let remove = |(name, layout, table_name): Outer| {
+            let mut errors = Vec::new();
+            match FlowTables::open_pinned(&self.maps_dir.join(name), name, layout, table_name) {
+                Ok(mut outer) => outer.remove(ifindex, &ifindex.to_string(), &mut errors),
+                Err(e) => errors.push(e),
+            }
+            errors
+        };
+        let errors = std::thread::scope(|s| {
+            let host = s.spawn(|| remove(OUTERS[0]));
+            let mut errors = remove(OUTERS[1]);
+            errors.extend(host.join().unwrap_or_default());
+            errors
+        });
+        for e in errors {
+            // The start-up reconcile removes what is left.
+            tracing::warn!(ifindex, error = %crate::error_chain(&e), "eBPF: a flows table could not be removed");
+        }
+        self.lock().remove(&ifindex);
+        self.ended.notify_all();
+    }
+}
