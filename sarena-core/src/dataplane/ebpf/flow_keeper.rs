@@ -11,8 +11,9 @@
 //! other's waits.
 //!
 //! - [`TableKeeper::prepare`] (attach, before the lock is taken) puts both
-//!   tables in at once from two threads: their waits overlap, as do those of
-//!   concurrent ADDs. `Maps::write` then finds them (it still creates a
+//!   tables in from two threads and returns as soon as both are visible,
+//!   leaving the threads to their grace periods (see there why it need not
+//!   wait for them). `Maps::write` then finds them (it still creates a
 //!   missing one itself, for the callers that do not prepare: reconcile).
 //! - [`TableKeeper::queue_removal`] (detach, under the lock) hands the
 //!   ifindex to a worker thread, which takes both tables out at once. Until
@@ -28,6 +29,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
+use std::time::Duration;
 
 use sarena_common::HOST_FLOWS_MAP;
 use sarena_common::layouts::{HOST_FLOWS_TABLE, MapLayout};
@@ -46,6 +48,9 @@ const OUTERS: [Outer; 2] = [
     (HOST_FLOWS_MAP, HOST_FLOWS_TABLE, HOST_TABLE_NAME),
     (POLICY_FLOWS_MAP, POLICY_FLOWS_TABLE, POLICY_TABLE_NAME),
 ];
+
+/// How often `prepare` looks whether a table being put in is visible.
+const INSERT_POLL: Duration = Duration::from_micros(50);
 
 /// Where an ifindex's removal stands.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -104,23 +109,56 @@ impl TableKeeper {
     }
 
     /// Gives the endpoint behind `ifindex` both tables, claiming back
-    /// those whose removal is queued. Blocking (two grace periods at most,
-    /// overlapping): call it off the async threads.
+    /// those whose removal is queued. Blocking (polls): call it off the
+    /// async threads.
+    ///
+    /// Each missing table is put in by a thread of its own, and `prepare`
+    /// returns once every table is visible in its outer map (or its insert
+    /// failed), without waiting for the grace period the insert then waits
+    /// for: that wait is for programs still using an entry's old value,
+    /// and a new key has none (and this endpoint's programs are not
+    /// attached yet). The threads end with their grace periods.
     pub(super) fn prepare(&self, ifindex: u32, ifname: &str) -> Result<(), BpfError> {
         self.claim(ifindex);
-        let maps_dir = &self.shared.maps_dir;
-        let ensure = |(name, layout, table_name): Outer| {
-            FlowTables::open_pinned(&maps_dir.join(name), name, layout, table_name)?
-                .ensure(ifindex, ifname)
-        };
-        let (host, policy) = std::thread::scope(|s| {
-            let host = s.spawn(|| ensure(OUTERS[0]));
-            let policy = ensure(OUTERS[1]);
-            (host.join(), policy)
-        });
-        // A panicked thread created nothing; `Maps::write` creates the table.
-        host.unwrap_or(Ok(false))?;
-        policy.map(|_| ())
+        let mut inserts = Vec::new();
+        for (name, layout, table_name) in OUTERS {
+            let path = self.shared.maps_dir.join(name);
+            let mut inserter = FlowTables::open_pinned(&path, name, layout, table_name)?;
+            if inserter.has_table(ifindex)? {
+                continue;
+            }
+            let table = inserter.new_table(ifname)?;
+            let watcher = FlowTables::open_pinned(&path, name, layout, table_name)?;
+            let (done, result) = mpsc::channel();
+            let ifname = ifname.to_owned();
+            let spawned = std::thread::Builder::new()
+                .name("sarena-flows-insert".into())
+                .spawn(move || {
+                    let _ = done.send(inserter.insert_new(ifindex, &table, &ifname));
+                });
+            // Without a thread, `Maps::write` puts the table in itself.
+            if spawned.is_ok() {
+                inserts.push((watcher, result));
+            }
+        }
+        for (watcher, result) in inserts {
+            loop {
+                match result.try_recv() {
+                    Ok(inserted) => {
+                        inserted?;
+                        break;
+                    }
+                    // The thread died: `Maps::write` puts the table in.
+                    Err(mpsc::TryRecvError::Disconnected) => break,
+                    Err(mpsc::TryRecvError::Empty) => {}
+                }
+                if watcher.has_table(ifindex)? {
+                    break;
+                }
+                std::thread::sleep(INSERT_POLL);
+            }
+        }
+        Ok(())
     }
 
     /// Makes sure no removal of `ifindex`'s tables is queued or running:

@@ -21,10 +21,13 @@ use sarena_common::layouts::{HOST_FLOWS_TABLE, MapLayout};
 use sarena_common::{FlowKey, FlowState, HOST_FLOWS_MAP};
 
 use super::AyaDataplane;
-use super::error::{BpfError, is_not_found};
+use super::error::{BpfError, is_not_found, map_errno};
 use super::maps::map_error;
 use crate::api::Endpoint;
 use crate::dataplane::DataplaneError;
+
+/// `BPF_NOEXIST`: an update that only creates.
+const BPF_NOEXIST: u64 = 1;
 
 /// The name the kernel shows for each endpoint's table (`bpftool map`).
 pub(super) const HOST_TABLE_NAME: &str = "sarena_flows";
@@ -80,6 +83,11 @@ impl FlowTables {
         })
     }
 
+    /// Whether `ifindex` has a table.
+    pub(super) fn has_table(&self, ifindex: u32) -> Result<bool, BpfError> {
+        Ok(self.table(ifindex)?.is_some())
+    }
+
     /// The table of `ifindex`, if it has one.
     fn table(&self, ifindex: u32) -> Result<Option<MapData>, BpfError> {
         match self.outer.get(&ifindex, 0) {
@@ -94,9 +102,15 @@ impl FlowTables {
     /// entry too many only sends a flow through the host stack). `true`
     /// when it created one.
     pub(super) fn ensure(&mut self, ifindex: u32, ifname: &str) -> Result<bool, BpfError> {
-        if self.table(ifindex)?.is_some() {
+        if self.has_table(ifindex)? {
             return Ok(false);
         }
+        let table = self.new_table(ifname)?;
+        self.insert_new(ifindex, &table, ifname)
+    }
+
+    /// A new, empty inner table for the endpoint `ifname`.
+    pub(super) fn new_table(&self, ifname: &str) -> Result<MapData, BpfError> {
         let layout = self.layout;
         let definition = aya_obj::Map::new_from_params(
             layout.map_type,
@@ -105,12 +119,25 @@ impl FlowTables {
             layout.max_entries,
             layout.flags,
         );
-        let table = MapData::create(definition, self.table_name, None)
-            .map_err(map_error("create flows table", ifname))?;
-        self.outer
-            .insert(ifindex, &table, 0)
-            .map_err(map_error("insert flows table", ifname))?;
-        Ok(true)
+        MapData::create(definition, self.table_name, None)
+            .map_err(map_error("create flows table", ifname))
+    }
+
+    /// Puts `table` in as `ifindex`'s unless it has one already (another
+    /// attach of the same ifindex was first: its table, maybe in use, is
+    /// kept). `true` when `table` went in. Returns after the kernel's grace
+    /// period; the table is visible before (see `flow_keeper.rs`).
+    pub(super) fn insert_new(
+        &mut self,
+        ifindex: u32,
+        table: &MapData,
+        ifname: &str,
+    ) -> Result<bool, BpfError> {
+        match self.outer.insert(ifindex, table, BPF_NOEXIST) {
+            Ok(()) => Ok(true),
+            Err(e) if map_errno(&e) == Some(libc::EEXIST) => Ok(false),
+            Err(e) => Err(map_error("insert flows table", ifname)(e)),
+        }
     }
 
     /// Removes the table of `ifindex`; failures are added to `errors`.
