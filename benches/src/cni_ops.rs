@@ -6,6 +6,7 @@
 
 mod churn;
 mod latency;
+pub mod phases;
 mod scale;
 
 use std::net::Ipv4Addr;
@@ -36,6 +37,9 @@ pub struct CniOptions {
     pub contenders: Vec<Contender>,
     /// Contenders of the scale part.
     pub scale_contenders: Vec<Contender>,
+    /// Runs per operation of the phase table (0: none).
+    #[serde(default)]
+    pub phase_runs: usize,
 }
 
 impl CniOptions {
@@ -52,6 +56,7 @@ impl CniOptions {
                 Contender::SarenaKernel,
                 Contender::PtpHostLocal,
             ],
+            phase_runs: 200,
         }
     }
 
@@ -62,6 +67,7 @@ impl CniOptions {
             churn: vec![5],
             scale_levels: vec![0, 10],
             scale_samples: 3,
+            phase_runs: 5,
             ..CniOptions::full(6)
         }
     }
@@ -87,6 +93,9 @@ pub struct CniResults {
     pub churn: Vec<ChurnResult>,
     /// Item 3.
     pub scale: Vec<ScaleResult>,
+    /// Where a plugin run spends its time (issue 29).
+    #[serde(default)]
+    pub phases: Option<phases::PhaseTable>,
     /// Every verification made.
     pub checks: Vec<Check>,
 }
@@ -107,6 +116,10 @@ pub fn run(opts: &CniOptions, bins: &crate::node::Bins) -> Result<CniResults, Be
         opts.contenders.len()
     ));
     let latency = latency::run(opts, bins, &mut checks)?;
+    let phases = match opts.phase_runs {
+        0 => None,
+        runs => Some(phases::run(runs, bins, &mut checks)?),
+    };
     let mut churn = Vec::new();
     for &n in &opts.churn {
         progress(&format!("churn: {n} concurrent ADDs then DELs"));
@@ -119,6 +132,7 @@ pub fn run(opts: &CniOptions, bins: &crate::node::Bins) -> Result<CniResults, Be
         latency,
         churn,
         scale,
+        phases,
         checks,
     })
 }

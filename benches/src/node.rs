@@ -46,6 +46,8 @@ pub struct NodeNetns {
     subnet6: Option<String>,
     stderr_log: File,
     work: tempfile::TempDir,
+    /// Where `sarena-cni` appends its phases (`SARENA_CNI_PHASES`), when set.
+    phases_file: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for NodeNetns {
@@ -168,6 +170,7 @@ impl NodeNetns {
             subnet6,
             stderr_log,
             work,
+            phases_file: None,
         };
         if contender.is_sarena() {
             node.start_daemon(bins)?;
@@ -310,6 +313,36 @@ impl NodeNetns {
         self.op("STATUS", None, false)
     }
 
+    /// CNI VERSION (no container).
+    pub fn version(&self) -> Result<PluginRun, BenchError> {
+        self.op("VERSION", None, false)
+    }
+
+    /// Has the plugin append its phases to `file` from now on (`None`:
+    /// no more); only `sarena-cni` writes them.
+    pub fn record_phases(&mut self, file: Option<PathBuf>) {
+        self.phases_file = file;
+    }
+
+    /// Runs `binary` instead of the plugin, exactly as the plugin is run
+    /// (same harness, netns, environment and stdin as a STATUS): the
+    /// baseline of a process start.
+    pub fn exec_other(&self, binary: &Path) -> Result<PluginRun, BenchError> {
+        let inv = exec::Invocation {
+            plugin: binary,
+            cni_path: &self.cni_path,
+            command: "STATUS",
+            container_id: "",
+            netns: "",
+            ifname: "",
+            args: "",
+            stdin: &self.stdin_for(None, None)?,
+            rss_file: None,
+            phases_file: None,
+        };
+        exec::run_plugin(&inv, &self.netns_file, &self.stderr_log)
+    }
+
     /// `command` ("ADD", "CHECK", "STATUS", "DEL") of `pod` run through GNU time to
     /// measure the plugin's peak RSS (`max_rss_kib`); not for latency. ADD/DEL update
     /// the pod's prevResult like [`NodeNetns::add`] / [`NodeNetns::del`].
@@ -389,6 +422,7 @@ impl NodeNetns {
             args: &args,
             stdin: &self.stdin_for(pod, prev)?,
             rss_file: rss_file.as_deref(),
+            phases_file: self.phases_file.as_deref(),
         };
         exec::run_plugin(&inv, &self.netns_file, &self.stderr_log)
     }

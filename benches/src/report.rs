@@ -8,6 +8,7 @@ mod dataplane;
 pub mod embedded;
 mod events;
 pub mod machine;
+mod phases;
 pub mod plots;
 mod policy;
 mod policy_cluster;
@@ -88,6 +89,9 @@ pub fn render(inputs: &ReportInputs) -> String {
     sections::targets(&mut md, inputs);
     if let Some(cni) = &inputs.cni {
         sections::latency(&mut md, cni);
+        if let Some(p) = &cni.phases {
+            phases::section(&mut md, p);
+        }
         sections::churn(&mut md, cni);
         sections::scale(&mut md, cni);
     }

@@ -4,6 +4,7 @@
 use sarena_plugin::cni::version::decode_cni_version;
 use sarena_plugin::cni::{CniEnv, CniError, Command, ErrorCode, NetConf, Version};
 use sarena_plugin::error_chain;
+use sarena_plugin::phases;
 use sarena_plugin::plugin::{DeleteQueue, Plugin, dispatch, version_output};
 use serde_json::Value;
 
@@ -33,6 +34,7 @@ where
         );
         return fail(&early(), &e, early_version);
     }
+    let parsing = phases::start(|| "parse env and config");
     let env = match CniEnv::from_lookup(lookup) {
         Ok(env) => env,
         Err(e) => return fail(&early(), &e, early_version),
@@ -45,8 +47,12 @@ where
         .cni_version
         .as_deref()
         .and_then(|v| Version::parse(v).ok());
+    drop(parsing);
     let log_file = conf.log_file.as_deref().map(|p| (p, conf.log_max_bytes()));
-    let log = logging::dispatch(log_file, conf.enable_debug);
+    let log = {
+        let _phase = phases::start(|| "logging set-up");
+        logging::dispatch(log_file, conf.enable_debug)
+    };
     tracing::dispatcher::with_default(&log, || {
         tracing::debug!(command = env.command.as_str(), container_id = ?env.container_id,
             ifname = ?env.ifname, netns = ?env.netns, "invoked");
@@ -84,6 +90,7 @@ where
     if env.command == Command::Version {
         return Ok(Some(version_output(conf)));
     }
+    let starting = phases::start(|| "runtime start");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -91,7 +98,9 @@ where
             CniError::new(ErrorCode::Io, "cannot start the async runtime")
                 .with_details(error_chain(&e))
         })?;
+    drop(starting);
     let plugin = {
+        let _phase = phases::start(|| "plugin set-up (client, netlink socket)");
         let _entered = runtime.enter();
         make_plugin(conf)?
     };
@@ -100,6 +109,7 @@ where
         .clone()
         .unwrap_or_else(|| DeleteQueue::DEFAULT_DIR.into());
     let plugin = plugin.with_delete_queue(DeleteQueue::new(queue_dir));
+    let _phase = phases::start(|| format!("command {}", env.command.as_str()));
     runtime.block_on(dispatch(&plugin, env, conf))
 }
 

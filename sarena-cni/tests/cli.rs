@@ -168,3 +168,56 @@ fn status_without_a_daemon_is_50() {
     let log = std::fs::read_to_string(dir.path().join("cni.log")).unwrap();
     assert!(log.contains("cannot reach the Sarena daemon"), "{log}");
 }
+
+#[test]
+fn phases_are_appended_as_one_json_line_per_run_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("phases.jsonl");
+    let conf = json!({"cniVersion": "1.1.0", "name": "sarena", "type": "sarena-cni",
+                      "daemon-endpoint": dir.path().join("absent.sock"),
+                      "log-file": dir.path().join("cni.log")});
+    let phases = file.to_str().unwrap();
+    let env = [("CNI_COMMAND", "STATUS"), ("SARENA_CNI_PHASES", phases)];
+    for _ in 0..2 {
+        let (out, code, _) = plugin(&env, &conf.to_string());
+        assert_eq!((code, &out["code"]), (1, &json!(50)), "{out}");
+    }
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for line in &lines {
+        let (start, end) = (
+            line["main_start_ns"].as_u64().unwrap(),
+            line["main_end_ns"].as_u64().unwrap(),
+        );
+        let phases = line["phases"].as_array().unwrap();
+        let names: Vec<&str> = phases.iter().map(|p| p["name"].as_str().unwrap()).collect();
+        for name in [
+            "read stdin",
+            "runtime start",
+            "command STATUS",
+            "daemon GET /v1/daemon/health",
+            "write stdout",
+        ] {
+            assert!(names.contains(&name), "{name} in {names:?}");
+        }
+        for p in phases {
+            let (s, e) = (
+                p["start_ns"].as_u64().unwrap(),
+                p["end_ns"].as_u64().unwrap(),
+            );
+            assert!(
+                start <= s && s <= e && e <= end,
+                "{p} within {start}..{end}"
+            );
+        }
+    }
+
+    // Without the variable, nothing is written.
+    std::fs::remove_file(&file).unwrap();
+    plugin(&[("CNI_COMMAND", "STATUS")], &conf.to_string());
+    assert!(!file.exists());
+}

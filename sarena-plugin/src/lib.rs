@@ -17,6 +17,8 @@
 //!   and its HTTP client [`api::HttpDaemon`].
 //! - [`links`]: the [`links::Links`] trait: netns handling and veth provisioning.
 //! - [`mac`]: [`mac::MacAddr`], the type of every MAC address.
+//! - [`phases`]: where one plugin run spends its time (the benchmark's
+//!   phase table), recorded only when asked.
 //! - [`netlink`], [`sysctl`], [`blocking`], [`durable`]: kernel and file-system
 //!   plumbing shared with the node side (netlink handles and lookups, sysctl
 //!   writes, blocking work off the runtime's workers, crash-safe file writes).
@@ -33,6 +35,7 @@ mod error_chain;
 pub mod links;
 pub mod mac;
 pub mod netlink;
+pub mod phases;
 pub mod plugin;
 pub mod sysctl;
 

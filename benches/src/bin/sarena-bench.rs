@@ -81,6 +81,10 @@ struct RunArgs {
     /// (default: 0,100,1000; --quick: 0,10).
     #[arg(long, value_delimiter = ',')]
     scale_levels: Vec<usize>,
+    /// `cni`'s runs per operation of the phase table (default: 200;
+    /// --quick: 5; 0: none).
+    #[arg(long)]
+    phase_runs: Option<usize>,
     #[command(flatten)]
     report: ReportArgs,
 }
@@ -224,6 +228,9 @@ fn cni(a: &RunArgs) -> Result<bool, BenchError> {
     }
     if !a.scale_levels.is_empty() {
         opts.scale_levels.clone_from(&a.scale_levels);
+    }
+    if let Some(runs) = a.phase_runs {
+        opts.phase_runs = runs;
     }
     let bins = Bins::locate()?;
     let results = cni_ops::run(&opts, &bins)?;

@@ -35,6 +35,11 @@ pub struct PluginRun {
     pub ip: Option<Ipv4Addr>,
     /// The parsed stdout, if it was JSON.
     pub json: Option<serde_json::Value>,
+    /// `CLOCK_MONOTONIC` just before the spawn, ns (the clock the plugin's
+    /// phases are on).
+    pub spawn_ns: u64,
+    /// `CLOCK_MONOTONIC` once the child was reaped, ns.
+    pub reaped_ns: u64,
 }
 
 impl PluginRun {
@@ -72,6 +77,16 @@ pub struct Invocation<'a> {
     pub stdin: &'a [u8],
     /// Measure the peak RSS through GNU time, which writes it to this file.
     pub rss_file: Option<&'a Path>,
+    /// Have `sarena-cni` append its phases to this file (`SARENA_CNI_PHASES`).
+    pub phases_file: Option<&'a Path>,
+}
+
+/// The variable naming the file `sarena-cni` appends its phases to.
+pub const PHASES_ENV: &str = "SARENA_CNI_PHASES";
+
+/// `CLOCK_MONOTONIC`, ns: the clock of the plugin's phases.
+pub fn now_ns() -> u64 {
+    sarena_core::phases::now_ns()
 }
 
 /// GNU time, which measures the plugin's peak RSS.
@@ -108,7 +123,11 @@ pub fn run_plugin(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(stderr));
+    if let Some(file) = inv.phases_file {
+        cmd.env(PHASES_ENV, file);
+    }
     super::netns::enter_on_exec(&mut cmd, netns);
+    let spawn_ns = now_ns();
     let start = Instant::now();
     let mut child = cmd
         .spawn()
@@ -127,6 +146,7 @@ pub fn run_plugin(
         .wait()
         .map_err(|source| BenchError::io("wait for", inv.plugin, source))?;
     let elapsed = start.elapsed();
+    let reaped_ns = now_ns();
     // A plugin that exits without reading its stdin gives EPIPE: its exit status tells.
     if let Err(e) = io_result
         && e.kind() != std::io::ErrorKind::BrokenPipe
@@ -142,6 +162,8 @@ pub fn run_plugin(
         max_rss_kib: inv.rss_file.and_then(read_rss_file),
         ip,
         json,
+        spawn_ns,
+        reaped_ns,
     })
 }
 

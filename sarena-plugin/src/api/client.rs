@@ -190,6 +190,8 @@ impl HttpDaemon {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Bytes, DaemonError> {
+        let _phase =
+            crate::phases::start(|| format!("daemon {method} {}", super::path::route_of(path)));
         let body = body.map(Bytes::from);
         let exchange = async {
             match self.exchange(&method, path, body.clone()).await {

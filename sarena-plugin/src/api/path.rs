@@ -126,6 +126,22 @@ pub fn endpoint_stats_path(owner: &Attachment) -> String {
     owner_path("/stats/endpoints", owner)
 }
 
+/// The prefixes of the per-attachment routes (before `/{container_id}/{ifname}`).
+const OWNER_ROUTES: [&str; 3] = ["/ipam/allocations", "/endpoints", "/stats/endpoints"];
+
+/// The route of `path`, for naming a call (the plugin's phases): the query
+/// dropped, and an attachment's segments as `{attachment}`.
+pub fn route_of(path: &str) -> String {
+    let path = path.split('?').next().unwrap_or_default();
+    for prefix in OWNER_ROUTES {
+        let route = format!("{API_BASE}{prefix}/");
+        if path.starts_with(&route) {
+            return format!("{route}{{attachment}}");
+        }
+    }
+    path.to_owned()
+}
+
 fn owner_path(prefix: &str, owner: &Attachment) -> String {
     format!(
         "{API_BASE}{prefix}/{}/{}",
@@ -191,5 +207,27 @@ mod tests {
         assert_eq!(allocation_path(&owner), "/v1/ipam/allocations/c1/a%2Fb");
         assert_eq!(endpoint_path(&owner), "/v1/endpoints/c1/a%2Fb");
         assert_eq!(endpoint_stats_path(&owner), "/v1/stats/endpoints/c1/a%2Fb");
+    }
+
+    #[test]
+    fn routes_name_calls_without_the_attachment_or_query() {
+        let owner = Attachment {
+            container_id: "c1".into(),
+            ifname: "eth0".into(),
+        };
+        assert_eq!(
+            route_of(&format!("{}?veth=remove", endpoint_path(&owner))),
+            "/v1/endpoints/{attachment}"
+        );
+        assert_eq!(
+            route_of(&allocation_path(&owner)),
+            "/v1/ipam/allocations/{attachment}"
+        );
+        assert_eq!(
+            route_of(&endpoint_stats_path(&owner)),
+            "/v1/stats/endpoints/{attachment}"
+        );
+        assert_eq!(route_of("/v1/endpoints"), "/v1/endpoints");
+        assert_eq!(route_of("/v1/daemon/config"), "/v1/daemon/config");
     }
 }

@@ -83,6 +83,7 @@ impl RtnetlinkLinks {
         if let Some(handle) = self.lock_pods().get(netns, id) {
             return Ok(handle);
         }
+        let _phase = crate::phases::start(|| "netlink socket in the pod netns");
         let file = open_netns(netns)?;
         let id = file
             .metadata()
@@ -120,12 +121,14 @@ fn removed(ifname: &str, deletion: MarkedDeletion) -> Result<bool, LinkError> {
 #[async_trait]
 impl Links for RtnetlinkLinks {
     async fn remove_pod_link(&self, netns: &Path, ifname: &str) -> Result<bool, LinkError> {
+        let _phase = crate::phases::start(|| "netlink remove_pod_link");
         let pod = self.pod_handle(netns)?;
         let deletion = netlink::delete_marked_link(&pod, ifname, None, LINK_GROUP).await?;
         removed(ifname, deletion)
     }
 
     async fn create_veth(&self, spec: &VethSpec) -> Result<VethPair, LinkError> {
+        let _phase = crate::phases::start(|| "netlink create_veth");
         let file = open_netns(&spec.netns)?;
         veth::create(&self.host, &file, spec).await
     }
@@ -136,11 +139,13 @@ impl Links for RtnetlinkLinks {
         ifname: &str,
         config: &PodIfaceConfig,
     ) -> Result<(), LinkError> {
+        let _phase = crate::phases::start(|| "netlink configure_pod");
         let pod = self.pod_handle(netns)?;
         pod::configure(&pod, ifname, config).await
     }
 
     async fn remove_host_link(&self, host_ifname: &str) -> Result<bool, LinkError> {
+        let _phase = crate::phases::start(|| "netlink remove_host_link");
         let deletion =
             netlink::delete_marked_link(&self.host, host_ifname, None, LINK_GROUP).await?;
         removed(host_ifname, deletion)
@@ -151,6 +156,7 @@ impl Links for RtnetlinkLinks {
         ifindex: u32,
         host_ifname: &str,
     ) -> Result<bool, LinkError> {
+        let _phase = crate::phases::start(|| "netlink remove_host_link_index");
         let deletion =
             netlink::delete_marked_link(&self.host, host_ifname, Some(ifindex), LINK_GROUP).await?;
         removed(host_ifname, deletion)
@@ -161,15 +167,18 @@ impl Links for RtnetlinkLinks {
         netns: &Path,
         ifname: &str,
     ) -> Result<Option<PodIfaceState>, LinkError> {
+        let _phase = crate::phases::start(|| "netlink inspect_pod");
         let pod = self.pod_handle(netns)?;
         pod::inspect(&pod, ifname).await
     }
 
     async fn host_link_index(&self, host_ifname: &str) -> Result<Option<u32>, LinkError> {
+        let _phase = crate::phases::start(|| "netlink host_link_index");
         Ok(netlink::link_index(&self.host, host_ifname).await?)
     }
 
     async fn list_host_links(&self) -> Result<Vec<HostLink>, LinkError> {
+        let _phase = crate::phases::start(|| "netlink list_host_links");
         let links = netlink::all_links(&self.host).await?;
         Ok(links
             .iter()

@@ -30,10 +30,13 @@ pub(crate) async fn configure(
         let mac = link_mac(&link).unwrap_or_default();
         ipv6::prepare(handle, index, ifname, mac).await?;
     }
+    let addresses = crate::phases::start(|| "netlink pod addresses");
     for address in &config.addresses {
         let flags = ipv6::address_flags(address);
         ipv6::add_address(handle, index, ifname, address, flags).await?;
     }
+    drop(addresses);
+    let _phase = crate::phases::start(|| "netlink pod link up, routes");
     handle
         .link()
         .set(LinkUnspec::new_with_index(index).up().build())

@@ -44,7 +44,11 @@ pub(crate) async fn create(
             .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
             .build()
     };
-    match host.link().add(message()).execute().await {
+    let added = {
+        let _phase = crate::phases::start(|| "netlink link add (veth pair)");
+        host.link().add(message()).execute().await
+    };
+    match added {
         Ok(()) => {}
         Err(e) if errno(&e) == Some(libc::EEXIST) => {
             // Either name may be taken: the host one by a stale link of an
@@ -99,6 +103,7 @@ pub(crate) async fn create(
 
 /// Host end: `rp_filter` off. Returns the host ifindex.
 async fn finish(host: &Handle, spec: &VethSpec) -> Result<u32, LinkError> {
+    let _phase = crate::phases::start(|| "netlink host end: index, rp_filter");
     let host_ifindex =
         link_index(host, &spec.host_ifname)
             .await?
