@@ -15,6 +15,10 @@
 //!   leaving the threads to their grace periods (see there why it need not
 //!   wait for them). `Maps::write` then finds them (it still creates a
 //!   missing one itself, for the callers that do not prepare: reconcile).
+//!   The tables themselves are made ahead: the worker keeps [`SPARES`]
+//!   empty ones per outer map (an LRU table is preallocated, which takes
+//!   the kernel a tenth of a millisecond or more), made again after each
+//!   use; a burst that empties the spares makes its own.
 //! - [`TableKeeper::queue_removal`] (detach, under the lock) hands the
 //!   ifindex to a worker thread, which takes both tables out at once. Until
 //!   then the tables stay in their outer maps, unused: the endpoint's entries
@@ -31,12 +35,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::time::Duration;
 
+use aya::maps::MapData;
 use sarena_common::HOST_FLOWS_MAP;
 use sarena_common::layouts::{HOST_FLOWS_TABLE, MapLayout};
 use sarena_common::policy::{POLICY_FLOWS_MAP, POLICY_FLOWS_TABLE};
 
 use super::error::BpfError;
-use super::flows::{FlowTables, HOST_TABLE_NAME};
+use super::flows::{FlowTables, HOST_TABLE_NAME, create_table};
 use super::policy_maps::POLICY_TABLE_NAME;
 
 /// One outer map: its name (and pin file), its tables' layout and the
@@ -49,8 +54,23 @@ const OUTERS: [Outer; 2] = [
     (POLICY_FLOWS_MAP, POLICY_FLOWS_TABLE, POLICY_TABLE_NAME),
 ];
 
-/// How often `prepare` looks whether a table being put in is visible.
+/// Empty tables kept ready per outer map.
+pub(super) const SPARES: usize = 2;
+
+/// How many times `prepare` looks whether a table being put in is visible,
+/// yielding the CPU in between (the insert is a few microseconds away),
+/// before it sleeps between looks.
+const INSERT_SPINS: u32 = 200;
+/// How long `prepare` sleeps between looks after that.
 const INSERT_POLL: Duration = Duration::from_micros(50);
+
+/// What the worker thread does.
+enum Job {
+    /// Take the tables of this ifindex out (unless claimed back).
+    Remove(u32),
+    /// Make the spare tables missing.
+    Refill,
+}
 
 /// Where an ifindex's removal stands.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -69,14 +89,19 @@ struct Shared {
     removals: Mutex<BTreeMap<u32, Removal>>,
     /// Signalled whenever a removal ends.
     ended: Condvar,
+    /// Empty tables made ahead, per outer map (the order of [`OUTERS`]).
+    spares: [Mutex<Vec<MapData>>; 2],
+    /// Long-lived handles on the outer maps, for lookups (`None` when
+    /// they could not be opened at start: each call opens its own).
+    watchers: [Option<FlowTables>; 2],
 }
 
 /// Puts tables in and takes them out (see the module docs).
 pub(super) struct TableKeeper {
     shared: Arc<Shared>,
     /// The worker's queue; `None` when it could not be started (removals
-    /// are then done by the caller).
-    worker: Option<mpsc::Sender<u32>>,
+    /// are then done by the caller, and no spares are made).
+    worker: Option<mpsc::Sender<Job>>,
 }
 
 impl TableKeeper {
@@ -84,22 +109,33 @@ impl TableKeeper {
     /// thread (which ends when the keeper is dropped, after the removals
     /// queued).
     pub(super) fn start(maps_dir: &Path) -> Self {
+        let watcher = |(name, layout, table_name): Outer| {
+            FlowTables::open_pinned(&maps_dir.join(name), name, layout, table_name).ok()
+        };
         let shared = Arc::new(Shared {
             maps_dir: maps_dir.to_owned(),
             removals: Mutex::new(BTreeMap::new()),
             ended: Condvar::new(),
+            spares: [Mutex::new(Vec::new()), Mutex::new(Vec::new())],
+            watchers: [watcher(OUTERS[0]), watcher(OUTERS[1])],
         });
-        let (tx, rx) = mpsc::channel::<u32>();
+        let (tx, rx) = mpsc::channel::<Job>();
         let theirs = Arc::clone(&shared);
         let worker = std::thread::Builder::new()
             .name("sarena-flow-tables".into())
             .spawn(move || {
-                for ifindex in rx {
-                    theirs.remove(ifindex);
+                for job in rx {
+                    match job {
+                        Job::Remove(ifindex) => theirs.remove(ifindex),
+                        Job::Refill => theirs.refill(),
+                    }
                 }
             });
         let worker = match worker {
-            Ok(_) => Some(tx),
+            Ok(_) => {
+                let _ = tx.send(Job::Refill);
+                Some(tx)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "eBPF: no thread for flows-table removals; DEL removes them itself");
                 None
@@ -121,14 +157,20 @@ impl TableKeeper {
     pub(super) fn prepare(&self, ifindex: u32, ifname: &str) -> Result<(), BpfError> {
         self.claim(ifindex);
         let mut inserts = Vec::new();
-        for (name, layout, table_name) in OUTERS {
+        for (i, outer @ (name, layout, table_name)) in OUTERS.into_iter().enumerate() {
             let path = self.shared.maps_dir.join(name);
             let mut inserter = FlowTables::open_pinned(&path, name, layout, table_name)?;
             if inserter.has_table(ifindex)? {
                 continue;
             }
-            let table = inserter.new_table(ifname)?;
-            let watcher = FlowTables::open_pinned(&path, name, layout, table_name)?;
+            let table = match self.shared.take_spare(i) {
+                Some(table) => {
+                    self.send(Job::Refill);
+                    table
+                }
+                None => inserter.new_table(ifname)?,
+            };
+            let watcher = self.shared.watcher(i, outer)?;
             let (done, result) = mpsc::channel();
             let ifname = ifname.to_owned();
             let spawned = std::thread::Builder::new()
@@ -142,6 +184,7 @@ impl TableKeeper {
             }
         }
         for (watcher, result) in inserts {
+            let mut looks = 0;
             loop {
                 match result.try_recv() {
                     Ok(inserted) => {
@@ -155,7 +198,12 @@ impl TableKeeper {
                 if watcher.has_table(ifindex)? {
                     break;
                 }
-                std::thread::sleep(INSERT_POLL);
+                looks += 1;
+                if looks < INSERT_SPINS {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(INSERT_POLL);
+                }
             }
         }
         Ok(())
@@ -187,13 +235,14 @@ impl TableKeeper {
     /// one).
     pub(super) fn queue_removal(&self, ifindex: u32) {
         self.shared.lock().insert(ifindex, Removal::Queued);
-        let sent = self
-            .worker
-            .as_ref()
-            .is_some_and(|w| w.send(ifindex).is_ok());
-        if !sent {
+        if !self.send(Job::Remove(ifindex)) {
             self.shared.remove(ifindex);
         }
+    }
+
+    /// Hands `job` to the worker; `false` without one.
+    fn send(&self, job: Job) -> bool {
+        self.worker.as_ref().is_some_and(|w| w.send(job).is_ok())
     }
 
     /// Waits until every queued removal is done.
@@ -210,6 +259,53 @@ impl TableKeeper {
 }
 
 impl Shared {
+    /// The `i`th outer map's long-lived handle, or a new one.
+    fn watcher(
+        &self,
+        i: usize,
+        (name, layout, table_name): Outer,
+    ) -> Result<Watcher<'_>, BpfError> {
+        match &self.watchers[i] {
+            Some(w) => Ok(Watcher::Shared(w)),
+            None => FlowTables::open_pinned(&self.maps_dir.join(name), name, layout, table_name)
+                .map(Watcher::Own),
+        }
+    }
+
+    /// A spare table of the `i`th outer map, if one is left.
+    fn take_spare(&self, i: usize) -> Option<MapData> {
+        self.spares[i]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .pop()
+    }
+
+    /// Makes the spare tables missing (failures are logged: the next
+    /// attach makes its own).
+    fn refill(&self) {
+        for (i, (_, layout, table_name)) in OUTERS.into_iter().enumerate() {
+            let missing = || {
+                let held = self.spares[i]
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .len();
+                held < SPARES
+            };
+            while missing() {
+                match create_table(layout, table_name, "a spare") {
+                    Ok(table) => self.spares[i]
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .push(table),
+                    Err(e) => {
+                        tracing::warn!(error = %crate::error_chain(&e), "eBPF: no spare flows table");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, BTreeMap<u32, Removal>> {
         self.removals
             .lock()
@@ -246,5 +342,22 @@ impl Shared {
         }
         self.lock().remove(&ifindex);
         self.ended.notify_all();
+    }
+}
+
+/// An outer map's handle for lookups: the keeper's, or one of the call's.
+enum Watcher<'a> {
+    Shared(&'a FlowTables),
+    Own(FlowTables),
+}
+
+impl std::ops::Deref for Watcher<'_> {
+    type Target = FlowTables;
+
+    fn deref(&self) -> &FlowTables {
+        match self {
+            Watcher::Shared(w) => w,
+            Watcher::Own(w) => w,
+        }
     }
 }

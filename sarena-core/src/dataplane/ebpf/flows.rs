@@ -111,16 +111,7 @@ impl FlowTables {
 
     /// A new, empty inner table for the endpoint `ifname`.
     pub(super) fn new_table(&self, ifname: &str) -> Result<MapData, BpfError> {
-        let layout = self.layout;
-        let definition = aya_obj::Map::new_from_params(
-            layout.map_type,
-            layout.key_size,
-            layout.value_size,
-            layout.max_entries,
-            layout.flags,
-        );
-        MapData::create(definition, self.table_name, None)
-            .map_err(map_error("create flows table", ifname))
+        create_table(self.layout, self.table_name, ifname)
     }
 
     /// Puts `table` in as `ifindex`'s unless it has one already (another
@@ -181,6 +172,23 @@ impl FlowTables {
         }
         Ok(Some(out))
     }
+}
+
+/// A new, empty inner table of `layout`, shown as `table_name`, for `what`
+/// (the endpoint's interface, in errors).
+pub(super) fn create_table(
+    layout: MapLayout,
+    table_name: &str,
+    what: &str,
+) -> Result<MapData, BpfError> {
+    let definition = aya_obj::Map::new_from_params(
+        layout.map_type,
+        layout.key_size,
+        layout.value_size,
+        layout.max_entries,
+        layout.flags,
+    );
+    MapData::create(definition, table_name, None).map_err(map_error("create flows table", what))
 }
 
 impl AyaDataplane {
