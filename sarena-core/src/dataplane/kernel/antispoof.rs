@@ -26,7 +26,8 @@
 //! and it covers neither ARP nor IPv6. The rules are kernel state: they stay
 //! while the daemon restarts and are rebuilt from the registry by
 //! [`reconcile`]. An endpoint costs set elements only (no rule per pod), so
-//! attach and detach are one small `nft` transaction each.
+//! attach and detach are one small nfnetlink batch each (`nft_elements.rs`;
+//! an `nft` process start was 2–3 ms of a kernel-dataplane ADD).
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -39,7 +40,7 @@ use crate::links::link_local;
 /// kept and the rules of Sarena's chains replaced (idempotent). Protocols
 /// by number (58: ICMPv6): `nft` resolves names through /etc/protocols,
 /// which the DaemonSet's image does not have.
-fn structure(table: &str) -> String {
+pub(super) fn structure(table: &str) -> String {
     format!(
         "add table inet {table}
 add set inet {table} guarded {{ type iface_index; }}
@@ -169,12 +170,19 @@ pub(crate) async fn setup(table: &str) -> Result<(), DataplaneError> {
 }
 
 /// Guards `endpoint`. When the sets are missing (no set-up yet), creates them first.
+/// The elements go over nfnetlink (`nft_elements.rs`: no `nft` process);
+/// a refusal (no sets yet) falls back to the script with the structure.
 pub(crate) async fn guard(table: &str, endpoint: &Endpoint) -> Result<(), DataplaneError> {
-    let elements = guard_script(table, endpoint);
-    if super::nft::run_off_worker(elements.clone()).await.is_ok() {
+    let batch =
+        super::nft_elements::endpoint_batch(super::nft_elements::Verb::Add, table, endpoint);
+    let sent = crate::blocking::off_worker(move || batch.send()).await;
+    if matches!(sent, Ok(Ok(()))) {
         return Ok(());
     }
-    super::nft::run_off_worker(structure(table) + &elements).await
+    if let Ok(Err(e)) = &sent {
+        tracing::debug!(error = %crate::error_chain(e), "anti-spoofing elements over netlink refused; nft script with the sets");
+    }
+    super::nft::run_off_worker(structure(table) + &guard_script(table, endpoint)).await
 }
 
 /// Removes `endpoint`'s elements (missing ones are fine), in the background.
@@ -184,10 +192,24 @@ pub(crate) async fn guard(table: &str, endpoint: &Endpoint) -> Result<(), Datapl
 /// Nothing depends on the removal being done: the elements name an ifindex
 /// that goes with the veth and is never reused for another one while the
 /// host runs, and [`reconcile`] drops whatever a failure or a crash left.
+///
+/// Over nfnetlink: the elements added (so that none is missing), then
+/// deleted, two batches; the script (the same in one transaction) when
+/// that fails.
 pub(crate) fn unguard(table: &str, endpoint: &Endpoint) {
+    use super::nft_elements::{Verb, endpoint_batch};
+    let (add, delete) = (
+        endpoint_batch(Verb::Add, table, endpoint),
+        endpoint_batch(Verb::Delete, table, endpoint),
+    );
     let script = unguard_script(table, endpoint);
     let ifname = endpoint.spec.host_ifname.clone();
     tokio::spawn(async move {
+        let sent =
+            crate::blocking::off_worker(move || add.send().and_then(|()| delete.send())).await;
+        if matches!(sent, Ok(Ok(()))) {
+            return;
+        }
         if let Err(error) = super::nft::run_off_worker(script).await {
             tracing::warn!(%ifname, error = %crate::error_chain(&error), "anti-spoofing elements not removed; reconcile will");
         }

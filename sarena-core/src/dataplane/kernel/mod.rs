@@ -18,6 +18,7 @@ mod antispoof;
 mod gateway6;
 mod masquerade;
 pub(crate) mod nft;
+mod nft_elements;
 mod policy;
 mod policy_ranges;
 pub mod routes;
