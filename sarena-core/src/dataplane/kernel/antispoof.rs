@@ -228,12 +228,14 @@ pub(crate) async fn remove(table: &str) -> Result<(), DataplaneError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::api::EndpointSpec;
     use crate::api::{Attachment, PodRef};
 
-    fn endpoint(ifindex: u32, addrs: &[&str]) -> Endpoint {
+    /// An endpoint on host ifindex `ifindex` with `addrs` (also used by
+    /// `nft_elements.rs`'s tests).
+    pub(in crate::dataplane::kernel) fn endpoint(ifindex: u32, addrs: &[&str]) -> Endpoint {
         Endpoint {
             spec: EndpointSpec {
                 owner: Attachment {

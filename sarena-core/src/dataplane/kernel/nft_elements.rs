@@ -324,29 +324,8 @@ fn end_nested(out: &mut [u8], at: usize) {
 mod tests {
     use std::process::{Command, Stdio};
 
+    use super::super::antispoof::tests::endpoint;
     use super::*;
-    use crate::api::{Attachment, EndpointSpec, PodRef};
-
-    fn endpoint(ifindex: u32, addrs: &[&str]) -> Endpoint {
-        Endpoint {
-            spec: EndpointSpec {
-                owner: Attachment {
-                    container_id: format!("c{ifindex}"),
-                    ifname: "eth0".into(),
-                },
-                pod: PodRef::default(),
-                host_ifname: format!("lxc{ifindex}"),
-                host_ifindex: ifindex,
-                host_mac: "02:00:00:00:00:01".parse().unwrap(),
-                pod_mac: "0a:00:00:00:00:02".parse().unwrap(),
-                addresses: addrs.iter().map(|a| a.parse().unwrap()).collect(),
-                netns: "/var/run/netns/x".into(),
-                bandwidth: None,
-                identity: Default::default(),
-            },
-            created_at: 0,
-        }
-    }
 
     fn nft(script: &str) {
         let mut child = Command::new("nft")
