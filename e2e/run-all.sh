@@ -174,6 +174,8 @@ done
 for log in "${failed_logs[@]}"; do
   echo "=============== the last 40 lines of $(basename "$log" .log | cut -d- -f2-) (failed)"
   tail -n 40 "$log"
+  # The assertion that failed, wherever the log tails pushed it.
+  grep -E '(^|\] )FAIL: ' "$log" | tail -n 5 | sed 's/^/  the failure: /' || true
 done
 echo "=============== per-test times"
 for line in "${times[@]}"; do echo "  $line"; done
