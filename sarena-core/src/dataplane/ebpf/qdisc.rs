@@ -17,7 +17,7 @@
 use futures_util::StreamExt;
 use rtnetlink::Handle;
 use rtnetlink::packet_core::{
-    NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkMessage,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_ECHO, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkMessage,
     NetlinkPayload,
 };
 use rtnetlink::packet_route::RouteNetlinkMessage;
@@ -96,27 +96,68 @@ fn index(ifindex: u32) -> i32 {
     i32::try_from(ifindex).unwrap_or(i32::MAX)
 }
 
-/// The root qdisc of `ifindex`; `None` when the device has none (it is gone).
+/// The root qdisc of `ifindex`; `None` when the device has none to show
+/// (it is gone, or down with the kernel's built-in `noop`).
+///
+/// One `RTM_GETQDISC` for that device and parent, not a dump: the kernel
+/// ignores the ifindex of a qdisc dump and sends every device's qdiscs, so
+/// on a node with a thousand pods each look cost a few thousand messages
+/// (`sarena-bench cni --scale-levels 0,1000`).
 pub(super) async fn root(handle: &Handle, ifindex: u32) -> Result<Option<RootQdisc>, NetlinkError> {
-    let mut dump = handle.qdisc().get().index(index(ifindex)).execute();
+    get(handle, ifindex, TcHandle::ROOT).await
+}
+
+/// The qdisc of `ifindex` under `parent` (its root, or its `clsact` slot),
+/// asked with one `RTM_GETQDISC`; `None` when there is none to show.
+async fn get(
+    handle: &Handle,
+    ifindex: u32,
+    parent: TcHandle,
+) -> Result<Option<RootQdisc>, NetlinkError> {
+    let mut message = TcMessage::with_index(index(ifindex));
+    message.header.parent = parent;
+    let mut request = NetlinkMessage::from(RouteNetlinkMessage::GetQueueDiscipline(message));
+    // NLM_F_ECHO: since Linux 6.8 the kernel answers a GET only when asked
+    // to echo (the answer goes through its notification path); the
+    // acknowledgement ends the wait where nothing is shown (a device that
+    // is down).
+    request.header.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_ECHO;
     let object = format!("ifindex {ifindex}");
-    while let Some(message) = dump.next().await {
-        let message = message.map_err(|e| NetlinkError::new("qdisc dump", &object, e))?;
-        if message.header.index != index(ifindex) || message.header.parent != TcHandle::ROOT {
-            continue;
-        }
-        let kind = message.attributes.iter().find_map(|a| match a {
-            TcAttribute::Kind(kind) => Some(kind.clone()),
-            _ => None,
-        });
-        if let Some(kind) = kind {
-            return Ok(Some(RootQdisc {
-                kind,
-                major: message.header.handle.major,
-            }));
+    let mut answers = handle
+        .clone()
+        .request(request)
+        .map_err(|e| NetlinkError::new("qdisc get", &object, e))?;
+    let mut found = None;
+    while let Some(answer) = answers.next().await {
+        match answer.payload {
+            NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewQueueDiscipline(m))
+                if m.header.index == index(ifindex) && m.header.parent == parent =>
+            {
+                found = m
+                    .attributes
+                    .iter()
+                    .find_map(|a| match a {
+                        TcAttribute::Kind(kind) => Some(kind.clone()),
+                        _ => None,
+                    })
+                    .map(|kind| RootQdisc {
+                        kind,
+                        major: m.header.handle.major,
+                    });
+            }
+            NetlinkPayload::Error(e) if e.code.is_some() => {
+                let e = rtnetlink::Error::NetlinkError(e);
+                // ENODEV: no such device; ENOENT, EINVAL: nothing in that
+                // slot (no clsact), or a built-in qdisc the kernel will not show.
+                return match errno(&e) {
+                    Some(libc::ENODEV | libc::ENOENT | libc::EINVAL) => Ok(None),
+                    _ => Err(NetlinkError::new("qdisc get", &object, e)),
+                };
+            }
+            _ => {}
         }
     }
-    Ok(None)
+    Ok(found)
 }
 
 /// Makes `want` the root qdisc of `ifindex`, replacing whatever is there;
@@ -212,26 +253,12 @@ pub(super) async fn add_clsact(handle: &Handle, ifindex: u32) -> Result<(), Netl
     }
 }
 
-/// Whether `ifindex` has a `clsact` qdisc (a device that is gone has none).
+/// Whether `ifindex` has a `clsact` qdisc (a device that is gone has none):
+/// one GET, as for [`root`].
 pub(super) async fn has_clsact(handle: &Handle, ifindex: u32) -> Result<bool, NetlinkError> {
-    let mut dump = handle.qdisc().get().index(index(ifindex)).execute();
-    let object = format!("ifindex {ifindex}");
-    let mut found = false;
-    while let Some(message) = dump.next().await {
-        let message = match message {
-            Ok(message) => message,
-            Err(e) if errno(&e) == Some(libc::ENODEV) => return Ok(false),
-            Err(e) => return Err(NetlinkError::new("qdisc dump", &object, e)),
-        };
-        // The whole dump is read (a netlink socket carries one at a time).
-        found |= message.header.index == index(ifindex)
-            && message.header.parent == TcHandle::CLSACT
-            && message
-                .attributes
-                .iter()
-                .any(|a| matches!(a, TcAttribute::Kind(kind) if kind == "clsact"));
-    }
-    Ok(found)
+    Ok(get(handle, ifindex, TcHandle::CLSACT)
+        .await?
+        .is_some_and(|q| q.kind == "clsact"))
 }
 
 /// Removes the `clsact` qdisc of `ifindex`, with every filter on its two
@@ -244,4 +271,106 @@ pub(super) async fn remove_clsact(handle: &Handle, ifindex: u32) -> Result<(), N
         minor: 0,
     };
     delete(handle, message, || format!("clsact on ifindex {ifindex}")).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::*;
+
+    /// The root qdisc as a dump shows it (what `root` asked before): the
+    /// oracle `root` must agree with.
+    async fn root_by_dump(handle: &Handle, ifindex: u32) -> Option<RootQdisc> {
+        let mut dump = handle.qdisc().get().index(index(ifindex)).execute();
+        let mut found = None;
+        while let Some(message) = dump.next().await {
+            let message = message.unwrap();
+            if message.header.index != index(ifindex) || message.header.parent != TcHandle::ROOT {
+                continue;
+            }
+            for a in &message.attributes {
+                if let TcAttribute::Kind(kind) = a {
+                    found = Some(RootQdisc {
+                        kind: kind.clone(),
+                        major: message.header.handle.major,
+                    });
+                }
+            }
+        }
+        found
+    }
+
+    fn ip(args: &[&str]) {
+        let out = Command::new("ip").args(args).output().unwrap();
+        assert!(out.status.success(), "ip {args:?}: {out:?}");
+    }
+
+    #[test]
+    #[ignore = "privileged: needs root (a throwaway netns with a veth pair); run as root with --include-ignored"]
+    fn one_get_finds_the_root_qdisc_a_dump_finds_in_every_state() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "needs root under CI"
+            );
+            return;
+        }
+        std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let (connection, handle, _) = rtnetlink::new_connection().unwrap();
+                tokio::spawn(connection);
+                // Other devices' qdiscs, which a dump also carries.
+                ip(&["link", "add", "qa0", "type", "veth", "peer", "name", "qa1"]);
+                ip(&["link", "set", "qa1", "up"]);
+                ip(&["link", "add", "qb0", "type", "veth", "peer", "name", "qb1"]);
+                let ifindex = nix::net::if_::if_nametoindex("qb0").unwrap();
+                let mut seen = Vec::new();
+                let mut check = async |state: &str| {
+                    let got = root(&handle, ifindex).await.unwrap();
+                    assert_eq!(got, root_by_dump(&handle, ifindex).await, "{state}");
+                    seen.push(got.map(|r| format!("{} {:x}", r.kind, r.major)));
+                };
+                check("down, the built-in noop").await;
+                ip(&["link", "set", "qb0", "up"]);
+                check("up, the default noqueue").await;
+                assert!(!has_clsact(&handle, ifindex).await.unwrap());
+                add_clsact(&handle, ifindex).await.unwrap();
+                assert!(has_clsact(&handle, ifindex).await.unwrap());
+                let other = nix::net::if_::if_nametoindex("qa1").unwrap();
+                assert!(!has_clsact(&handle, other).await.unwrap(), "only qb0's");
+                set_root(&handle, ifindex, Root::Placeholder).await.unwrap();
+                check("Sarena's placeholder").await;
+                let tc = Command::new("tc")
+                    .args(["qdisc", "replace", "dev", "qb0", "root", "handle", "7:"])
+                    .args(["tbf", "rate", "1mbit", "burst", "32kb", "latency", "50ms"])
+                    .output()
+                    .unwrap();
+                assert!(tc.status.success(), "{tc:?}");
+                check("someone else's tbf").await;
+                remove_root(&handle, ifindex).await.unwrap();
+                check("tbf left alone").await;
+                ip(&["link", "del", "qb0"]);
+                check("gone").await;
+                assert!(!has_clsact(&handle, ifindex).await.unwrap());
+                let want = [
+                    None,
+                    Some("noqueue 0"),
+                    Some("noqueue 5a5e"),
+                    Some("tbf 7"),
+                    Some("tbf 7"),
+                    None,
+                ];
+                assert_eq!(seen, want.map(|w| w.map(String::from)));
+            });
+        })
+        .join()
+        .unwrap();
+    }
 }
