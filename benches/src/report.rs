@@ -12,6 +12,7 @@ mod phases;
 pub mod plots;
 mod policy;
 mod policy_cluster;
+mod scale;
 mod sections;
 mod services;
 
@@ -93,7 +94,7 @@ pub fn render(inputs: &ReportInputs) -> String {
             phases::section(&mut md, p);
         }
         sections::churn(&mut md, cni);
-        sections::scale(&mut md, cni);
+        scale::scale(&mut md, cni);
     }
     match &inputs.dataplane {
         Some(dp) => {

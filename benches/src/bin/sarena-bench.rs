@@ -13,7 +13,7 @@ use sarena_benches::BenchError;
 use sarena_benches::cni_ops::{self, CniOptions, CniResults};
 use sarena_benches::dataplane::crossnode::{self, CrossKind, CrossNodeOptions, CrossNodeResults};
 use sarena_benches::dataplane::{self, DataplaneOptions, DataplaneResults, PathKind};
-use sarena_benches::node::Bins;
+use sarena_benches::node::{Bins, Contender};
 use sarena_benches::policy::{self, ClusterSpec, PolicyOptions, PolicyResults};
 use sarena_benches::report::{self, Machine, ReportInputs};
 use serde::{Deserialize, Serialize};
@@ -81,6 +81,10 @@ struct RunArgs {
     /// (default: 0,100,1000; --quick: 0,10).
     #[arg(long, value_delimiter = ',')]
     scale_levels: Vec<usize>,
+    /// `cni`'s contenders of the scale part, comma-separated slugs:
+    /// sarena-ebpf, sarena-kernel, ptp, bridge (default: the first three).
+    #[arg(long, value_delimiter = ',', value_parser = contender_slug)]
+    scale_contenders: Vec<Contender>,
     /// `cni`'s runs per operation of the phase table (default: 200;
     /// --quick: 5; 0: none).
     #[arg(long)]
@@ -217,6 +221,17 @@ fn write_run_info(a: &RunArgs, sarena_cni: Option<&Path>) -> Result<(), BenchErr
     write_json(&a.report.out.join(RUN_JSON), &info)
 }
 
+/// A contender named by its slug ([`Contender::slug`]).
+fn contender_slug(slug: &str) -> Result<Contender, String> {
+    Contender::ALL
+        .into_iter()
+        .find(|c| c.slug() == slug)
+        .ok_or_else(|| {
+            let known: Vec<&str> = Contender::ALL.iter().map(|c| c.slug()).collect();
+            format!("unknown contender {slug:?} (known: {})", known.join(", "))
+        })
+}
+
 fn cni(a: &RunArgs) -> Result<bool, BenchError> {
     let mut opts = if a.quick {
         CniOptions::quick()
@@ -228,6 +243,9 @@ fn cni(a: &RunArgs) -> Result<bool, BenchError> {
     }
     if !a.scale_levels.is_empty() {
         opts.scale_levels.clone_from(&a.scale_levels);
+    }
+    if !a.scale_contenders.is_empty() {
+        opts.scale_contenders.clone_from(&a.scale_contenders);
     }
     if let Some(runs) = a.phase_runs {
         opts.phase_runs = runs;

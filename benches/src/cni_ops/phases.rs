@@ -85,14 +85,14 @@ struct PluginPhases {
 
 /// Samples of one operation: per phase name, (start, duration) in ms.
 #[derive(Default)]
-struct Samples {
+pub(super) struct Samples {
     totals: Vec<f64>,
     phases: BTreeMap<String, Vec<(f64, f64)>>,
 }
 
 impl Samples {
     /// Adds `run`, whose phases are in `file` (emptied after).
-    fn add(&mut self, run: &PluginRun, file: &Path) -> Result<(), BenchError> {
+    pub(super) fn add(&mut self, run: &PluginRun, file: &Path) -> Result<(), BenchError> {
         let text =
             std::fs::read_to_string(file).map_err(|source| BenchError::io("read", file, source))?;
         std::fs::write(file, "").map_err(|source| BenchError::io("empty", file, source))?;
@@ -118,7 +118,8 @@ impl Samples {
         Ok(())
     }
 
-    fn into_op(self, op: &str) -> Option<OpPhases> {
+    /// The medians, `None` without a run.
+    pub(super) fn into_op(self, op: &str) -> Option<OpPhases> {
         let mut phases: Vec<PhaseRow> = self
             .phases
             .into_iter()

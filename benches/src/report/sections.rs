@@ -14,7 +14,7 @@ use crate::report::criterion::{CriterionEstimate, human_ns};
 /// Concurrent ADDs' wall time at most this share of ptp + host-local's (issue 29).
 const CHURN_TARGET: f64 = 0.35;
 
-fn kib(v: Option<u64>) -> String {
+pub(super) fn kib(v: Option<u64>) -> String {
     v.map_or("–".into(), |v| format!("{:.1} MiB", v as f64 / 1024.0))
 }
 
@@ -371,44 +371,6 @@ pub(super) fn churn(md: &mut String, cni: &CniResults) {
             r.contender.label(),
             r.concurrency,
             r.first_error.as_deref().unwrap_or("")
-        );
-    }
-    let _ = writeln!(md);
-}
-
-pub(super) fn scale(md: &mut String, cni: &CniResults) {
-    if cni.scale.is_empty() {
-        return;
-    }
-    let _ = writeln!(md, "## Scale: ADD with existing endpoints\n");
-    let _ = writeln!(
-        md,
-        "The node is filled with real pods (ADDed by the plugin, untimed) up to each level; \
-         then {} measured ADDs per contender, interleaved across the contenders, are timed and \
-         deleted again. Daemon memory is `VmRSS` of `sarena-daemon` at that level; plugin \
-         memory is the plugin's peak RSS over 3 more ADDs at that level run through GNU \
-         time (untimed; see above).\n",
-        cni.options.scale_samples
-    );
-    let _ = writeln!(
-        md,
-        "| existing endpoints | contender | ADD p50 ms | p90 ms | p99 ms | p50 ÷ p50 at lowest level | errors | daemon RSS | plugin peak RSS (median / max) |"
-    );
-    let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---:|---:|");
-    for r in &cni.scale {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |",
-            r.existing,
-            r.contender.label(),
-            num(r.add.map(|s| s.p50), 2),
-            num(r.add.map(|s| s.p90), 2),
-            num(r.add.map(|s| s.p99), 2),
-            num(r.p50_ratio_to_first_level, 2),
-            r.errors,
-            kib(r.daemon_rss_kib),
-            kib(r.plugin_median_rss_kib),
-            kib(r.plugin_peak_rss_kib),
         );
     }
     let _ = writeln!(md);

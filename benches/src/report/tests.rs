@@ -251,3 +251,66 @@ fn the_real_cluster_run_has_its_section_and_targets() {
     assert!(line("policy created → enforced on every node, p99").ends_with("✗ missed |"));
     assert!(line("daemon RSS, peak of the nodes").contains("76.8 MiB"));
 }
+
+#[test]
+fn the_scale_section_says_what_grows_with_the_endpoints() {
+    use crate::cni_ops::ScaleResult;
+    let phases = |total: f64, create: f64, commit: f64| OpPhases {
+        op: "ADD".into(),
+        total_p50_ms: total,
+        phases: vec![
+            PhaseRow {
+                name: "daemon POST /v1/endpoints".into(),
+                start_p50_ms: 2.0,
+                p50_ms: create,
+            },
+            PhaseRow {
+                name: "netlink create_veth".into(),
+                start_p50_ms: 1.0,
+                p50_ms: commit,
+            },
+        ],
+    };
+    let result = |contender, existing, p50: f64, add_phases| ScaleResult {
+        contender,
+        existing,
+        add: Summary::of(&[p50]),
+        errors: 0,
+        daemon_rss_kib: Some(30_000),
+        plugin_peak_rss_kib: None,
+        plugin_median_rss_kib: None,
+        p50_ratio_to_first_level: None,
+        add_phases,
+    };
+    let mut i = inputs();
+    let cni = i.cni.as_mut().unwrap();
+    cni.options.scale_contenders = vec![Contender::SarenaEbpf, Contender::PtpHostLocal];
+    cni.scale = vec![
+        result(Contender::SarenaEbpf, 0, 5.0, Some(phases(5.0, 1.0, 0.5))),
+        result(Contender::PtpHostLocal, 0, 8.0, None),
+        result(
+            Contender::SarenaEbpf,
+            1000,
+            7.0,
+            Some(phases(7.0, 2.5, 0.6)),
+        ),
+        result(Contender::PtpHostLocal, 1000, 9.0, None),
+    ];
+    let md = render(&i);
+    for needle in [
+        "## Scale: ADD with existing endpoints",
+        "Each contender has the machine to itself",
+        "What grows, Sarena (eBPF)",
+        "| phase | p50 ms at 0 | p50 ms at 1000 | growth ms |",
+        "| whole ADD (spawn to reap) | 5.000 | 7.000 | +2.000 |",
+    ] {
+        assert!(md.contains(needle), "missing {needle:?} in:\n{md}");
+    }
+    let grows = md.find("| daemon POST /v1/endpoints | 1.000 | 2.500 | +1.500 |");
+    let flat = md.find("| netlink create_veth | 0.500 | 0.600 | +0.100 |");
+    assert!(
+        matches!((grows, flat), (Some(g), Some(f)) if g < f),
+        "the phase that grew most comes first:\n{md}"
+    );
+    assert!(!md.contains("What grows, ptp"), "{md}");
+}
