@@ -1,6 +1,7 @@
 //! Issue items 1–3: CNI operation latency (ADD/DEL/CHECK/STATUS, interleaved across
 //! the contenders op by op), churn (N concurrent ADDs, then DELs) and scale (ADD
-//! latency and daemon memory with 0/100/1,000 existing endpoints). Every part
+//! latency, its phases and daemon memory with 0/100/1,000 existing endpoints,
+//! each contender alone on the machine). Every part
 //! verifies what it measured: each pod got its address, no address twice, and the
 //! IPAM is empty after the DELs.
 
