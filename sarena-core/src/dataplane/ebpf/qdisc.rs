@@ -309,14 +309,9 @@ mod tests {
     #[test]
     #[ignore = "privileged: needs root (a throwaway netns with a veth pair); run as root with --include-ignored"]
     fn one_get_finds_the_root_qdisc_a_dump_finds_in_every_state() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "needs root under CI"
-            );
-            return;
-        }
+        sarena_test_support::require_root(
+            "one_get_finds_the_root_qdisc_a_dump_finds_in_every_state",
+        );
         std::thread::spawn(|| {
             nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
             let rt = tokio::runtime::Builder::new_current_thread()

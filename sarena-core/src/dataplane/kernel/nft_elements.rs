@@ -362,14 +362,9 @@ mod tests {
     #[test]
     #[ignore = "privileged: needs root (a throwaway netns with nftables tables); run as root with --include-ignored"]
     fn netlink_elements_are_what_the_nft_script_makes_and_go_again() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "needs root under CI"
-            );
-            return;
-        }
+        sarena_test_support::require_root(
+            "netlink_elements_are_what_the_nft_script_makes_and_go_again",
+        );
         std::thread::spawn(|| {
             nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
             let ep = endpoint(7, &["10.1.0.5/24", "fd00::5/64"]);
