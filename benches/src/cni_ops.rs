@@ -30,6 +30,10 @@ pub struct CniOptions {
     pub pods: usize,
     /// Concurrency levels of the churn part.
     pub churn: Vec<usize>,
+    /// Rounds of the churn part per level: every contender once a round, on
+    /// a fresh node, in an order rotated per round.
+    #[serde(default = "one")]
+    pub churn_rounds: usize,
     /// Existing-endpoint levels of the scale part.
     pub scale_levels: Vec<usize>,
     /// Measured ADDs per scale level and contender.
@@ -49,6 +53,7 @@ impl CniOptions {
         CniOptions {
             pods,
             churn: vec![20, 100],
+            churn_rounds: 5,
             scale_levels: vec![0, 100, 1000],
             scale_samples: 30,
             contenders: Contender::ALL.to_vec(),
@@ -66,12 +71,17 @@ impl CniOptions {
         CniOptions {
             pods: 6,
             churn: vec![5],
+            churn_rounds: 2,
             scale_levels: vec![0, 10],
             scale_samples: 3,
             phase_runs: 5,
             ..CniOptions::full(6)
         }
     }
+}
+
+fn one() -> usize {
+    1
 }
 
 /// One verification and whether it held.

@@ -350,6 +350,12 @@ impl NodeNetns {
         self.op(command, (command != "STATUS").then_some(pod), true)
     }
 
+    /// [`NodeNetns::add`] with `sarena-cni` appending its phases to `file`
+    /// (concurrent runs: a file each, so every line is matched to its run).
+    pub fn add_recording(&self, pod: &Pod, file: &Path) -> Result<PluginRun, BenchError> {
+        self.op_with("ADD", Some(pod), false, Some(file))
+    }
+
     /// One CNI operation: CHECK and DEL carry the pod's prevResult, a successful
     /// ADD sets it and a successful DEL clears it.
     fn op(
@@ -358,11 +364,22 @@ impl NodeNetns {
         pod: Option<&Pod>,
         measure_rss: bool,
     ) -> Result<PluginRun, BenchError> {
+        self.op_with(command, pod, measure_rss, self.phases_file.as_deref())
+    }
+
+    /// [`NodeNetns::op`] with the phases going to `phases` (`None`: not recorded).
+    fn op_with(
+        &self,
+        command: &str,
+        pod: Option<&Pod>,
+        measure_rss: bool,
+        phases: Option<&Path>,
+    ) -> Result<PluginRun, BenchError> {
         let prev = match (command, pod) {
             ("CHECK" | "DEL", Some(p)) => p.prev_result(),
             _ => None,
         };
-        let run = self.run(command, pod, prev, measure_rss)?;
+        let run = self.run(command, pod, prev, measure_rss, phases)?;
         if let (true, Some(pod)) = (run.ok(), pod) {
             match command {
                 "ADD" => pod.set_prev_result(run.json.clone()),
@@ -399,6 +416,7 @@ impl NodeNetns {
         pod: Option<&Pod>,
         prev: Option<serde_json::Value>,
         measure_rss: bool,
+        phases: Option<&Path>,
     ) -> Result<PluginRun, BenchError> {
         let netns = pod.map_or(String::new(), |p| p.netns_path().display().to_string());
         let args = pod.map_or(String::new(), |p| {
@@ -422,7 +440,7 @@ impl NodeNetns {
             args: &args,
             stdin: &self.stdin_for(pod, prev)?,
             rss_file: rss_file.as_deref(),
-            phases_file: self.phases_file.as_deref(),
+            phases_file: phases,
         };
         exec::run_plugin(&inv, &self.netns_file, &self.stderr_log)
     }

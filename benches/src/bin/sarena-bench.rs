@@ -77,6 +77,9 @@ struct RunArgs {
     /// (default: 20,100; --quick: 5).
     #[arg(long, value_delimiter = ',')]
     churn: Vec<usize>,
+    /// `cni`'s rounds of the churn part per level (default: 5; --quick: 2).
+    #[arg(long)]
+    churn_rounds: Option<usize>,
     /// `cni`'s existing-endpoint levels of the scale part, comma-separated
     /// (default: 0,100,1000; --quick: 0,10).
     #[arg(long, value_delimiter = ',')]
@@ -240,6 +243,9 @@ fn cni(a: &RunArgs) -> Result<bool, BenchError> {
     };
     if !a.churn.is_empty() {
         opts.churn.clone_from(&a.churn);
+    }
+    if let Some(rounds) = a.churn_rounds {
+        opts.churn_rounds = rounds.max(1);
     }
     if !a.scale_levels.is_empty() {
         opts.scale_levels.clone_from(&a.scale_levels);

@@ -1,44 +1,69 @@
 //! Item 2: churn. `n` ADDs started at once (one thread each, released together by a
 //! barrier), then `n` DELs at once; wall time, per-op latency, errors, and a check
-//! that no address was handed out twice. Contenders in turn, each on a fresh node.
+//! that no address was handed out twice. Every contender once a round, each on a
+//! fresh node, in an order rotated per round; the wall time reported is the
+//! median over the rounds (one round of 100 processes on two cores varies by up
+//! to 2x). Sarena's ADDs record their phases, a file per run, so the report can
+//! say what a concurrent ADD waits for.
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::phases::{OpPhases, Samples};
 use super::{Check, CniOptions, duplicates, make_pods, progress, push_check, usage_is};
 use crate::BenchError;
 use crate::node::{Bins, Contender, IpamUsage, NodeNetns, PluginRun, Pod};
-use crate::stats::{Summary, ms};
+use crate::stats::{Summary, median, ms};
 
-/// One contender at one concurrency.
+/// One contender at one concurrency, over every round.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChurnResult {
     /// Who.
     pub contender: Contender,
     /// Concurrent operations.
     pub concurrency: usize,
-    /// From release until the last ADD was reaped, ms.
+    /// From release until the last ADD was reaped, ms: the median over the rounds.
     pub add_wall_ms: f64,
-    /// From release until the last DEL was reaped, ms.
+    /// Every round's ADD wall time, ms, in round order.
+    #[serde(default)]
+    pub add_walls_ms: Vec<f64>,
+    /// From release until the last DEL was reaped, ms: the median over the rounds.
     pub del_wall_ms: f64,
-    /// Per-ADD latency of the successful ones, ms.
+    /// Every round's DEL wall time, ms, in round order.
+    #[serde(default)]
+    pub del_walls_ms: Vec<f64>,
+    /// Per-ADD latency of the successful ones, every round, ms.
     pub add: Option<Summary>,
-    /// Per-DEL latency of the successful ones, ms.
+    /// Per-DEL latency of the successful ones, every round, ms.
     pub del: Option<Summary>,
-    /// Failed ADDs (non-zero exit or no address).
+    /// Failed ADDs (non-zero exit or no address), every round.
     pub add_errors: usize,
-    /// Failed DELs.
+    /// Failed DELs, every round.
     pub del_errors: usize,
     /// The first failure.
     pub first_error: Option<String>,
-    /// Addresses handed out more than once (must be empty).
+    /// Addresses handed out more than once within a round (must be empty).
     pub duplicates: Vec<String>,
-    /// IPAM after the ADDs.
+    /// IPAM after the ADDs of the last round.
     pub held_after_add: IpamUsage,
-    /// IPAM after the DELs.
+    /// IPAM after the DELs of the last round.
     pub held_after_del: IpamUsage,
+    /// Sarena's ADD phases (`SARENA_CNI_PHASES`), medians over every round's
+    /// successful ADDs; `None` for the reference plugins.
+    #[serde(default)]
+    pub add_phases: Option<OpPhases>,
+}
+
+/// One round of one contender.
+struct Round {
+    adds: Vec<PluginRun>,
+    dels: Vec<PluginRun>,
+    add_wall: Duration,
+    del_wall: Duration,
+    held_after_add: IpamUsage,
+    held_after_del: IpamUsage,
 }
 
 pub(super) fn run(
@@ -47,115 +72,188 @@ pub(super) fn run(
     n: usize,
     checks: &mut Vec<Check>,
 ) -> Result<Vec<ChurnResult>, BenchError> {
-    let mut out = Vec::new();
-    for (i, &c) in opts.contenders.iter().enumerate() {
-        let node = NodeNetns::start(c, 20 + i as u8, bins)?;
-        let pods = make_pods(&format!("churn{n}-{}", c.slug()), n, 4)?;
-        let (adds, add_wall) = concurrently(&pods, |p| node.add(p));
-        let adds = adds.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let held_after_add = node.ipam_usage()?;
-        let (dels, del_wall) = concurrently(&pods, |p| node.del(p));
-        let dels = dels.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let held_after_del = node.ipam_usage()?;
-        let r = result(
-            c,
-            n,
-            &adds,
-            &dels,
-            add_wall,
-            del_wall,
-            held_after_add,
-            held_after_del,
-        );
-        progress(&format!(
-            "churn {n}, {}: ADD wall {:.0} ms ({} errors), DEL wall {:.0} ms ({} errors)",
-            c.label(),
-            r.add_wall_ms,
-            r.add_errors,
-            r.del_wall_ms,
-            r.del_errors
-        ));
-        let label = c.label();
-        let good = n - r.add_errors;
-        push_check(
-            checks,
-            r.duplicates.is_empty(),
-            format!(
-                "churn {n}, {label}: no address handed out twice (duplicates: {:?})",
-                r.duplicates
-            ),
-        );
-        push_check(
-            checks,
-            usage_is(held_after_add, good),
-            format!(
-                "churn {n}, {label}: after the ADDs the IPAM holds the {good} addresses ({held_after_add:?})"
-            ),
-        );
-        push_check(
-            checks,
-            usage_is(held_after_del, 0),
-            format!(
-                "churn {n}, {label}: after the DELs the IPAM holds nothing ({held_after_del:?})"
-            ),
-        );
-        drop(pods);
-        drop(node);
-        out.push(r);
+    let contenders = &opts.contenders;
+    let mut rounds: Vec<Vec<Round>> = contenders.iter().map(|_| Vec::new()).collect();
+    let mut phases: Vec<Samples> = contenders.iter().map(|_| Samples::default()).collect();
+    for round in 0..opts.churn_rounds.max(1) {
+        for k in 0..contenders.len() {
+            let i = (k + round) % contenders.len();
+            let r = one_round(contenders[i], 20 + i as u8, n, round, bins, &mut phases[i])?;
+            check_round(checks, contenders[i], n, round, &r);
+            rounds[i].push(r);
+        }
     }
-    Ok(out)
+    Ok(contenders
+        .iter()
+        .zip(rounds)
+        .zip(phases)
+        .map(|((&c, rounds), phases)| result(c, n, &rounds, phases))
+        .collect())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn result(
-    contender: Contender,
+/// `n` ADDs then `n` DELs of `c` on a fresh node; Sarena's ADD phases go to `phases`.
+fn one_round(
+    c: Contender,
+    slot: u8,
     n: usize,
-    adds: &[PluginRun],
-    dels: &[PluginRun],
-    add_wall: Duration,
-    del_wall: Duration,
-    held_after_add: IpamUsage,
-    held_after_del: IpamUsage,
-) -> ChurnResult {
-    let add_ok: Vec<&PluginRun> = adds.iter().filter(|r| r.ok() && r.ip.is_some()).collect();
-    let del_ok: Vec<&PluginRun> = dels.iter().filter(|r| r.ok()).collect();
-    let ips: Vec<_> = add_ok.iter().filter_map(|r| r.ip).collect();
-    let first_error = adds
+    round: usize,
+    bins: &Bins,
+    phases: &mut Samples,
+) -> Result<Round, BenchError> {
+    let node = NodeNetns::start(c, slot, bins)?;
+    let pods = make_pods(&format!("churn{n}-{}", c.slug()), n, 4)?;
+    let files: Vec<_> = (0..pods.len())
+        .map(|i| node.work_dir().join(format!("churn{n}-{round}-{i}.jsonl")))
+        .collect();
+    let record = c.is_sarena();
+    let (adds, add_wall) = concurrently(&pods, |i, p| match record {
+        true => node.add_recording(p, &files[i]),
+        false => node.add(p),
+    });
+    let adds = adds.into_iter().collect::<Result<Vec<_>, _>>()?;
+    if record {
+        for (run, file) in adds.iter().zip(&files).filter(|(r, _)| r.ok()) {
+            phases.add(run, file)?;
+        }
+    }
+    let held_after_add = node.ipam_usage()?;
+    let (dels, del_wall) = concurrently(&pods, |_, p| node.del(p));
+    let dels = dels.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let held_after_del = node.ipam_usage()?;
+    let r = Round {
+        adds,
+        dels,
+        add_wall,
+        del_wall,
+        held_after_add,
+        held_after_del,
+    };
+    progress(&format!(
+        "churn {n}, round {}, {}: ADD wall {:.0} ms ({} errors), DEL wall {:.0} ms ({} errors)",
+        round + 1,
+        c.label(),
+        ms(r.add_wall),
+        r.adds.iter().filter(|a| !added(a)).count(),
+        ms(r.del_wall),
+        r.dels.iter().filter(|d| !d.ok()).count(),
+    ));
+    drop(pods);
+    drop(node);
+    Ok(r)
+}
+
+/// A successful ADD: exit 0 and an address.
+fn added(r: &PluginRun) -> bool {
+    r.ok() && r.ip.is_some()
+}
+
+/// The round's verifications: no address twice, the IPAM holding exactly
+/// the successful ADDs' addresses, then nothing.
+fn check_round(checks: &mut Vec<Check>, c: Contender, n: usize, round: usize, r: &Round) {
+    let label = c.label();
+    let round = round + 1;
+    let ips: Vec<_> = r
+        .adds
         .iter()
-        .chain(dels)
-        .find(|r| !r.ok())
-        .map(PluginRun::error_text);
+        .filter(|a| added(a))
+        .filter_map(|a| a.ip)
+        .collect();
+    let twice = duplicates(&ips);
+    push_check(
+        checks,
+        twice.is_empty(),
+        format!(
+            "churn {n}, round {round}, {label}: no address handed out twice (duplicates: {twice:?})"
+        ),
+    );
+    let good = ips.len();
+    push_check(
+        checks,
+        usage_is(r.held_after_add, good),
+        format!(
+            "churn {n}, round {round}, {label}: after the ADDs the IPAM holds the {good} addresses ({:?})",
+            r.held_after_add
+        ),
+    );
+    push_check(
+        checks,
+        usage_is(r.held_after_del, 0),
+        format!(
+            "churn {n}, round {round}, {label}: after the DELs the IPAM holds nothing ({:?})",
+            r.held_after_del
+        ),
+    );
+}
+
+fn result(contender: Contender, n: usize, rounds: &[Round], phases: Samples) -> ChurnResult {
+    let adds: Vec<&PluginRun> = rounds.iter().flat_map(|r| &r.adds).collect();
+    let dels: Vec<&PluginRun> = rounds.iter().flat_map(|r| &r.dels).collect();
+    let add_ok: Vec<f64> = adds
+        .iter()
+        .filter(|r| added(r))
+        .map(|r| ms(r.elapsed))
+        .collect();
+    let del_ok: Vec<f64> = dels
+        .iter()
+        .filter(|r| r.ok())
+        .map(|r| ms(r.elapsed))
+        .collect();
+    let add_walls: Vec<f64> = rounds.iter().map(|r| ms(r.add_wall)).collect();
+    let del_walls: Vec<f64> = rounds.iter().map(|r| ms(r.del_wall)).collect();
+    let duplicates = rounds
+        .iter()
+        .flat_map(|r| {
+            let ips: Vec<_> = r
+                .adds
+                .iter()
+                .filter(|a| added(a))
+                .filter_map(|a| a.ip)
+                .collect();
+            duplicates(&ips)
+        })
+        .map(|a| a.to_string())
+        .collect();
+    let last = rounds.last();
     ChurnResult {
         contender,
         concurrency: n,
-        add_wall_ms: ms(add_wall),
-        del_wall_ms: ms(del_wall),
-        add: Summary::of(&add_ok.iter().map(|r| ms(r.elapsed)).collect::<Vec<_>>()),
-        del: Summary::of(&del_ok.iter().map(|r| ms(r.elapsed)).collect::<Vec<_>>()),
+        add_wall_ms: median(&add_walls).unwrap_or(0.0),
+        add_walls_ms: add_walls,
+        del_wall_ms: median(&del_walls).unwrap_or(0.0),
+        del_walls_ms: del_walls,
+        add: Summary::of(&add_ok),
+        del: Summary::of(&del_ok),
         add_errors: adds.len() - add_ok.len(),
         del_errors: dels.len() - del_ok.len(),
-        first_error,
-        duplicates: duplicates(&ips).iter().map(|a| a.to_string()).collect(),
-        held_after_add,
-        held_after_del,
+        first_error: adds
+            .iter()
+            .chain(&dels)
+            .find(|r| !r.ok())
+            .map(|r| r.error_text()),
+        duplicates,
+        held_after_add: last.map_or_else(IpamUsage::default, |r| r.held_after_add),
+        held_after_del: last.map_or_else(IpamUsage::default, |r| r.held_after_del),
+        add_phases: phases.into_op("ADD"),
     }
 }
 
-/// Runs `f` on every pod at once (a thread each, released together); the results
-/// in pod order and the wall time from release to the last one finished.
+/// Runs `f` on every pod (with its index) at once (a thread each, released
+/// together); the results in pod order and the wall time from release to the
+/// last one finished.
 fn concurrently<R: Send>(
     pods: &[Pod],
-    f: impl Fn(&Pod) -> Result<R, BenchError> + Sync,
+    f: impl Fn(usize, &Pod) -> Result<R, BenchError> + Sync,
 ) -> (Vec<Result<R, BenchError>>, Duration) {
     let barrier = Barrier::new(pods.len() + 1);
     std::thread::scope(|s| {
         let handles: Vec<_> = pods
             .iter()
-            .map(|p| {
+            .enumerate()
+            .map(|(i, p)| {
                 let (f, barrier) = (&f, &barrier);
                 s.spawn(move || {
                     barrier.wait();
-                    f(p)
+                    f(i, p)
                 })
             })
             .collect();

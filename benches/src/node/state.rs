@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::BenchError;
 
 /// A node's IPAM occupancy, read from its own state (daemon API or host-local's dir).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IpamUsage {
     /// Endpoints the daemon knows (Sarena only).
     pub endpoints: Option<usize>,

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use super::num;
 use super::sections::kib;
 use crate::cni_ops::CniResults;
+use crate::cni_ops::phases::OpPhases;
 
 pub(super) fn scale(md: &mut String, cni: &CniResults) {
     if cni.scale.is_empty() {
@@ -55,6 +56,9 @@ fn what_grows(md: &mut String, cni: &CniResults) {
     ) else {
         return;
     };
+    if low == top {
+        return;
+    }
     for c in cni
         .options
         .scale_contenders
@@ -70,44 +74,84 @@ fn what_grows(md: &mut String, cni: &CniResults) {
         let (Some(at_low), Some(at_top)) = (phases(low), phases(top)) else {
             continue;
         };
-        if low == top {
-            continue;
-        }
-        let _ = writeln!(
-            md,
+        let intro = format!(
             "What grows, {}: the ADD's phases (`SARENA_CNI_PHASES`, medians) at {low} and at \
-             {top} existing endpoints, those that grew most first.\n",
+             {top} existing endpoints, those that grew most first.",
             c.label()
         );
-        let _ = writeln!(
-            md,
-            "| phase | p50 ms at {low} | p50 ms at {top} | growth ms |\n|---|---:|---:|---:|"
-        );
-        let _ = writeln!(
-            md,
-            "| whole ADD (spawn to reap) | {:.3} | {:.3} | {:+.3} |",
-            at_low.total_p50_ms,
-            at_top.total_p50_ms,
-            at_top.total_p50_ms - at_low.total_p50_ms
-        );
-        let mut rows: Vec<(&str, f64, f64)> = at_top
-            .phases
-            .iter()
-            .filter_map(|p| {
-                let before = at_low.phases.iter().find(|q| q.name == p.name)?;
-                Some((p.name.as_str(), before.p50_ms, p.p50_ms))
-            })
-            .collect();
-        rows.sort_by(|a, b| (b.2 - b.1).total_cmp(&(a.2 - a.1)));
-        for (name, before, after) in rows.into_iter().take(WHAT_GROWS_ROWS) {
-            let _ = writeln!(
-                md,
-                "| {name} | {before:.3} | {after:.3} | {:+.3} |",
-                after - before
-            );
-        }
-        let _ = writeln!(md);
+        let (low, top) = (format!("at {low}"), format!("at {top}"));
+        growth_table(md, &intro, (&low, at_low), (&top, at_top));
     }
+}
+
+/// Per Sarena contender, the ADD phases alone (the scale stage's lowest
+/// level: one ADD at a time on a fresh node) against the churn stage's
+/// highest concurrency, those that grew most first: what a concurrent ADD
+/// waits for.
+pub(super) fn what_concurrency_adds(md: &mut String, cni: &CniResults) {
+    let (Some(low), Some(top)) = (
+        cni.scale.iter().map(|s| s.existing).min(),
+        cni.churn.iter().map(|c| c.concurrency).max(),
+    ) else {
+        return;
+    };
+    for r in cni
+        .churn
+        .iter()
+        .filter(|r| r.concurrency == top && r.contender.is_sarena())
+    {
+        let alone = cni
+            .scale
+            .iter()
+            .find(|s| s.contender == r.contender && s.existing == low)
+            .and_then(|s| s.add_phases.as_ref());
+        let (Some(alone), Some(loaded)) = (alone, r.add_phases.as_ref()) else {
+            continue;
+        };
+        let intro = format!(
+            "What {top} concurrent ADDs wait for, {}: the ADD's phases (`SARENA_CNI_PHASES`, \
+             medians) one at a time ({low} existing endpoints, the scale stage) and {top} at \
+             once (the churn stage, every round), those that grew most first.",
+            r.contender.label()
+        );
+        let loaded_label = format!("{top} at once");
+        growth_table(md, &intro, ("alone", alone), (&loaded_label, loaded));
+    }
+}
+
+/// The phases of `b` against those of `a` (medians, ms): the whole run,
+/// then the [`WHAT_GROWS_ROWS`] phases that grew most.
+fn growth_table(md: &mut String, intro: &str, a: (&str, &OpPhases), b: (&str, &OpPhases)) {
+    let ((a_label, a), (b_label, b)) = (a, b);
+    let _ = writeln!(md, "{intro}\n");
+    let _ = writeln!(
+        md,
+        "| phase | p50 ms {a_label} | p50 ms {b_label} | growth ms |\n|---|---:|---:|---:|"
+    );
+    let _ = writeln!(
+        md,
+        "| whole ADD (spawn to reap) | {:.3} | {:.3} | {:+.3} |",
+        a.total_p50_ms,
+        b.total_p50_ms,
+        b.total_p50_ms - a.total_p50_ms
+    );
+    let mut rows: Vec<(&str, f64, f64)> = b
+        .phases
+        .iter()
+        .filter_map(|p| {
+            let before = a.phases.iter().find(|q| q.name == p.name)?;
+            Some((p.name.as_str(), before.p50_ms, p.p50_ms))
+        })
+        .collect();
+    rows.sort_by(|x, y| (y.2 - y.1).total_cmp(&(x.2 - x.1)));
+    for (name, before, after) in rows.into_iter().take(WHAT_GROWS_ROWS) {
+        let _ = writeln!(
+            md,
+            "| {name} | {before:.3} | {after:.3} | {:+.3} |",
+            after - before
+        );
+    }
+    let _ = writeln!(md);
 }
 
 /// Phases shown per contender in "what grows".

@@ -108,10 +108,11 @@ fn targets_of(inputs: &ReportInputs) -> Vec<Target> {
                 target: format!("≤ {CHURN_TARGET}× ptp + host-local's wall time, zero errors"),
                 measured: row.map_or("–".into(), |row| {
                     format!(
-                        "{}× ({:.0} ms vs {} ms), {} errors, one ADD's p99 {} ms",
+                        "{}× ({:.0} ms vs {} ms, medians of {} rounds), {} errors, one ADD's p99 {} ms",
                         num(r, 2),
                         row.add_wall_ms,
                         num(ptp, 0),
+                        row.add_walls_ms.len().max(1),
                         row.add_errors,
                         num(row.add.map(|s| s.p99), 1)
                     )
@@ -331,31 +332,35 @@ pub(super) fn churn(md: &mut String, cni: &CniResults) {
     if cni.churn.is_empty() {
         return;
     }
+    let rounds = cni.options.churn_rounds.max(1);
     let _ = writeln!(md, "## Churn: concurrent ADDs, then concurrent DELs\n");
     let _ = writeln!(
         md,
         "N plugin processes started at once (one thread each, released together), on a fresh \
          node per contender; then N DELs at once. Wall time is from the release to the last \
-         process reaped. Afterwards the addresses of the N results are checked for \
-         duplicates and the node's IPAM for exactly N addresses (after the ADDs) and none \
-         (after the DELs).\n"
+         process reaped: the median of {rounds} rounds (every contender once a round, in an \
+         order rotated per round), with the fastest and slowest round; per-operation \
+         latencies are over every round. After each round's ADDs the addresses are checked \
+         for duplicates and the node's IPAM for exactly N addresses, after its DELs for none.\n"
     );
     let _ = writeln!(
         md,
-        "| N | contender | ADD wall ms | ADD p50 / p99 ms | ADD errors | DEL wall ms | DEL p50 / p99 ms | DEL errors | duplicate addresses | IPAM after ADDs / DELs |"
+        "| N | contender | ADD wall ms (min–max) | ADD p50 / p99 ms | ADD errors | DEL wall ms (min–max) | DEL p50 / p99 ms | DEL errors | duplicate addresses | IPAM after ADDs / DELs |"
     );
     let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in &cni.churn {
         let _ = writeln!(
             md,
-            "| {} | {} | {:.0} | {} / {} | {} | {:.0} | {} / {} | {} | {} | {} / {} |",
+            "| {} | {} | {:.0} ({}) | {} / {} | {} | {:.0} ({}) | {} / {} | {} | {} | {} / {} |",
             r.concurrency,
             r.contender.label(),
             r.add_wall_ms,
+            spread(&r.add_walls_ms),
             num(r.add.map(|s| s.p50), 1),
             num(r.add.map(|s| s.p99), 1),
             r.add_errors,
             r.del_wall_ms,
+            spread(&r.del_walls_ms),
             num(r.del.map(|s| s.p50), 1),
             num(r.del.map(|s| s.p99), 1),
             r.del_errors,
@@ -374,6 +379,17 @@ pub(super) fn churn(md: &mut String, cni: &CniResults) {
         );
     }
     let _ = writeln!(md);
+    super::scale::what_concurrency_adds(md, cni);
+}
+
+/// "min–max" of `walls`, "–" without any.
+fn spread(walls: &[f64]) -> String {
+    let min = walls.iter().copied().reduce(f64::min);
+    let max = walls.iter().copied().reduce(f64::max);
+    match (min, max) {
+        (Some(min), Some(max)) => format!("{min:.0}–{max:.0}"),
+        _ => "–".into(),
+    }
 }
 
 pub(super) fn criterion(md: &mut String, estimates: &[CriterionEstimate]) {

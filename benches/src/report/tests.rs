@@ -314,3 +314,86 @@ fn the_scale_section_says_what_grows_with_the_endpoints() {
     );
     assert!(!md.contains("What grows, ptp"), "{md}");
 }
+
+#[test]
+fn the_churn_section_gives_the_median_round_its_spread_and_what_concurrency_adds() {
+    use crate::cni_ops::{ChurnResult, ScaleResult};
+    use crate::node::IpamUsage;
+    let phases = |total: f64, create: f64, veth: f64| OpPhases {
+        op: "ADD".into(),
+        total_p50_ms: total,
+        phases: vec![
+            PhaseRow {
+                name: "daemon POST /v1/endpoint/create".into(),
+                start_p50_ms: 2.0,
+                p50_ms: create,
+            },
+            PhaseRow {
+                name: "netlink create_veth".into(),
+                start_p50_ms: 1.0,
+                p50_ms: veth,
+            },
+        ],
+    };
+    let churn = |contender, walls: &[f64], add_phases| ChurnResult {
+        contender,
+        concurrency: 100,
+        add_wall_ms: crate::stats::median(walls).unwrap(),
+        add_walls_ms: walls.to_vec(),
+        del_wall_ms: 50.0,
+        del_walls_ms: vec![50.0],
+        add: Summary::of(walls),
+        del: Summary::of(&[50.0]),
+        add_errors: 0,
+        del_errors: 0,
+        first_error: None,
+        duplicates: vec![],
+        held_after_add: IpamUsage {
+            endpoints: None,
+            addresses: 100,
+        },
+        held_after_del: IpamUsage::default(),
+        add_phases,
+    };
+    let mut i = inputs();
+    let cni = i.cni.as_mut().unwrap();
+    cni.options.churn_rounds = 3;
+    cni.churn = vec![
+        churn(
+            Contender::SarenaEbpf,
+            &[300.0, 150.0, 360.0],
+            Some(phases(250.0, 100.0, 15.0)),
+        ),
+        churn(Contender::PtpHostLocal, &[600.0, 160.0, 550.0], None),
+    ];
+    cni.scale = vec![ScaleResult {
+        contender: Contender::SarenaEbpf,
+        existing: 0,
+        add: Summary::of(&[5.0]),
+        errors: 0,
+        daemon_rss_kib: None,
+        plugin_peak_rss_kib: None,
+        plugin_median_rss_kib: None,
+        p50_ratio_to_first_level: None,
+        add_phases: Some(phases(5.0, 1.5, 0.5)),
+    }];
+    let md = render(&i);
+    for needle in [
+        "the median of 3 rounds",
+        "| 100 | Sarena (eBPF) | 300 (150–360) |",
+        "| 100 | ptp + host-local | 550 (160–600) |",
+        "0.55× (300 ms vs 550 ms, medians of 3 rounds)",
+        "What 100 concurrent ADDs wait for, Sarena (eBPF)",
+        "| phase | p50 ms alone | p50 ms 100 at once | growth ms |",
+        "| whole ADD (spawn to reap) | 5.000 | 250.000 | +245.000 |",
+    ] {
+        assert!(md.contains(needle), "missing {needle:?} in:\n{md}");
+    }
+    let waits = md.find("| daemon POST /v1/endpoint/create | 1.500 | 100.000 | +98.500 |");
+    let less = md.find("| netlink create_veth | 0.500 | 15.000 | +14.500 |");
+    assert!(
+        matches!((waits, less), (Some(w), Some(l)) if w < l),
+        "the phase that grew most comes first:\n{md}"
+    );
+    assert!(!md.contains("concurrent ADDs wait for, ptp"), "{md}");
+}
