@@ -20,7 +20,7 @@
 //!
 //! [`NodeNetns`]: crate::node::NodeNetns
 
-mod cpu;
+pub(crate) mod cpu;
 pub mod crossnode;
 mod crr;
 mod ebpf_check;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::phases::{OpPhases, Samples};
 use super::{Check, CniOptions, duplicates, make_pods, progress, push_check, usage_is};
 use crate::BenchError;
+use crate::dataplane::cpu::{self, CpuTicks, ticks_per_second};
 use crate::node::{Bins, Contender, IpamUsage, NodeNetns, PluginRun, Pod};
 use crate::stats::{Summary, median, ms};
 
@@ -50,6 +51,15 @@ pub struct ChurnResult {
     pub held_after_add: IpamUsage,
     /// IPAM after the DELs of the last round.
     pub held_after_del: IpamUsage,
+    /// The machine's CPUs busy during the ADDs (from the release to the last
+    /// reap, all CPUs, `/proc/stat`), as a share: the median over the rounds.
+    /// Near 1, the wall time is what the ADDs cost in CPU, not waiting.
+    #[serde(default)]
+    pub add_cpu_busy: Option<f64>,
+    /// The machine's CPU time during the ADDs divided by N, ms: what one ADD
+    /// costs, plugin, daemon, kernel and harness together (median over the rounds).
+    #[serde(default)]
+    pub add_cpu_ms_per_op: Option<f64>,
     /// Sarena's ADD phases (`SARENA_CNI_PHASES`), medians over every round's
     /// successful ADDs; `None` for the reference plugins.
     #[serde(default)]
@@ -62,6 +72,8 @@ struct Round {
     dels: Vec<PluginRun>,
     add_wall: Duration,
     del_wall: Duration,
+    /// CPU ticks (busy, total) of the machine over the ADDs.
+    add_cpu: Option<CpuTicks>,
     held_after_add: IpamUsage,
     held_after_del: IpamUsage,
 }
@@ -106,7 +118,7 @@ fn one_round(
         .map(|i| node.work_dir().join(format!("churn{n}-{round}-{i}.jsonl")))
         .collect();
     let record = c.is_sarena();
-    let (adds, add_wall) = concurrently(&pods, |i, p| match record {
+    let (adds, add_wall, add_cpu) = concurrently(&pods, |i, p| match record {
         true => node.add_recording(p, &files[i]),
         false => node.add(p),
     });
@@ -117,7 +129,7 @@ fn one_round(
         }
     }
     let held_after_add = node.ipam_usage()?;
-    let (dels, del_wall) = concurrently(&pods, |_, p| node.del(p));
+    let (dels, del_wall, _) = concurrently(&pods, |_, p| node.del(p));
     let dels = dels.into_iter().collect::<Result<Vec<_>, _>>()?;
     let held_after_del = node.ipam_usage()?;
     let r = Round {
@@ -125,6 +137,7 @@ fn one_round(
         dels,
         add_wall,
         del_wall,
+        add_cpu,
         held_after_add,
         held_after_del,
     };
@@ -213,6 +226,17 @@ fn result(contender: Contender, n: usize, rounds: &[Round], phases: Samples) -> 
         })
         .map(|a| a.to_string())
         .collect();
+    let busy: Vec<f64> = rounds
+        .iter()
+        .filter_map(|r| r.add_cpu)
+        .filter(|t| t.total > 0)
+        .map(|t| t.busy as f64 / t.total as f64)
+        .collect();
+    let cpu_ms: Vec<f64> = rounds
+        .iter()
+        .filter_map(|r| r.add_cpu)
+        .map(|t| t.busy as f64 * 1000.0 / ticks_per_second() / n.max(1) as f64)
+        .collect();
     let last = rounds.last();
     ChurnResult {
         contender,
@@ -231,6 +255,8 @@ fn result(contender: Contender, n: usize, rounds: &[Round], phases: Samples) -> 
             .find(|r| !r.ok())
             .map(|r| r.error_text()),
         duplicates,
+        add_cpu_busy: median(&busy),
+        add_cpu_ms_per_op: median(&cpu_ms),
         held_after_add: last.map_or_else(IpamUsage::default, |r| r.held_after_add),
         held_after_del: last.map_or_else(IpamUsage::default, |r| r.held_after_del),
         add_phases: phases.into_op("ADD"),
@@ -238,12 +264,13 @@ fn result(contender: Contender, n: usize, rounds: &[Round], phases: Samples) -> 
 }
 
 /// Runs `f` on every pod (with its index) at once (a thread each, released
-/// together); the results in pod order and the wall time from release to the
-/// last one finished.
+/// together); the results in pod order, the wall time from release to the
+/// last one finished and the machine's CPU ticks over that time (`None`
+/// when `/proc/stat` cannot be read).
 fn concurrently<R: Send>(
     pods: &[Pod],
     f: impl Fn(usize, &Pod) -> Result<R, BenchError> + Sync,
-) -> (Vec<Result<R, BenchError>>, Duration) {
+) -> (Vec<Result<R, BenchError>>, Duration, Option<CpuTicks>) {
     let barrier = Barrier::new(pods.len() + 1);
     std::thread::scope(|s| {
         let handles: Vec<_> = pods
@@ -257,6 +284,7 @@ fn concurrently<R: Send>(
                 })
             })
             .collect();
+        let before = cpu::sample().ok();
         barrier.wait();
         let start = Instant::now();
         let results: Vec<Result<R, BenchError>> = handles
@@ -269,6 +297,12 @@ fn concurrently<R: Send>(
                 })
             })
             .collect();
-        (results, start.elapsed())
+        let wall = start.elapsed();
+        let ticks = before.zip(cpu::sample().ok()).map(|(b, a)| CpuTicks {
+            busy: a.busy.saturating_sub(b.busy),
+            total: a.total.saturating_sub(b.total),
+            steal: a.steal.saturating_sub(b.steal),
+        });
+        (results, wall, ticks)
     })
 }

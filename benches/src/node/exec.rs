@@ -1,7 +1,11 @@
 //! Running a CNI plugin exactly as a runtime does: a fresh process, env cleared but
 //! for the CNI variables, config on stdin, result (or error) on stdout, exit code.
-//! The child enters the node's netns before exec (`setns` on an fd opened before the
-//! fork: the only call made between fork and exec).
+//! The child starts in the node's netns: the calling thread enters it for the spawn
+//! and returns to its own afterwards (network namespaces are per thread), so the
+//! spawn is a `posix_spawn` (the child shares the harness's memory until it execs),
+//! as a runtime's fork/exec is, rather than a fork that copies the harness's page
+//! tables (with 100 threads spawning at once, that copy was a sizeable part of a
+//! churn round's CPU, for every contender alike).
 //!
 //! Peak RSS: a child's `ru_maxrss` includes the RSS of the process that forked it
 //! (the copied address space's high-water mark survives exec), so the rusage of a
@@ -98,9 +102,6 @@ pub fn run_plugin(
     netns: &File,
     stderr: &File,
 ) -> Result<PluginRun, BenchError> {
-    let netns = netns
-        .try_clone()
-        .map_err(|source| BenchError::io("dup", "node netns", source))?;
     let stderr = stderr
         .try_clone()
         .map_err(|source| BenchError::io("dup", "plugin stderr log", source))?;
@@ -126,12 +127,12 @@ pub fn run_plugin(
     if let Some(file) = inv.phases_file {
         cmd.env(PHASES_ENV, file);
     }
-    super::netns::enter_on_exec(&mut cmd, netns);
+    let inside = super::netns::ThreadIn::enter(netns)?;
     let spawn_ns = now_ns();
     let start = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|source| BenchError::io("spawn plugin", inv.plugin, source))?;
+    let spawned = cmd.spawn();
+    inside.leave()?;
+    let mut child = spawned.map_err(|source| BenchError::io("spawn plugin", inv.plugin, source))?;
     let mut stdout = String::new();
     let io_result = (|| -> std::io::Result<()> {
         if let Some(mut stdin) = child.stdin.take() {

@@ -6,7 +6,7 @@ use std::os::fd::AsFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -51,6 +51,59 @@ pub fn unique_name(tag: &str) -> String {
 /// namespace file); `setns(2)`, nothing else (async-signal-safe).
 pub fn enter(netns: impl AsFd) -> std::io::Result<()> {
     setns(netns, CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)
+}
+
+/// Set when a thread could not return from a node's network namespace:
+/// every later [`ThreadIn::enter`] fails, so the run stops (and cleans up)
+/// instead of going on from a thread in the wrong namespace.
+static STRANDED: AtomicBool = AtomicBool::new(false);
+
+/// The calling thread inside another network namespace until
+/// [`ThreadIn::leave`] (or drop) returns it to the one it was in. For
+/// spawning a child there without a `pre_exec` hook, which forces a fork;
+/// without one the spawn is a `posix_spawn`.
+#[derive(Debug)]
+#[must_use = "leave() returns the thread to its own namespace"]
+pub struct ThreadIn {
+    home: Option<File>,
+}
+
+impl ThreadIn {
+    /// Moves the calling thread into `netns` (an open namespace file).
+    pub fn enter(netns: &File) -> Result<ThreadIn, BenchError> {
+        if STRANDED.load(Ordering::Relaxed) {
+            return Err(BenchError::Input {
+                what: "a harness thread could not return from a node's network namespace".into(),
+            });
+        }
+        let home = File::open("/proc/thread-self/ns/net")
+            .map_err(|source| BenchError::io("open", "/proc/thread-self/ns/net", source))?;
+        enter(netns).map_err(|source| BenchError::io("setns", "node netns", source))?;
+        Ok(ThreadIn { home: Some(home) })
+    }
+
+    /// Returns the thread to the namespace it was in.
+    pub fn leave(mut self) -> Result<(), BenchError> {
+        self.go_home()
+    }
+
+    fn go_home(&mut self) -> Result<(), BenchError> {
+        let Some(home) = self.home.take() else {
+            return Ok(());
+        };
+        enter(&home).map_err(|source| {
+            STRANDED.store(true, Ordering::Relaxed);
+            BenchError::io("setns", "the thread's own netns", source)
+        })
+    }
+}
+
+impl Drop for ThreadIn {
+    fn drop(&mut self) {
+        if let Err(e) = self.go_home() {
+            warn(&sarena_core::error_chain(&e));
+        }
+    }
 }
 
 /// Makes `cmd` enter the network namespace `netns` (an open namespace file)

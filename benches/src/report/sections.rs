@@ -340,24 +340,34 @@ pub(super) fn churn(md: &mut String, cni: &CniResults) {
          node per contender; then N DELs at once. Wall time is from the release to the last \
          process reaped: the median of {rounds} rounds (every contender once a round, in an \
          order rotated per round), with the fastest and slowest round; per-operation \
-         latencies are over every round. After each round's ADDs the addresses are checked \
-         for duplicates and the node's IPAM for exactly N addresses, after its DELs for none.\n"
+         latencies are over every round. CPU is the whole machine's during the ADDs \
+         (`/proc/stat`, every CPU: plugins, daemon, kernel and harness), as the share of \
+         the CPUs busy and as CPU time per ADD (medians over the rounds): a share near 1 \
+         means the wall time is what the ADDs cost in CPU. After each round's ADDs the \
+         addresses are checked for duplicates and the node's IPAM for exactly N \
+         addresses, after its DELs for none.\n"
     );
     let _ = writeln!(
         md,
-        "| N | contender | ADD wall ms (min–max) | ADD p50 / p99 ms | ADD errors | DEL wall ms (min–max) | DEL p50 / p99 ms | DEL errors | duplicate addresses | IPAM after ADDs / DELs |"
+        "| N | contender | ADD wall ms (min–max) | ADD p50 / p99 ms | CPU busy during the ADDs | CPU ms per ADD | ADD errors | DEL wall ms (min–max) | DEL p50 / p99 ms | DEL errors | duplicate addresses | IPAM after ADDs / DELs |"
     );
-    let _ = writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(
+        md,
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    );
     for r in &cni.churn {
         let _ = writeln!(
             md,
-            "| {} | {} | {:.0} ({}) | {} / {} | {} | {:.0} ({}) | {} / {} | {} | {} | {} / {} |",
+            "| {} | {} | {:.0} ({}) | {} / {} | {} | {} | {} | {:.0} ({}) | {} / {} | {} | {} | {} / {} |",
             r.concurrency,
             r.contender.label(),
             r.add_wall_ms,
             spread(&r.add_walls_ms),
             num(r.add.map(|s| s.p50), 1),
             num(r.add.map(|s| s.p99), 1),
+            r.add_cpu_busy
+                .map_or("–".into(), |b| format!("{:.0} %", b * 100.0)),
+            num(r.add_cpu_ms_per_op, 1),
             r.add_errors,
             r.del_wall_ms,
             spread(&r.del_walls_ms),
