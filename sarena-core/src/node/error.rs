@@ -93,6 +93,13 @@ pub enum NodeError {
         /// Another owner.
         second: Attachment,
     },
+    /// The operation ran but the commit it was part of was lost (the state
+    /// store failed before it was durable): nothing of it was kept.
+    #[error("not kept: {reason}; retry")]
+    NotKept {
+        /// Why.
+        reason: String,
+    },
     /// A panic elsewhere left the in-memory state unusable.
     #[error("node state is unusable after an internal panic")]
     Poisoned,
@@ -128,7 +135,7 @@ impl NodeError {
             | NodeError::EndpointHoldsAllocation { .. }
             | NodeError::Store(StoreError::AddressTaken { .. }) => ApiErrorKind::Conflict,
             NodeError::NoAllocation { .. } => ApiErrorKind::NotFound,
-            NodeError::Poisoned => ApiErrorKind::Unavailable,
+            NodeError::Poisoned | NodeError::NotKept { .. } => ApiErrorKind::Unavailable,
             NodeError::Config(_)
             | NodeError::Store(_)
             | NodeError::DoubleOwner { .. }

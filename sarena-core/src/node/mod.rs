@@ -28,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+mod batch;
 mod config;
 mod daemon;
 #[cfg(test)]
@@ -101,15 +102,22 @@ struct Inner {
     mtu: std::sync::atomic::AtomicU32,
     store: RedbStore,
     state: Mutex<State>,
+    /// Mutations waiting for, or in, a group commit (`batch.rs`).
+    batches: batch::Batches,
+    /// Set when a lost group commit left memory ahead of the store and
+    /// reloading it failed: the next [`Inner::lock`] reloads first.
+    stale: std::sync::atomic::AtomicBool,
     clock: Clock,
     report: OpenReport,
 }
 
 /// The in-process daemon: IPAM plus endpoint registry, durable in a [`RedbStore`].
 ///
-/// Cheap to clone (shared state). Every mutation commits one redb transaction
-/// before it returns, under a mutex that also guards the in-memory state, so
-/// concurrent calls are safe and memory never runs ahead of the disk.
+/// Cheap to clone (shared state). Every mutation commits one redb transaction,
+/// under a mutex that also guards the in-memory state, and returns once it is
+/// durable; concurrent mutations share the fsync (group commit, see
+/// `batch.rs`). Concurrent calls are safe, and nobody sees memory ahead of
+/// the disk: the mutex is held until the shared fsync returns.
 #[derive(Clone)]
 pub struct Registry {
     inner: Arc<Inner>,
@@ -167,6 +175,8 @@ impl Registry {
             config,
             store,
             state: Mutex::new(state),
+            batches: batch::Batches::default(),
+            stale: std::sync::atomic::AtomicBool::new(false),
             clock,
             report,
         };
@@ -203,7 +213,46 @@ impl Inner {
         (self.clock)()
     }
 
+    /// The state, reloaded from the store first if a lost group commit left
+    /// it stale.
     fn lock(&self) -> Result<MutexGuard<'_, State>, NodeError> {
-        self.state.lock().map_err(|_| NodeError::Poisoned)
+        let mut st = self.state.lock().map_err(|_| NodeError::Poisoned)?;
+        if self.stale.load(std::sync::atomic::Ordering::Acquire) {
+            self.reload(&mut st);
+            if self.stale.load(std::sync::atomic::Ordering::Acquire) {
+                return Err(NodeError::NotKept {
+                    reason: "the state could not be reloaded from the store after a lost commit"
+                        .into(),
+                });
+            }
+        }
+        Ok(st)
+    }
+
+    /// Replaces `st` with the store's content (what a restart would load);
+    /// on failure marks the state stale for the next [`Inner::lock`].
+    fn reload(&self, st: &mut State) {
+        let fresh = Allocator::new(&self.config.ipam)
+            .map_err(NodeError::from)
+            .and_then(|alloc| recovery::recover(alloc, &self.store));
+        let stale = match fresh {
+            Ok((state, _)) => {
+                *st = state;
+                false
+            }
+            Err(error) => {
+                tracing::error!(error = %crate::error_chain(&error), "cannot reload the state from the store; every operation retries first");
+                true
+            }
+        };
+        self.stale
+            .store(stale, std::sync::atomic::Ordering::Release);
+    }
+
+    /// What the store has committed since it was opened (group commit shows
+    /// as fewer durable commits than transactions).
+    #[cfg(test)]
+    fn commit_counts(&self) -> crate::store::CommitCounts {
+        self.store.commit_counts()
     }
 }

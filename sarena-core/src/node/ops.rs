@@ -2,8 +2,9 @@
 //! implementation behind `impl Daemon for Node` (`daemon.rs`), one method per
 //! trait method and named like it.
 //!
-//! Each mutation runs under the state mutex: plan in memory, commit one redb
-//! transaction, then apply to memory (or undo the plan if the commit failed).
+//! Each mutation runs under the state mutex, in a batch (`batch.rs`): plan in
+//! memory, commit one redb transaction, then apply to memory (or undo the plan
+//! if the commit failed); its answer waits for the batch to be durable.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -73,8 +74,15 @@ impl Inner {
     /// allocation is durably committed.
     pub(super) fn allocate(&self, req: AllocateRequest, now: u64) -> Result<Allocation, NodeError> {
         check_owner(&req.owner)?;
-        let mut guard = self.lock()?;
-        let st = &mut *guard;
+        self.mutate(move |inner, st| inner.allocate_in(st, req, now))
+    }
+
+    fn allocate_in(
+        &self,
+        st: &mut State,
+        req: AllocateRequest,
+        now: u64,
+    ) -> Result<Allocation, NodeError> {
         if let Some(entry) = st.allocations.get(&req.owner) {
             let held: Vec<IpAddr> = entry.addresses.iter().map(|a| a.address.addr()).collect();
             let pool_ok = req.pool.as_ref().is_none_or(|p| *p == entry.pool);
@@ -141,7 +149,11 @@ impl Inner {
     /// `DELETE /ipam/allocations/...`: releases a bare allocation. `Ok(false)` when the
     /// owner holds none; an error when an endpoint still uses it.
     pub(super) fn release(&self, owner: &Attachment) -> Result<bool, NodeError> {
-        let mut st = self.lock()?;
+        let owner = owner.clone();
+        self.mutate(move |inner, st| inner.release_in(st, &owner))
+    }
+
+    fn release_in(&self, st: &mut State, owner: &Attachment) -> Result<bool, NodeError> {
         if st.endpoints.contains_key(owner) {
             return Err(NodeError::EndpointHoldsAllocation {
                 owner: owner.clone(),
@@ -171,8 +183,15 @@ impl Inner {
                 reason,
             });
         }
-        let mut guard = self.lock()?;
-        let st = &mut *guard;
+        self.mutate(move |inner, st| inner.create_endpoint_in(st, req, now))
+    }
+
+    fn create_endpoint_in(
+        &self,
+        st: &mut State,
+        req: EndpointCreate,
+        now: u64,
+    ) -> Result<Endpoint, NodeError> {
         if let Some(ep) = st.endpoints.get(&req.spec.owner) {
             let same = ep.spec.pod == req.spec.pod
                 && ep.spec.host_ifname == req.spec.host_ifname
@@ -222,7 +241,11 @@ impl Inner {
     /// `DELETE /endpoints/...`: removes the endpoint and its allocation (or a bare
     /// allocation) in one transaction. `Ok(false)` when there was neither.
     pub(super) fn delete_endpoint(&self, owner: &Attachment) -> Result<bool, NodeError> {
-        let mut st = self.lock()?;
+        let owner = owner.clone();
+        self.mutate(move |inner, st| inner.delete_endpoint_in(st, &owner))
+    }
+
+    fn delete_endpoint_in(&self, st: &mut State, owner: &Attachment) -> Result<bool, NodeError> {
         if !st.endpoints.contains_key(owner) && !st.allocations.contains_key(owner) {
             return Ok(false);
         }
@@ -239,7 +262,15 @@ impl Inner {
         &self,
         owner: &Attachment,
     ) -> Result<(bool, Option<Endpoint>), NodeError> {
-        let mut st = self.lock()?;
+        let owner = owner.clone();
+        self.mutate(move |inner, st| inner.delete_endpoint_owing_in(st, &owner))
+    }
+
+    fn delete_endpoint_owing_in(
+        &self,
+        st: &mut State,
+        owner: &Attachment,
+    ) -> Result<(bool, Option<Endpoint>), NodeError> {
         let endpoint = st.endpoints.get(owner).cloned();
         if endpoint.is_none() && !st.allocations.contains_key(owner) {
             return Ok((false, None));
@@ -266,8 +297,16 @@ impl Inner {
         owner: &Attachment,
         now: u64,
     ) -> Result<Option<Endpoint>, NodeError> {
-        let mut guard = self.lock()?;
-        let st = &mut *guard;
+        let owner = owner.clone();
+        self.mutate(move |inner, st| inner.unregister_endpoint_in(st, &owner, now))
+    }
+
+    fn unregister_endpoint_in(
+        &self,
+        st: &mut State,
+        owner: &Attachment,
+        now: u64,
+    ) -> Result<Option<Endpoint>, NodeError> {
         let Some(endpoint) = st.endpoints.get(owner).cloned() else {
             return Ok(None);
         };
@@ -323,8 +362,12 @@ impl Inner {
 
     /// Removes every endpoint and allocation whose owner is not in `valid`, in one transaction.
     pub(super) fn gc(&self, valid: &[Attachment]) -> Result<GcReport, NodeError> {
+        let valid = valid.to_vec();
+        self.mutate(move |inner, st| inner.gc_in(st, &valid))
+    }
+
+    fn gc_in(&self, st: &mut State, valid: &[Attachment]) -> Result<GcReport, NodeError> {
         let valid: BTreeSet<&Attachment> = valid.iter().collect();
-        let mut st = self.lock()?;
         let mut report = GcReport::default();
         for owner in st.endpoints.keys().filter(|o| !valid.contains(o)) {
             report.endpoints_removed.push(owner.clone());
@@ -352,7 +395,14 @@ impl Inner {
 
     /// [`Node::expire_leases`](super::Node::expire_leases).
     pub(super) fn expire_leases(&self, now_unix: u64) -> Result<Vec<Attachment>, NodeError> {
-        let mut st = self.lock()?;
+        self.mutate(move |inner, st| inner.expire_leases_in(st, now_unix))
+    }
+
+    fn expire_leases_in(
+        &self,
+        st: &mut State,
+        now_unix: u64,
+    ) -> Result<Vec<Attachment>, NodeError> {
         let expired: Vec<Attachment> = st
             .allocations
             .values()

@@ -7,9 +7,11 @@
 //! reports the failure ([`RedbStore::write_failure`]), which the registry
 //! serves as "not ready".
 
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
 
-use redb::{Database, WriteTransaction};
+use redb::{Database, Durability, WriteTransaction};
 
 use super::{META, RedbStore, SCHEMA_VERSION, StoreError, redb_err};
 
@@ -27,6 +29,36 @@ pub(super) struct Guarded {
     handle: RwLock<Handle>,
     /// Why the last operation failed, until a write succeeds.
     failure: Mutex<Option<String>>,
+    /// Commits made durable (fsynced): immediate writes and flushes.
+    durable_commits: AtomicU64,
+    /// Write transactions committed, durable or deferred (flushes included).
+    transactions: AtomicU64,
+}
+
+thread_local! {
+    /// Set while this thread runs [`RedbStore::deferring`]: its commits
+    /// wait for the next [`RedbStore::flush`] to be durable.
+    static DEFERRING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Clears [`DEFERRING`] when dropped, however `deferring`'s closure ends.
+struct DeferringGuard;
+
+impl Drop for DeferringGuard {
+    fn drop(&mut self) {
+        DEFERRING.with(|d| d.set(false));
+    }
+}
+
+/// What the store has committed since it was opened: for group commit's
+/// tests and the daemon's metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitCounts {
+    /// Write transactions committed, durable or deferred (flushes included).
+    pub transactions: u64,
+    /// fsyncs: transactions committed durably (writes one by one, and the
+    /// flushes of deferred writes).
+    pub durable_commits: u64,
 }
 
 impl Guarded {
@@ -38,6 +70,8 @@ impl Guarded {
                 generation: 0,
             }),
             failure: Mutex::new(None),
+            durable_commits: AtomicU64::new(0),
+            transactions: AtomicU64::new(0),
         }
     }
 }
@@ -61,24 +95,75 @@ impl StoreError {
 }
 
 impl RedbStore {
-    /// Runs `f` in one write transaction and commits it durably; on error
-    /// nothing is written. A success clears [`RedbStore::write_failure`].
+    /// Runs `f` in one write transaction and commits it durably (inside
+    /// [`RedbStore::deferring`]: atomically, durable at the next flush); on
+    /// error nothing is written. A success clears
+    /// [`RedbStore::write_failure`].
     pub(super) fn write<T>(
         &self,
         op: &'static str,
         f: impl FnOnce(&WriteTransaction) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        let deferred = DEFERRING.with(Cell::get);
         let out = self.with_db(|db| {
-            let txn = db.begin_write().map_err(redb_err(op))?;
+            let mut txn = db.begin_write().map_err(redb_err(op))?;
+            if deferred {
+                txn.set_durability(Durability::None)
+                    .map_err(redb_err("set durability"))?;
+            }
             let out = f(&txn)?;
             txn.commit().map_err(redb_err("commit"))?;
             Ok(out)
         })?;
+        self.guarded.transactions.fetch_add(1, Ordering::Relaxed);
+        if !deferred {
+            self.guarded.durable_commits.fetch_add(1, Ordering::Relaxed);
+        }
         let mut failure = self.failure_slot();
         if let Some(reason) = failure.take() {
             tracing::info!(path = %self.path.display(), was = %reason, "state store writes again");
         }
         Ok(out)
+    }
+
+    /// Runs `f` with this thread's writes deferred: each still commits
+    /// atomically and is visible to later reads, but is durable only once a
+    /// later [`RedbStore::flush`] (or a durable write of any thread)
+    /// returns. The caller flushes before it tells anyone about them; a
+    /// failure meanwhile (the database reopened, see
+    /// [`RedbStore::generation`]) loses them.
+    pub fn deferring<T>(&self, f: impl FnOnce() -> T) -> T {
+        DEFERRING.with(|d| d.set(true));
+        let _clear = DeferringGuard;
+        f()
+    }
+
+    /// Makes every write committed so far durable: one empty transaction
+    /// committed durably (one fsync for all of them).
+    pub fn flush(&self) -> Result<(), StoreError> {
+        let was = DEFERRING.with(|d| d.replace(false));
+        let out = self.write("flush", |_| Ok(()));
+        DEFERRING.with(|d| d.set(was));
+        out
+    }
+
+    /// The database's generation: bumped each time a failure makes the
+    /// store close and reopen it, which loses whatever deferred writes were
+    /// not flushed yet.
+    pub fn generation(&self) -> u64 {
+        self.guarded
+            .handle
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .generation
+    }
+
+    /// What has been committed since the store was opened.
+    pub fn commit_counts(&self) -> CommitCounts {
+        CommitCounts {
+            transactions: self.guarded.transactions.load(Ordering::Relaxed),
+            durable_commits: self.guarded.durable_commits.load(Ordering::Relaxed),
+        }
     }
 
     /// Runs `f` on the open database, reopening it first if a failure closed

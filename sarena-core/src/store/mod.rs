@@ -4,7 +4,11 @@
 //! Every mutation is one write transaction committed with
 //! [`redb::Durability::Immediate`] (fsynced) before the call returns, so whatever a
 //! caller acknowledged survives a SIGKILL or power loss, and a transaction cut short
-//! leaves nothing behind. Nothing depends on a clean shutdown.
+//! leaves nothing behind. Nothing depends on a clean shutdown. The one exception
+//! is explicit: inside [`RedbStore::deferring`] a thread's transactions commit
+//! without the fsync, and [`RedbStore::flush`] makes them all durable with one
+//! (group commit: the registry runs concurrent mutations that way and answers
+//! none of them before the flush).
 //!
 //! Tables:
 //! - `allocations`: owner `(container_id, ifname)` → [`AllocationEntry`] (JSON);
@@ -34,6 +38,7 @@ mod identity;
 mod read_only;
 mod removals;
 
+pub use handle::CommitCounts;
 pub use read_only::read_endpoints;
 pub use removals::OwedRemoval;
 
