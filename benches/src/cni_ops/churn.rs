@@ -6,6 +6,7 @@
 //! to 2x). Sarena's ADDs record their phases, a file per run, so the report can
 //! say what a concurrent ADD waits for.
 
+use std::net::Ipv4Addr;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -76,6 +77,17 @@ struct Round {
     add_cpu: Option<CpuTicks>,
     held_after_add: IpamUsage,
     held_after_del: IpamUsage,
+}
+
+impl Round {
+    /// The addresses the successful ADDs were given.
+    fn addresses(&self) -> Vec<Ipv4Addr> {
+        self.adds
+            .iter()
+            .filter(|a| added(a))
+            .filter_map(|a| a.ip)
+            .collect()
+    }
 }
 
 pub(super) fn run(
@@ -165,12 +177,7 @@ fn added(r: &PluginRun) -> bool {
 fn check_round(checks: &mut Vec<Check>, c: Contender, n: usize, round: usize, r: &Round) {
     let label = c.label();
     let round = round + 1;
-    let ips: Vec<_> = r
-        .adds
-        .iter()
-        .filter(|a| added(a))
-        .filter_map(|a| a.ip)
-        .collect();
+    let ips = r.addresses();
     let twice = duplicates(&ips);
     push_check(
         checks,
@@ -215,15 +222,7 @@ fn result(contender: Contender, n: usize, rounds: &[Round], phases: Samples) -> 
     let del_walls: Vec<f64> = rounds.iter().map(|r| ms(r.del_wall)).collect();
     let duplicates = rounds
         .iter()
-        .flat_map(|r| {
-            let ips: Vec<_> = r
-                .adds
-                .iter()
-                .filter(|a| added(a))
-                .filter_map(|a| a.ip)
-                .collect();
-            duplicates(&ips)
-        })
+        .flat_map(|r| duplicates(&r.addresses()))
         .map(|a| a.to_string())
         .collect();
     let busy: Vec<f64> = rounds

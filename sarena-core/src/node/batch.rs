@@ -252,34 +252,24 @@ impl Inner {
             }
         };
         let st = &mut *guard;
-        let answers: Vec<Answer>;
-        let mut lost = None;
-        if jobs.len() == 1 {
-            // Alone: each write commits durably itself, as it always has.
-            answers = jobs
-                .into_iter()
+        // Alone, an operation's writes commit durably themselves, as they
+        // always have; together, they are deferred and flushed at once.
+        let alone = jobs.len() == 1;
+        let generation = self.store.generation();
+        let run = || -> Vec<Answer> {
+            jobs.into_iter()
                 .map(|job| job(self, Ok(&mut *st)))
-                .collect();
+                .collect()
+        };
+        let answers = if alone {
+            run()
         } else {
-            let generation = self.store.generation();
-            answers = self.store.deferring(|| {
-                jobs.into_iter()
-                    .map(|job| job(self, Ok(&mut *st)))
-                    .collect()
-            });
-            lost = match self.flush() {
-                Err(e) => Some(format!(
-                    "the state store could not make the commit durable: {e}"
-                )),
-                Ok(()) if self.store.generation() != generation => {
-                    Some("the state store was reopened after a failure during the commit".into())
-                }
-                Ok(()) => None,
-            };
-            if let Some(reason) = &lost {
-                tracing::warn!(%reason, operations = answers.len(), "a group commit was lost; reloading the state from the store");
-                self.reload(st);
-            }
+            self.store.deferring(run)
+        };
+        let lost = if alone { None } else { self.flush(generation) };
+        if let Some(reason) = &lost {
+            tracing::warn!(%reason, operations = answers.len(), "a group commit was lost; reloading the state from the store");
+            self.reload(st);
         }
         drop(guard);
         for answer in answers {
@@ -287,16 +277,30 @@ impl Inner {
         }
     }
 
-    /// [`RedbStore::flush`](crate::store::RedbStore::flush), its error as text.
-    fn flush(&self) -> Result<(), String> {
+    /// Makes the batch's deferred writes durable
+    /// ([`RedbStore::flush`](crate::store::RedbStore::flush)); why they are
+    /// lost when the flush fails or the store was reopened since
+    /// `generation` (a failure during the batch), `None` when kept.
+    fn flush(&self, generation: u64) -> Option<String> {
         #[cfg(test)]
         if self
             .batches
             .fail_next_flush
             .swap(false, std::sync::atomic::Ordering::Relaxed)
         {
-            return Err("injected by a test".into());
+            return Some(
+                "the state store could not make the commit durable: injected by a test".into(),
+            );
         }
-        self.store.flush().map_err(|e| crate::error_chain(&e))
+        match self.store.flush() {
+            Err(e) => Some(format!(
+                "the state store could not make the commit durable: {}",
+                crate::error_chain(&e)
+            )),
+            Ok(()) if self.store.generation() != generation => {
+                Some("the state store was reopened after a failure during the commit".into())
+            }
+            Ok(()) => None,
+        }
     }
 }

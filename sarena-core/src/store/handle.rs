@@ -50,8 +50,8 @@ impl Drop for DeferringGuard {
     }
 }
 
-/// What the store has committed since it was opened: for group commit's
-/// tests and the daemon's metrics.
+/// What the store has committed since it was opened (group commit shows
+/// as fewer durable commits than transactions).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CommitCounts {
     /// Write transactions committed, durable or deferred (flushes included).
