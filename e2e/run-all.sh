@@ -7,12 +7,15 @@
 # Exits non-zero if any failed; the last line is "N passed, N failed".
 # Usage: e2e/run-all.sh [sarena|ref|custom]   (default sarena; as root; scripts/setup-e2e.sh first)
 #   E2E_ONLY="libcni chaining"  run a subset; E2E_LATENCY_PODS=50  pods per mode
-#   E2E_KERNEL_PASS="libcni chaining"  the kernel-dataplane pass ("" for none)
+#   E2E_KERNEL_PASS="libcni chaining netavark"  the kernel-dataplane pass ("" for none)
 #   SARENA_E2E_BACKGROUND_LOCK=FILE  upstream waits for this lock first
 #     (scripts/test.sh holds it while its background lints run)
 #   E2E_EBPF_SKIP="podman"  tests not run on eBPF (default: none; chaining runs
 #     there with Sarena's own `bandwidth` capability instead of the reference
 #     bandwidth plugin)
+#   netavark is e2e/test-netavark.sh: sarena-netavark driven by a real
+#     netavark (scripts/setup-netavark.sh: cargo install into
+#     SARENA_NETAVARK_CACHE, default /var/cache/sarena-netavark)
 #   upgrade is e2e/test-upgrade.sh: release 0.1.0 (built from git into
 #     SARENA_UPGRADE_CACHE, default /var/cache/sarena-upgrade) <-> this tree
 #   k8s-mode is e2e/k8s/test-k8s-mode-cluster.sh (a real Kubernetes control
@@ -43,19 +46,19 @@ cd "$(dirname "$0")" || exit 1
 source ./lib.sh
 
 MODE=${1:-sarena}
-read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd services antispoof upgrade k8s-mode k8s-egress k8s-deploy k8s-uninstall netpol-table upstream latency}"
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd netavark services antispoof upgrade k8s-mode k8s-egress k8s-deploy k8s-uninstall netpol-table upstream latency}"
 KERNEL_PASS=()
 EBPF_SKIP=()
 if [ "$MODE" = sarena ]; then
-  read -r -a KERNEL_PASS <<<"${E2E_KERNEL_PASS-libcni chaining}"
+  read -r -a KERNEL_PASS <<<"${E2E_KERNEL_PASS-libcni chaining netavark}"
   read -r -a EBPF_SKIP <<<"${E2E_EBPF_SKIP-}"
 fi
 
 # Sarena: build the real binaries (incremental; a no-op when up to date)
 # unless SARENA_BIN_DIR points at prebuilt ones.
 if [ "$MODE" = sarena ] && [ -z "${SARENA_BIN_DIR:-}" ]; then
-  echo "=============== cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli -p sarena-test-dns"
-  (cd "$REPO_DIR" && cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli -p sarena-test-dns) || {
+  echo "=============== cargo build --release -p sarena-cni -p sarena-netavark -p sarena-daemon -p sarena-cli -p sarena-test-dns"
+  (cd "$REPO_DIR" && cargo build --release -p sarena-cni -p sarena-netavark -p sarena-daemon -p sarena-cli -p sarena-test-dns) || {
     echo "0 passed, 1 failed"
     exit 1
   }
@@ -99,6 +102,13 @@ run() {
       # The sandbox-ready measurement (a reference node, then 10 pods on
       # each side, ~45 s) is opt-in here: SARENA_DEPLOY_PODS=10.
       cmd=(env SARENA_DEPLOY_PODS="${SARENA_DEPLOY_PODS-}" bash ./k8s/test-k8s-deploy.sh "$MODE")
+      ;;
+    netavark)
+      if [ "$MODE" != sarena ]; then
+        echo "skipped: the netavark plugin is Sarena's own"
+        return 0
+      fi
+      cmd=(bash ./test-netavark.sh sarena)
       ;;
     k8s-uninstall)
       if [ "$MODE" != sarena ]; then

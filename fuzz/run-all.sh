@@ -9,7 +9,7 @@ mkdir -p logs
 # daemon_api links sarena-daemon, whose build script would build the eBPF
 # programs; the router needs none of them.
 export AYA_BUILD_SKIP=1
-for t in netconf env cni_args result daemon_api; do
+for t in netconf env cni_args result netavark daemon_api; do
     mkdir -p "corpus/$t"
     seeds=""
     [ -d "seeds/$t" ] && seeds="seeds/$t"

@@ -137,7 +137,7 @@ pub mod uplink;
 
 pub use sarena_plugin::netlink::KernelAnswer;
 pub use sarena_plugin::{NetlinkError, SysctlError, error_chain};
-pub use sarena_plugin::{api, cni, delqueue, durable, links, mac, phases, plugin};
+pub use sarena_plugin::{api, cni, delqueue, durable, links, mac, netavark, phases, plugin};
 // The kernel and file-system plumbing both sides share, under the paths the
 // node-side modules use (`crate::netlink`, …).
 pub use sarena_plugin::sysctl;

@@ -10,6 +10,9 @@
 //!   versions, typed results and their conversion to older versions, errors.
 //! - [`plugin`]: the ADD / DEL / CHECK / STATUS / GC sequences, written against
 //!   the [`api::Daemon`] and [`links::Links`] traits.
+//! - [`netavark`]: the netavark plugin API 1.0.0 (podman's network stack) —
+//!   its JSON types, `create` from the daemon's pools, `setup` and
+//!   `teardown` as ADD and DEL; `sarena-netavark` is its binary.
 //! - [`delqueue`]: [`delqueue::DeleteQueue`], the durable queue of deletions DEL
 //!   could not hand to the daemon, replayed by later plugin runs and the daemon.
 //! - [`api`]: the daemon's REST API types (operator answers included:
@@ -34,6 +37,7 @@ pub mod durable;
 mod error_chain;
 pub mod links;
 pub mod mac;
+pub mod netavark;
 pub mod netlink;
 pub mod phases;
 pub mod plugin;

@@ -49,7 +49,7 @@ mod rollback;
 mod status;
 mod step;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 use std::fmt;
 use std::sync::Arc;
