@@ -16,6 +16,7 @@ mod state;
 use std::fs::{File, OpenOptions};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use sarena_core::api::Inspect as _;
 use serde_json::json;
@@ -282,6 +283,18 @@ impl NodeNetns {
                 source,
             })?;
         Ok(status.vmrss)
+    }
+
+    /// The daemon's CPU time so far (user and system, every thread; from
+    /// `/proc/PID/stat`), `None` for a node without a daemon or when it
+    /// cannot be read.
+    pub fn daemon_cpu(&self) -> Option<Duration> {
+        let pid = self.daemon.as_ref().map(DaemonProcess::pid)?;
+        let stat = process(pid).and_then(|p| p.stat()).ok()?;
+        let ticks = stat.utime + stat.stime;
+        Some(Duration::from_secs_f64(
+            ticks as f64 / crate::dataplane::cpu::ticks_per_second(),
+        ))
     }
 
     /// CNI ADD of `pod` (ifname eth0); remembers the result as the pod's prevResult.

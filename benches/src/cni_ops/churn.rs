@@ -61,6 +61,16 @@ pub struct ChurnResult {
     /// costs, plugin, daemon, kernel and harness together (median over the rounds).
     #[serde(default)]
     pub add_cpu_ms_per_op: Option<f64>,
+    /// Of [`ChurnResult::add_cpu_ms_per_op`], the plugin processes' own
+    /// (each reaped with `wait4`; ptp's includes its host-local), per ADD:
+    /// the median over the rounds.
+    #[serde(default)]
+    pub add_plugin_cpu_ms_per_op: Option<f64>,
+    /// Of [`ChurnResult::add_cpu_ms_per_op`], the daemon's (`/proc/PID/stat`
+    /// over the ADDs), per ADD: the median over the rounds; `None` without
+    /// a daemon.
+    #[serde(default)]
+    pub add_daemon_cpu_ms_per_op: Option<f64>,
     /// Sarena's ADD phases (`SARENA_CNI_PHASES`), medians over every round's
     /// successful ADDs; `None` for the reference plugins.
     #[serde(default)]
@@ -75,6 +85,8 @@ struct Round {
     del_wall: Duration,
     /// CPU ticks (busy, total) of the machine over the ADDs.
     add_cpu: Option<CpuTicks>,
+    /// The daemon's CPU time over the ADDs.
+    add_daemon_cpu: Option<Duration>,
     held_after_add: IpamUsage,
     held_after_del: IpamUsage,
 }
@@ -130,10 +142,14 @@ fn one_round(
         .map(|i| node.work_dir().join(format!("churn{n}-{round}-{i}.jsonl")))
         .collect();
     let record = c.is_sarena();
+    let daemon_before = node.daemon_cpu();
     let (adds, add_wall, add_cpu) = concurrently(&pods, |i, p| match record {
         true => node.add_recording(p, &files[i]),
         false => node.add(p),
     });
+    let add_daemon_cpu = daemon_before
+        .zip(node.daemon_cpu())
+        .map(|(before, after)| after.saturating_sub(before));
     let adds = adds.into_iter().collect::<Result<Vec<_>, _>>()?;
     if record {
         for (run, file) in adds.iter().zip(&files).filter(|(r, _)| r.ok()) {
@@ -150,6 +166,7 @@ fn one_round(
         add_wall,
         del_wall,
         add_cpu,
+        add_daemon_cpu,
         held_after_add,
         held_after_del,
     };
@@ -236,6 +253,17 @@ fn result(contender: Contender, n: usize, rounds: &[Round], phases: Samples) -> 
         .filter_map(|r| r.add_cpu)
         .map(|t| t.busy as f64 * 1000.0 / ticks_per_second() / n.max(1) as f64)
         .collect();
+    let per_add = |d: Duration| ms(d) / n.max(1) as f64;
+    let plugin_cpu: Vec<f64> = rounds
+        .iter()
+        .filter_map(|r| r.adds.iter().map(|a| a.cpu).sum::<Option<Duration>>())
+        .map(per_add)
+        .collect();
+    let daemon_cpu: Vec<f64> = rounds
+        .iter()
+        .filter_map(|r| r.add_daemon_cpu)
+        .map(per_add)
+        .collect();
     let last = rounds.last();
     ChurnResult {
         contender,
@@ -256,6 +284,8 @@ fn result(contender: Contender, n: usize, rounds: &[Round], phases: Samples) -> 
         duplicates,
         add_cpu_busy: median(&busy),
         add_cpu_ms_per_op: median(&cpu_ms),
+        add_plugin_cpu_ms_per_op: median(&plugin_cpu),
+        add_daemon_cpu_ms_per_op: median(&daemon_cpu),
         held_after_add: last.map_or_else(IpamUsage::default, |r| r.held_after_add),
         held_after_del: last.map_or_else(IpamUsage::default, |r| r.held_after_del),
         add_phases: phases.into_op("ADD"),

@@ -239,6 +239,7 @@ mod tests {
             json: None,
             spawn_ns,
             reaped_ns,
+            cpu: None,
         }
     }
 

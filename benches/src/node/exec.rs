@@ -13,12 +13,17 @@
 //! therefore goes through GNU time (`/usr/bin/time -f %M`), a small C program whose
 //! own child is the plugin: its figure is the plugin's peak with a floor of time's
 //! own size (see [`rss_floor_kib`]). Those runs are not timed for latency.
+//!
+//! CPU: each plugin is reaped with `wait4`, whose rusage is the plugin's own
+//! user and system time, with that of the children it reaped (ptp's
+//! host-local): [`PluginRun::cpu`].
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::Ipv4Addr;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::BenchError;
@@ -44,6 +49,9 @@ pub struct PluginRun {
     pub spawn_ns: u64,
     /// `CLOCK_MONOTONIC` once the child was reaped, ns.
     pub reaped_ns: u64,
+    /// The plugin's CPU time, user and system, with its reaped children's
+    /// (`wait4`'s rusage); `None` when the rusage could not be read.
+    pub cpu: Option<Duration>,
 }
 
 impl PluginRun {
@@ -143,9 +151,8 @@ pub fn run_plugin(
         }
         Ok(())
     })();
-    let status = child
-        .wait()
-        .map_err(|source| BenchError::io("wait for", inv.plugin, source))?;
+    let (status, cpu) =
+        reap(&mut child).map_err(|source| BenchError::io("wait for", inv.plugin, source))?;
     let elapsed = start.elapsed();
     let reaped_ns = now_ns();
     // A plugin that exits without reading its stdin gives EPIPE: its exit status tells.
@@ -165,7 +172,41 @@ pub fn run_plugin(
         json,
         spawn_ns,
         reaped_ns,
+        cpu,
     })
+}
+
+/// Waits for `child` with `wait4`: its exit status and its CPU time (user
+/// and system, with its reaped children's). Falls back to `Child::wait`
+/// (and no CPU time) when the pid does not fit.
+fn reap(child: &mut Child) -> std::io::Result<(ExitStatus, Option<Duration>)> {
+    let Ok(pid) = libc::pid_t::try_from(child.id()) else {
+        return child.wait().map(|s| (s, None));
+    };
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: `status` and `usage` are valid for writes for the call;
+        // `pid` is our own unreaped child (std never reaps it behind us).
+        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if reaped == pid {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    let time = |t: libc::timeval| {
+        let secs = u64::try_from(t.tv_sec).ok()?;
+        let micros = u64::try_from(t.tv_usec).ok()?;
+        Some(Duration::from_secs(secs) + Duration::from_micros(micros))
+    };
+    let cpu = time(usage.ru_utime)
+        .zip(time(usage.ru_stime))
+        .map(|(u, s)| u + s);
+    Ok((ExitStatus::from_raw(status), cpu))
 }
 
 /// The KiB figure GNU time wrote (last line; earlier lines may be its notes such

@@ -343,13 +343,16 @@ pub(super) fn churn(md: &mut String, cni: &CniResults) {
          latencies are over every round. CPU is the whole machine's during the ADDs \
          (`/proc/stat`, every CPU: plugins, daemon, kernel and harness), as the share of \
          the CPUs busy and as CPU time per ADD (medians over the rounds): a share near 1 \
-         means the wall time is what the ADDs cost in CPU. After each round's ADDs the \
-         addresses are checked for duplicates and the node's IPAM for exactly N \
-         addresses, after its DELs for none.\n"
+         means the wall time is what the ADDs cost in CPU. The CPU per ADD is split \
+         into the plugin processes' own (each reaped with `wait4`: exec, dynamic loading, \
+         the plugin's work and exit; ptp's includes the host-local it runs), the daemon's \
+         (`/proc/PID/stat`) and the rest (the kernel's threads, the harness). After each \
+         round's ADDs the addresses are checked for duplicates and the node's IPAM for \
+         exactly N addresses, after its DELs for none.\n"
     );
     let _ = writeln!(
         md,
-        "| N | contender | ADD wall ms (min–max) | ADD p50 / p99 ms | CPU busy during the ADDs | CPU ms per ADD | ADD errors | DEL wall ms (min–max) | DEL p50 / p99 ms | DEL errors | duplicate addresses | IPAM after ADDs / DELs |"
+        "| N | contender | ADD wall ms (min–max) | ADD p50 / p99 ms | CPU busy during the ADDs | CPU ms per ADD (plugin / daemon / rest) | ADD errors | DEL wall ms (min–max) | DEL p50 / p99 ms | DEL errors | duplicate addresses | IPAM after ADDs / DELs |"
     );
     let _ = writeln!(
         md,
@@ -367,7 +370,7 @@ pub(super) fn churn(md: &mut String, cni: &CniResults) {
             num(r.add.map(|s| s.p99), 1),
             r.add_cpu_busy
                 .map_or("–".into(), |b| format!("{:.0} %", b * 100.0)),
-            num(r.add_cpu_ms_per_op, 1),
+            cpu_split(r),
             r.add_errors,
             r.del_wall_ms,
             spread(&r.del_walls_ms),
@@ -390,6 +393,25 @@ pub(super) fn churn(md: &mut String, cni: &CniResults) {
     }
     let _ = writeln!(md);
     super::scale::what_concurrency_adds(md, cni);
+}
+
+/// "total (plugin / daemon / rest)" of a churn row's CPU per ADD; a part
+/// not measured is "–", and so is the rest then.
+fn cpu_split(r: &crate::cni_ops::ChurnResult) -> String {
+    let total = num(r.add_cpu_ms_per_op, 1);
+    let Some(plugin) = r.add_plugin_cpu_ms_per_op else {
+        return total;
+    };
+    let daemon = r.add_daemon_cpu_ms_per_op;
+    let rest = r
+        .add_cpu_ms_per_op
+        .map(|t| t - plugin - daemon.unwrap_or(0.0));
+    format!(
+        "{total} ({} / {} / {})",
+        num(Some(plugin), 1),
+        num(daemon, 1),
+        num(rest, 1)
+    )
 }
 
 /// "min–max" of `walls`, "–" without any.

@@ -355,6 +355,8 @@ fn the_churn_section_gives_the_median_round_its_spread_and_what_concurrency_adds
         held_after_del: IpamUsage::default(),
         add_cpu_busy: Some(0.9),
         add_cpu_ms_per_op: Some(4.8),
+        add_plugin_cpu_ms_per_op: Some(1.5),
+        add_daemon_cpu_ms_per_op: Some(0.75),
         add_phases,
     };
     let mut i = inputs();
@@ -382,7 +384,7 @@ fn the_churn_section_gives_the_median_round_its_spread_and_what_concurrency_adds
     let md = render(&i);
     for needle in [
         "the median of 3 rounds",
-        "| 100 | Sarena (eBPF) | 300 (150–360) | 300.0 / 360.0 | 90 % | 4.8 | 0 |",
+        "| 100 | Sarena (eBPF) | 300 (150–360) | 300.0 / 360.0 | 90 % | 4.8 (1.5 / 0.8 / 2.5) | 0 |",
         "| 100 | ptp + host-local | 550 (160–600) |",
         "0.55× (300 ms vs 550 ms, medians of 3 rounds)",
         "What 100 concurrent ADDs wait for, Sarena (eBPF)",
