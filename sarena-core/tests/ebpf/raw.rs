@@ -141,6 +141,53 @@ pub fn exchange_raw(pod: &Pod, frame: Vec<u8>, wanted: fn(&[u8]) -> bool) -> Opt
     .unwrap()
 }
 
+/// Every frame arriving on a pod's `eth0`: an AF_PACKET socket opened in
+/// the pod's netns (it stays bound to that `eth0` whatever thread reads it).
+pub struct PodListener(OwnedFd);
+
+impl PodListener {
+    /// Listens on `pod`'s `eth0` from now on.
+    pub fn new(pod: &Pod) -> PodListener {
+        let fd = in_netns(&pod.netns.path(), || {
+            // SAFETY: plain socket calls; the fd is owned from here on.
+            unsafe { OwnedFd::from_raw_fd(packet_socket().0) }
+        })
+        .join()
+        .unwrap();
+        PodListener(fd)
+    }
+
+    /// Every frame that arrived (not one the pod sent) since the last call.
+    pub fn arrived(&self) -> Vec<Vec<u8>> {
+        let mut got = Vec::new();
+        loop {
+            let mut buf = vec![0u8; 2048];
+            // SAFETY: valid buffers of their lengths on an open socket.
+            let n = unsafe {
+                let mut from: libc::sockaddr_ll = std::mem::zeroed();
+                let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+                let n = libc::recvfrom(
+                    self.0.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                    (&raw mut from).cast(),
+                    &mut len,
+                );
+                if n > 0 && from.sll_pkttype == libc::PACKET_OUTGOING {
+                    continue;
+                }
+                n
+            };
+            if n < 0 {
+                return got;
+            }
+            buf.truncate(n as usize);
+            got.push(buf);
+        }
+    }
+}
+
 /// What the host stack is handed on a host veth, by EtherType: one packet
 /// socket per EtherType, bound to that veth in the test's own netns. A
 /// socket for one EtherType receives a frame after the veth's tc ingress
