@@ -183,7 +183,7 @@ write_conflist() {
 
 # sarena_start: a private daemon (own socket, state dir, config) and a plugin
 # dir holding sarena-cni plus copies of the reference plugins for chaining.
-# SARENA_BIN_DIR (default target/release, else target/debug) holds
+# SARENA_BIN_DIR (default target/sarena-bin, else target/release, else target/debug) holds
 # sarena-cni and sarena-daemon; SARENA_DAEMON_CONFIG may name a TOML template
 # in which @SUBNET@ and @GATEWAY@ (and @SUBNET6@, @GATEWAY6@) are replaced;
 # after pick_subnet6 the default config's pool is dual-stack; SARENA_DATAPLANE picks the
@@ -193,7 +193,7 @@ write_conflist() {
 sarena_start() {
   local bin=${SARENA_BIN_DIR:-}
   if [ -z "$bin" ]; then
-    for d in "$REPO_DIR/target/release" "$REPO_DIR/target/debug"; do
+    for d in "$REPO_DIR/target/sarena-bin" "$REPO_DIR/target/release" "$REPO_DIR/target/debug"; do
       if [ -x "$d/sarena-cni" ] && [ -x "$d/sarena-daemon" ]; then
         bin=$d
         break

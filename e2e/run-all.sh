@@ -57,12 +57,12 @@ fi
 # Sarena: build the real binaries (incremental; a no-op when up to date)
 # unless SARENA_BIN_DIR points at prebuilt ones.
 if [ "$MODE" = sarena ] && [ -z "${SARENA_BIN_DIR:-}" ]; then
-  echo "=============== cargo build --release -p sarena-cni -p sarena-netavark -p sarena-daemon -p sarena-cli -p sarena-test-dns"
-  (cd "$REPO_DIR" && cargo build --release -p sarena-cni -p sarena-netavark -p sarena-daemon -p sarena-cli -p sarena-test-dns) || {
+  echo "=============== scripts/build-release.sh (the binaries as they ship: the plugins static)"
+  SARENA_BIN_DIR=$(bash "$REPO_DIR/scripts/build-release.sh") || {
     echo "0 passed, 1 failed"
     exit 1
   }
-  export SARENA_BIN_DIR="$REPO_DIR/target/release"
+  export SARENA_BIN_DIR
 fi
 
 # Build the libcni driver once for all scripts.

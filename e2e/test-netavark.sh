@@ -45,7 +45,7 @@ readme_conf=$(awk '/<!-- netavark-containers-conf -->/ {f = 1; next}
   fail "README's containers.conf (after <!-- netavark-containers-conf -->) is not examples/netavark/containers.conf"
 plugin_dir=$(python3 -c 'import sys, tomllib
 print(tomllib.load(open(sys.argv[1], "rb"))["network"]["netavark_plugin_dirs"][0])' "$EXAMPLE")
-install_line="install -D -m 0755 target/release/sarena-netavark $plugin_dir/sarena"
+install_line="install -D -m 0755 target/sarena-bin/sarena-netavark $plugin_dir/sarena"
 grep -qxF "$install_line" "$REPO_DIR/README.md" || fail "README lacks the install line: $install_line"
 PLUGINS="$WORK/root$plugin_dir"
 install -D -m 0755 "$(dirname "${SARENA_DAEMON[0]}")/sarena-netavark" "$PLUGINS/sarena"

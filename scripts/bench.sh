@@ -80,7 +80,11 @@ ensure_packages time iptables
 # The eBPF mode is a contender: without the eBPF object there is no run.
 export SARENA_EBPF_REQUIRED=1
 log "release build of sarena-cni, sarena-daemon (with its eBPF object) and sarena-bench"
-daemon_out="$(cargo build --release -p sarena-cni -p sarena-daemon -p sarena-benches \
+# The binaries as they ship (scripts/build-release.sh: the plugins static)
+# are the ones measured.
+SARENA_BIN_DIR=$(bash scripts/build-release.sh)
+export SARENA_BIN_DIR
+daemon_out="$(cargo build --release -p sarena-daemon -p sarena-benches \
   --message-format=json |
   jq -r 'select(.reason == "build-script-executed" and (.package_id | contains("sarena-daemon"))) | .out_dir' |
   tail -n1)"
@@ -103,8 +107,7 @@ rm -f "$OUT/policy-cluster.json"
 if [ "$CLUSTER" = 1 ]; then
   log "NetworkPolicy on a real cluster (e2e/k8s/bench-policy-cluster.sh; Kubernetes built once)"
   bash scripts/setup-k8s.sh >/dev/null
-  cargo build --release -p sarena-cli -p sarena-test-dns
-  SARENA_BIN_DIR="$PWD/target/release" bash e2e/k8s/bench-policy-cluster.sh --out "$OUT/policy-cluster.json"
+  bash e2e/k8s/bench-policy-cluster.sh --out "$OUT/policy-cluster.json"
 fi
 
 log "harness: CNI latency, churn, scale, dataplane, pods across nodes, NetworkPolicy engine"

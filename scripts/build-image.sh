@@ -14,8 +14,8 @@
 #   -t TAG    [sarena.local/sarena:VERSION], VERSION from sarena-daemon --version
 #             (deploy/kubernetes/20-daemonset.yaml runs sarena.local/sarena:0.1.0)
 #   SARENA_BIN_DIR=DIR  take the three binaries from DIR; default: run
-#             `cargo build --release` for them (a no-op when up to date) and
-#             take target/release
+#             scripts/build-release.sh (a no-op when up to date) and take
+#             target/sarena-bin
 # Prints the tag and the tar's path on stdout.
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,9 +37,8 @@ while [ $# -gt 0 ]; do
 done
 
 if [ -z "${SARENA_BIN_DIR:-}" ]; then
-  log "cargo build --release -p sarena-daemon -p sarena-cni -p sarena-cli"
-  (cd "$REPO" && cargo build --release -p sarena-daemon -p sarena-cni -p sarena-cli) >&2
-  SARENA_BIN_DIR=$REPO/target/release
+  log "scripts/build-release.sh (the plugin statically linked)"
+  SARENA_BIN_DIR=$(bash "$REPO/scripts/build-release.sh")
 fi
 for b in sarena-daemon sarena-cni sarena; do
   [ -x "$SARENA_BIN_DIR/$b" ] || die "$SARENA_BIN_DIR/$b missing"

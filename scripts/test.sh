@@ -144,9 +144,9 @@ release_pid=""
 if [ -z "${SARENA_BIN_DIR:-}" ]; then
   # shellcheck disable=SC2016 # expanded by the inner bash
   setsid bash -c 'started=$SECONDS
-    nice -n 19 cargo build --release -p sarena-cni -p sarena-netavark -p sarena-daemon -p sarena-cli -p sarena-test-dns
+    nice -n 19 bash scripts/build-release.sh >/dev/null
     rc=$?
-    printf "%-56s %6d s\n" "release build (cargo build --release)$([ "$rc" = 0 ] || echo " (failed)")" $((SECONDS - started)) >>target/background-times.txt
+    printf "%-56s %6d s\n" "release build (scripts/build-release.sh)$([ "$rc" = 0 ] || echo " (failed)")" $((SECONDS - started)) >>target/background-times.txt
     exit "$rc"' >target/release-build.log 2>&1 &
   release_pid=$!
   echo "release build started in the background (pid $release_pid, log target/release-build.log)"

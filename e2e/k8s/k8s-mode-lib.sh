@@ -17,17 +17,17 @@ fail() {
 # --- set-up shared by the tests ------------------------------------------------
 
 # sm_bins: SARENA_BIN_DIR with sarena-daemon, sarena-cni and sarena (default:
-# target/release, else target/debug, else cargo build --release); exported.
+# target/sarena-bin, else target/release, else target/debug, else
+# scripts/build-release.sh); exported.
 sm_bins() {
   local d b
   if [ -z "${SARENA_BIN_DIR:-}" ]; then
-    for d in "$REPO/target/release" "$REPO/target/debug"; do
+    for d in "$REPO/target/sarena-bin" "$REPO/target/release" "$REPO/target/debug"; do
       if [ -x "$d/sarena-daemon" ] && [ -x "$d/sarena-cni" ] && [ -x "$d/sarena" ]; then SARENA_BIN_DIR=$d && break; fi
     done
   fi
   if [ -z "${SARENA_BIN_DIR:-}" ]; then
-    (cd "$REPO" && cargo build --release -p sarena-cni -p sarena-daemon -p sarena-cli) >&2
-    SARENA_BIN_DIR=$REPO/target/release
+    SARENA_BIN_DIR=$(bash "$REPO/scripts/build-release.sh")
   fi
   export SARENA_BIN_DIR
   for b in sarena-daemon sarena-cni sarena; do [ -x "$SARENA_BIN_DIR/$b" ] || fail "$SARENA_BIN_DIR/$b missing"; done
