@@ -76,20 +76,25 @@ want_subnets=$(jq -cn --arg s4 "$POD_SUBNET" --arg s6 "${POD_SUBNET6:-}" '[$s4] 
   fail "create: ipv6_enabled does not follow the pool: $NETWORK"
 pass "netavark create: $(jq -c '[.subnets[] | "\(.subnet) gw \(.gateway)"]' <<<"$NETWORK"), IPAM driver sarena"
 
-# container_input NAME ID [PORT_MAPPINGS_JSON]: setup's and teardown's stdin.
+# container_input NAME ID [PORT_MAPPINGS_JSON [OPTIONS_JSON]]: setup's and
+# teardown's stdin; OPTIONS_JSON is merged into the container's options on
+# the network (static_ips, static_mac: podman run --ip, --mac-address).
 container_input() {
   jq -n --arg name "$NET_NAME" --arg ctr "$1" --arg id "$2" --argjson net "$NETWORK" \
-    --argjson ports "${3:-null}" \
+    --argjson ports "${3:-null}" --argjson opts "${4:-"{}"}" \
     '{container_id: $id, container_name: $ctr, port_mappings: $ports, dns_servers: null,
-      networks: {($name): {interface_name: "eth0", aliases: [$ctr]}},
+      networks: {($name): ({interface_name: "eth0", aliases: [$ctr]} + $opts)},
       network_info: {($name): $net}}'
 }
 # setup_ok P: setup of container P; sets IP[P] (IP6[P]), MAC[P], HOSTIF[P].
-declare -A NS CID IP IP6 MAC HOSTIF
+declare -A NS CID IP IP6 MAC HOSTIF OPTS
 SETUP_MS=0
+# ctr-b asks for its address and MAC (podman run --ip, --mac-address).
+WANT_IP_B="$POD_PREFIX.77" WANT_MAC_B="0a:58:5e:00:00:77"
+OPTS[b]=$(jq -cn --arg ip "$WANT_IP_B" --arg mac "$WANT_MAC_B" '{static_ips: [$ip], static_mac: $mac}')
 setup_ok() {
   local p=$1 out started
-  container_input "ctr-$p" "${CID[$p]}" >"$WORK/setup-$p.json"
+  container_input "ctr-$p" "${CID[$p]}" null "${OPTS[$p]:-"{}"}" >"$WORK/setup-$p.json"
   started=$(date +%s%N)
   out=$(nv setup "/run/netns/${NS[$p]}" <"$WORK/setup-$p.json") || fail "netavark setup ctr-$p: $out"
   SETUP_MS=$((($(date +%s%N) - started) / 1000000))
@@ -118,6 +123,9 @@ for p in a b; do
   pass "setup ctr-$p in $SETUP_MS ms (netavark and the plugin): ${IP[$p]} ${IP6[$p]} mac ${MAC[$p]} via host link ${HOSTIF[$p]}"
 done
 [ "${IP[a]}" != "${IP[b]}" ] || fail "both containers got ${IP[a]}"
+[ "${IP[b]} ${MAC[b]}" = "$WANT_IP_B $WANT_MAC_B" ] ||
+  fail "ctr-b asked for $WANT_IP_B and $WANT_MAC_B, got ${IP[b]} and ${MAC[b]}"
+pass "ctr-b got the address and MAC it asked for (static_ips, static_mac)"
 mode_assert_holding 2
 
 [ "$EBPF" = 0 ] || redirected0=$(ebpf_counter "${HOSTIF[a]}" redirected_packets)

@@ -32,6 +32,7 @@ impl Backends for Mocks {
         let daemon = self.daemon.lock().unwrap().take().unwrap();
         let mut links = MockLinks::new();
         links.expect_remove_pod_link().returning(|_, _| Ok(false));
+        links.expect_release_netns().return_const(());
         Ok(Plugin::new(Arc::new(daemon), Arc::new(links)))
     }
 }
@@ -151,6 +152,39 @@ fn setup_with_the_daemon_down_says_which_daemon() {
     assert!(
         msg.contains("/run/test/sarena.sock") && msg.contains("connection refused"),
         "{msg}"
+    );
+}
+
+#[test]
+fn teardown_goes_ahead_on_a_network_create_would_refuse() {
+    let mut daemon = MockDaemon::new();
+    daemon
+        .expect_delete_endpoint_and_veth()
+        .times(1)
+        .returning(|_| {
+            Ok(sarena_plugin::api::Deleted {
+                deleted: true,
+                veth_removal: true,
+            })
+        });
+    let mocks = Mocks {
+        daemon: Mutex::new(Some(daemon)),
+        ..Mocks::default()
+    };
+    let exec = json!({"container_id": "abc123", "container_name": "web",
+        "network": network(json!({"dns_enabled": true, "options": {
+            "daemon-endpoint": "/run/test/sarena.sock", "mtu": "1400"}})),
+        "network_options": {"interface_name": "eth0"}});
+    let (out, ok) = run(
+        ["teardown", "/run/netns/x"],
+        || Ok(exec.to_string().into_bytes()),
+        &mocks,
+    );
+    assert!(ok, "{out}");
+    assert_eq!(out, "");
+    assert_eq!(
+        mocks.settings.lock().unwrap()[0].daemon_endpoint.as_deref(),
+        Some("/run/test/sarena.sock")
     );
 }
 

@@ -320,10 +320,12 @@ fn collect_ips(value: &Value, field: &str, out: &mut Vec<IpAddr>) -> Result<(), 
     }
 }
 
-/// Checks `daemon-endpoint`: an absolute socket path, `unix://<absolute path>`,
-/// or `http://<host>:<port>[/]`.
-fn check_endpoint(endpoint: &str) -> Result<(), CniError> {
-    let ok = if let Some(path) = endpoint.strip_prefix("unix://") {
+/// Whether `endpoint` is a daemon endpoint Sarena takes: an absolute socket
+/// path, `unix://<absolute path>`, or `http://<host>:<port>[/]`. The one
+/// rule for the CNI config's `daemon-endpoint` and the netavark network
+/// option of the same name.
+pub(crate) fn endpoint_is_valid(endpoint: &str) -> bool {
+    if let Some(path) = endpoint.strip_prefix("unix://") {
         path.starts_with('/')
     } else if let Some(rest) = endpoint.strip_prefix("http://") {
         let authority = rest.strip_suffix('/').unwrap_or(rest);
@@ -344,8 +346,12 @@ fn check_endpoint(endpoint: &str) -> Result<(), CniError> {
         }
     } else {
         endpoint.starts_with('/')
-    };
-    if ok {
+    }
+}
+
+/// Checks `daemon-endpoint` ([`endpoint_is_valid`]).
+fn check_endpoint(endpoint: &str) -> Result<(), CniError> {
+    if endpoint_is_valid(endpoint) {
         Ok(())
     } else {
         Err(invalid(format!(

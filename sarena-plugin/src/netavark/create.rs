@@ -14,8 +14,9 @@ use super::types::{Network, Subnet};
 
 /// `create`: `network` checked ([`NetworkSettings::of`]) and completed:
 /// without subnets it gets every default pool of `daemon` (with its
-/// gateway); subnets asked for must each be one of them (a gateway asked
-/// for must be the pool's); `ipv6_enabled` follows the subnets (asked for
+/// gateway); subnets asked for must be those pools, all of them (the
+/// daemon hands out addresses from any; a gateway asked for must be the
+/// pool's); `ipv6_enabled` follows the subnets (asked for
 /// without an IPv6 pool, it is an error); the IPAM driver is set to
 /// [`IPAM_DRIVER`]. Name, id, driver and every field Sarena does not read
 /// are left as they came.
@@ -71,6 +72,17 @@ pub async fn create(daemon: &dyn Inspect, mut network: Network) -> Result<Networ
             if !subnets.contains(&subnet) {
                 subnets.push(subnet);
             }
+        }
+        if subnets.len() < pools.len() {
+            return Err(NetavarkError::SubnetsNotAllPools {
+                network: network.name.clone(),
+                asked: subnets
+                    .iter()
+                    .map(|s| s.subnet.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                pools: listed(),
+            });
         }
         subnets
     };

@@ -56,7 +56,7 @@ pub enum NetavarkError {
         reason: String,
     },
     /// The container's input is invalid (its id, interface name or MAC).
-    #[error("container {container:?} on network {network:?}: {source}")]
+    #[error("container {container:?} on network {network:?}: invalid input")]
     InvalidContainer {
         /// The container's name.
         container: String,
@@ -84,6 +84,19 @@ pub enum NetavarkError {
         network: String,
         /// The subnet asked for.
         subnet: IpNet,
+        /// The daemon's default pools, comma-separated.
+        pools: String,
+    },
+    /// Subnets asked for that leave out some of the daemon's default pools:
+    /// the daemon hands out addresses from all of them.
+    #[error(
+        "network {network:?}: the subnets asked for ({asked}) leave out some of the Sarena daemon's pools ({pools}); the daemon hands out addresses from all of them: list them all, or none"
+    )]
+    SubnetsNotAllPools {
+        /// The network's name.
+        network: String,
+        /// The subnets asked for, comma-separated.
+        asked: String,
         /// The daemon's default pools, comma-separated.
         pools: String,
     },

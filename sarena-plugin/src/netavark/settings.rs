@@ -6,6 +6,9 @@
 
 use std::path::PathBuf;
 
+use crate::cni::config::endpoint_is_valid;
+use crate::cni::version::truncate;
+
 use super::error::NetavarkError;
 use super::types::Network;
 
@@ -110,36 +113,61 @@ impl NetworkSettings {
         }
         let mut settings = NetworkSettings::default();
         for (key, value) in network.options.iter().flatten() {
-            let field = format!("options.{key}");
-            if value.is_empty() {
-                return Err(refuse(&field, "empty value"));
-            }
-            match key.as_str() {
-                OPT_DAEMON_ENDPOINT => settings.daemon_endpoint = Some(value.clone()),
-                OPT_DAEMON_TOKEN_FILE | OPT_DELETE_QUEUE_DIR => {
-                    let path = PathBuf::from(value);
-                    if !path.is_absolute() {
-                        return Err(refuse(
-                            &field,
-                            &format!("{value:?} is not an absolute path"),
-                        ));
-                    }
-                    if key == OPT_DAEMON_TOKEN_FILE {
-                        settings.daemon_token_file = Some(path);
-                    } else {
-                        settings.delete_queue_dir = Some(path);
-                    }
-                }
-                _ => {
-                    return Err(refuse(
-                        &field,
-                        &format!(
-                            "unknown option (a Sarena network takes {OPT_DAEMON_ENDPOINT}, {OPT_DAEMON_TOKEN_FILE} and {OPT_DELETE_QUEUE_DIR})"
-                        ),
-                    ));
-                }
+            let field = format!("options.{}", truncate(key));
+            if let Some(reason) = settings.take(key, value) {
+                return Err(refuse(&field, &reason));
             }
         }
         Ok(settings)
+    }
+
+    /// What `teardown` reads of `network`: its options only, each that is
+    /// valid; nothing is refused (a network edited since its containers
+    /// were set up must not keep them from being torn down), an invalid or
+    /// unknown option is left out with a warning.
+    pub fn for_teardown(network: &Network) -> NetworkSettings {
+        let mut settings = NetworkSettings::default();
+        for (key, value) in network.options.iter().flatten() {
+            if let Some(reason) = settings.take(key, value) {
+                tracing::warn!(network = %network.name, option = %truncate(key), %reason,
+                    "teardown: option left out");
+            }
+        }
+        settings
+    }
+
+    /// Takes option `key` = `value`; `Some(why)` when it is refused.
+    fn take(&mut self, key: &str, value: &str) -> Option<String> {
+        if value.is_empty() {
+            return Some("empty value".into());
+        }
+        match key {
+            OPT_DAEMON_ENDPOINT if endpoint_is_valid(value) => {
+                self.daemon_endpoint = Some(value.to_string());
+            }
+            OPT_DAEMON_ENDPOINT => {
+                return Some(format!(
+                    "{:?} is not an absolute socket path, unix://PATH or http://HOST:PORT",
+                    truncate(value)
+                ));
+            }
+            OPT_DAEMON_TOKEN_FILE | OPT_DELETE_QUEUE_DIR => {
+                let path = PathBuf::from(value);
+                if !path.is_absolute() {
+                    return Some(format!("{:?} is not an absolute path", truncate(value)));
+                }
+                if key == OPT_DAEMON_TOKEN_FILE {
+                    self.daemon_token_file = Some(path);
+                } else {
+                    self.delete_queue_dir = Some(path);
+                }
+            }
+            _ => {
+                return Some(format!(
+                    "unknown option (a Sarena network takes {OPT_DAEMON_ENDPOINT}, {OPT_DAEMON_TOKEN_FILE} and {OPT_DELETE_QUEUE_DIR})"
+                ));
+            }
+        }
+        None
     }
 }

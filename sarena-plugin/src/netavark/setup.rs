@@ -165,11 +165,19 @@ pub async fn setup(
             network: exec.network.name.clone(),
             source: Box::new(source),
         })?;
-    status_block(
+    let block = status_block(
         &exec.container_name,
         &exec.network_options.interface_name,
         &result,
-    )
+    );
+    if block.is_err() {
+        // netavark tears down only the networks set up before a failed
+        // one: what this ADD made goes now.
+        if let Err(e) = plugin.del(&del_request(netns, exec)?).await {
+            tracing::warn!(error = %crate::error_chain(&e), "setup failed after ADD; its DEL failed too");
+        }
+    }
+    block
 }
 
 /// `teardown`: DEL for `exec` through `plugin`: best effort and

@@ -119,15 +119,15 @@ async fn create_fills_in_the_default_pools_and_keeps_every_other_field() {
 }
 
 #[tokio::test]
-async fn create_takes_a_pool_asked_for_and_refuses_any_other_subnet() {
+async fn create_takes_the_pools_asked_for_and_refuses_any_other_subnet_or_a_part_of_them() {
     let made = create(
         &daemon(),
-        network(json!({"subnets": [{"subnet": "10.0.10.0/24"}]})),
+        network(json!({"subnets": [{"subnet": "fd00:10::/64"}, {"subnet": "10.0.10.5/24"}]})),
     )
     .await
     .unwrap();
-    assert_eq!(made.subnets.as_ref().map(Vec::len), Some(1));
-    assert!(!made.ipv6_enabled);
+    assert_eq!(made.subnets.as_ref().map(Vec::len), Some(2));
+    assert!(made.ipv6_enabled);
 
     for (subnet, what) in [
         ("10.0.30.0/24", "10.0.30.0/24 is not one"),
@@ -143,9 +143,22 @@ async fn create_takes_a_pool_asked_for_and_refuses_any_other_subnet() {
             "{msg}"
         );
     }
+    // The daemon hands out addresses from every default pool: one of two
+    // would be a network whose containers get addresses outside it.
     let err = create(
         &daemon(),
-        network(json!({"subnets": [{"subnet": "10.0.10.0/24", "gateway": "10.0.10.9"}]})),
+        network(json!({"subnets": [{"subnet": "10.0.10.0/24"}]})),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(err, NetavarkError::SubnetsNotAllPools { .. }),
+        "{err}"
+    );
+    let err = create(
+        &daemon(),
+        network(json!({"subnets": [
+            {"subnet": "10.0.10.0/24", "gateway": "10.0.10.9"}, {"subnet": "fd00:10::/64"}]})),
     )
     .await
     .unwrap_err();
@@ -247,6 +260,38 @@ async fn every_unsupported_network_field_is_refused_by_name_before_the_daemon_is
         let msg = err.to_string();
         assert!(msg.contains(field) && msg.contains(NET), "{extra}: {msg}");
     }
+}
+
+#[test]
+fn echoed_input_is_cut_short() {
+    let long = "k".repeat(10_000);
+    let err = NetworkSettings::of(&network(
+        json!({"options": {long.clone(): "/x".repeat(5_000)}}),
+    ))
+    .unwrap_err();
+    assert!(err.to_string().len() < 400, "{}", err.to_string().len());
+    let err = NetworkSettings::of(&network(
+        json!({"options": {"daemon-endpoint": "x".repeat(10_000)}}),
+    ))
+    .unwrap_err();
+    assert!(err.to_string().len() < 400, "{}", err.to_string().len());
+}
+
+#[test]
+fn teardown_reads_the_valid_options_of_a_network_create_would_refuse() {
+    let n = network(
+        json!({"dns_enabled": true, "routes": [{"destination": "10.9.0.0/16"}],
+        "options": {"daemon-endpoint": "unix:///run/x.sock", "delete-queue-dir": "relative",
+                    "mtu": "1400"}}),
+    );
+    assert!(NetworkSettings::of(&n).is_err());
+    assert_eq!(
+        NetworkSettings::for_teardown(&n),
+        NetworkSettings {
+            daemon_endpoint: Some("unix:///run/x.sock".into()),
+            ..NetworkSettings::default()
+        }
+    );
 }
 
 #[test]
