@@ -70,43 +70,52 @@ where
 {
     let subcommand = Subcommand::parse(args)?;
     let name = subcommand.name();
-    if subcommand == Subcommand::Info {
-        return encode(name, &netavark::info(env!("CARGO_PKG_VERSION")));
-    }
-    let stdin = read_stdin().map_err(|source| RunError::Stdin {
-        subcommand: name,
-        source,
-    })?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(RunError::Runtime)?;
-    let _entered = runtime.enter();
+    // Only the subcommands that take input read stdin (`info` takes none).
+    let input = || {
+        read_stdin().map_err(|source| RunError::Stdin {
+            subcommand: name,
+            source,
+        })
+    };
     match subcommand {
+        Subcommand::Info => encode(name, &netavark::info(env!("CARGO_PKG_VERSION"))),
         Subcommand::Create => {
-            let network = decode_network(&stdin)?;
+            let network = decode_network(&input()?)?;
             let settings = NetworkSettings::of(&network)?;
+            let runtime = runtime()?;
+            let _entered = runtime.enter();
             let daemon = backends.inspect(&network.name, &settings)?;
             let made = runtime.block_on(netavark::create(daemon.as_ref(), network))?;
             encode(name, &made)
         }
         Subcommand::Setup { netns } => {
-            let exec = decode_exec(name, &stdin)?;
+            let exec = decode_exec(name, &input()?)?;
             let settings = NetworkSettings::of(&exec.network)?;
+            let runtime = runtime()?;
+            let _entered = runtime.enter();
             let plugin = backends.plugin(&exec.network.name, &settings)?;
             let block = runtime.block_on(netavark::setup(&plugin, &netns, &exec))?;
             encode(name, &block)
         }
         Subcommand::Teardown { netns } => {
-            let exec = decode_exec(name, &stdin)?;
+            let exec = decode_exec(name, &input()?)?;
             // Nothing refused: whatever was set up must be torn down.
             let settings = NetworkSettings::for_teardown(&exec.network);
+            let runtime = runtime()?;
+            let _entered = runtime.enter();
             let plugin = backends.plugin(&exec.network.name, &settings)?;
             runtime.block_on(netavark::teardown(&plugin, &netns, &exec))?;
             Ok(String::new())
         }
-        Subcommand::Info => encode(name, &netavark::info(env!("CARGO_PKG_VERSION"))),
     }
+}
+
+/// The current-thread runtime one call runs on.
+fn runtime() -> Result<tokio::runtime::Runtime, RunError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)
 }
 
 /// `value` as one line of JSON.

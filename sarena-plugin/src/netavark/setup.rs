@@ -156,15 +156,7 @@ pub async fn setup(
     exec: &NetworkPluginExec,
 ) -> Result<StatusBlock, NetavarkError> {
     let req = add_request(netns, exec)?;
-    let result = plugin
-        .add(&req)
-        .await
-        .map_err(|source| NetavarkError::Operation {
-            operation: "setup",
-            container: exec.container_name.clone(),
-            network: exec.network.name.clone(),
-            source: Box::new(source),
-        })?;
+    let result = plugin.add(&req).await.map_err(failed("setup", exec))?;
     let block = status_block(
         &exec.container_name,
         &exec.network_options.interface_name,
@@ -189,13 +181,18 @@ pub async fn teardown(
     exec: &NetworkPluginExec,
 ) -> Result<(), NetavarkError> {
     let req = del_request(netns, exec)?;
-    plugin
-        .del(&req)
-        .await
-        .map_err(|source| NetavarkError::Operation {
-            operation: "teardown",
-            container: exec.container_name.clone(),
-            network: exec.network.name.clone(),
-            source: Box::new(source),
-        })
+    plugin.del(&req).await.map_err(failed("teardown", exec))
+}
+
+/// The error of `operation` (`setup`, `teardown`) on `exec` failing.
+fn failed<'a>(
+    operation: &'static str,
+    exec: &'a NetworkPluginExec,
+) -> impl FnOnce(crate::plugin::PluginError) -> NetavarkError + 'a {
+    move |source| NetavarkError::Operation {
+        operation,
+        container: exec.container_name.clone(),
+        network: exec.network.name.clone(),
+        source: Box::new(source),
+    }
 }
