@@ -4,9 +4,12 @@
 //!
 //! - `client.rs`: [`connect`], a client from a kubeconfig or the in-cluster
 //!   service account;
-//! - `view.rs`: Node objects → [`sarena_core::cluster::ClusterView`];
-//! - `watch.rs`: [`watch_nodes`], a reflector over the Node objects that
-//!   publishes a view on every change (a watch, never polling);
+//! - `node.rs`: [`PeerNode`], a Node object decoded to the fields peer
+//!   routing reads;
+//! - `view.rs`: Node objects → [`sarena_core::cluster::ClusterView`], kept
+//!   one event at a time by [`NodeTable`];
+//! - `watch.rs`: [`watch_nodes`], a watch of the Node objects that
+//!   publishes a view on every change (never polling);
 //! - `forward.rs`: a watch's events, translated, into a channel;
 //! - `identity.rs`: [`watch_identity`], the Pods on this node and the
 //!   Namespaces, metadata-only, as `sarena_core::identity` events;
@@ -25,6 +28,7 @@ mod client;
 mod error;
 mod forward;
 mod identity;
+mod node;
 pub mod policy;
 mod status;
 mod view;
@@ -33,6 +37,7 @@ mod watch;
 pub use client::connect;
 pub use error::K8sError;
 pub use identity::{namespace_event, namespace_meta, pod_event, pod_meta, watch_identity};
+pub use node::{PeerNode, PeerNodeAddress, PeerNodeSpec, PeerNodeStatus};
 pub use status::{CONDITION_REASON, KubeClusterApi, event_for, network_available_patch};
-pub use view::{cluster_node, cluster_view};
+pub use view::{NodeTable, cluster_node, cluster_view};
 pub use watch::watch_nodes;

@@ -1,18 +1,19 @@
-//! [`watch_nodes`]: a reflector over every Node object, publishing this
+//! [`watch_nodes`]: a watch of every Node object, decoded as [`PeerNode`]
+//! (the fields peer routing reads) into a [`NodeTable`], publishing this
 //! node's [`ClusterView`] on a `tokio::sync::watch` channel whenever it
 //! changes. The API server is watched (list, then watch with bookmarks;
-//! re-listed with backoff after an error), never polled.
+//! re-listed with backoff after an error), never polled. Nothing but the
+//! table is kept: no copy of the Node objects.
 
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::Node;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use sarena_core::cluster::ClusterView;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::view::cluster_view;
+use crate::node::PeerNode;
+use crate::view::NodeTable;
 
 /// Watches the Nodes through `client`; the receiver holds `None` until the
 /// first complete list, then the view of `local_name`, updated on every
@@ -23,27 +24,40 @@ pub fn watch_nodes(
     local_name: String,
 ) -> (watch::Receiver<Option<ClusterView>>, JoinHandle<()>) {
     let (tx, rx) = watch::channel(None);
-    let (store, writer) = reflector::store::<Node>();
-    let nodes: Api<Node> = Api::all(client);
-    let stream =
-        reflector::reflector(writer, watcher(nodes, watcher::Config::default())).default_backoff();
+    let nodes: Api<PeerNode> = Api::all(client);
+    let stream = watcher(nodes, watcher::Config::default()).default_backoff();
     let task = tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
+        let mut table = NodeTable::new(&local_name);
         let mut listed = false;
         while let Some(event) = stream.next().await {
-            match event {
+            let changed = match event {
+                Ok(watcher::Event::Init) => {
+                    table.relist_begin();
+                    false
+                }
+                Ok(watcher::Event::InitApply(node)) => {
+                    table.relisted(&node);
+                    false
+                }
                 Ok(watcher::Event::InitDone) => {
+                    let changed = table.relist_done();
                     if !listed {
                         tracing::info!("listed the Node objects; watching them");
+                        listed = true;
+                        tx.send_replace(Some(table.view()));
                     }
-                    listed = true;
-                    publish(&tx, &store, &local_name);
+                    changed
                 }
-                Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) if listed => {
-                    publish(&tx, &store, &local_name);
+                Ok(watcher::Event::Apply(node)) => table.apply(&node),
+                Ok(watcher::Event::Delete(node)) => table.remove(&node),
+                Err(e) => {
+                    tracing::warn!("watching the Node objects: {e} (retrying)");
+                    false
                 }
-                Ok(_) => {}
-                Err(e) => tracing::warn!("watching the Node objects: {e} (retrying)"),
+            };
+            if changed && listed {
+                tx.send_replace(Some(table.view()));
             }
             if tx.is_closed() {
                 break;
@@ -51,17 +65,4 @@ pub fn watch_nodes(
         }
     });
     (rx, task)
-}
-
-fn publish(tx: &watch::Sender<Option<ClusterView>>, store: &Store<Node>, local_name: &str) {
-    let nodes = store.state();
-    let view = cluster_view(nodes.iter().map(|n| n.as_ref()), local_name);
-    tx.send_if_modified(|current| {
-        if current.as_ref() == Some(&view) {
-            false
-        } else {
-            *current = Some(view);
-            true
-        }
-    });
 }
