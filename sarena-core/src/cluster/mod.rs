@@ -10,6 +10,8 @@
 //!   ([`SessionParams`], [`session_config`]);
 //! - `podcidr.rs`: the podCIDR decision ([`decide`]);
 //! - `peer_trust.rs`: which peers' Node objects are trusted ([`screen_peers`]);
+//! - `cidr_set.rs`: [`CidrSet`], a union of prefixes asked for overlaps in
+//!   O(log n), so a thousand peers are checked in O(n log n);
 //! - `egress.rs`: the cluster's networks (never masqueraded) and the pods'
 //!   MTU from the uplink ([`cluster_networks`], [`session_mtu`]);
 //! - `routes.rs`, `vxlan.rs`: the routes, FDB and neighbour entries a view
@@ -27,6 +29,7 @@
 //! kernel dataplane's pod routes (90), so each reconciler only ever touches
 //! its own routes.
 
+mod cidr_set;
 mod config;
 mod egress;
 mod error;
@@ -44,6 +47,7 @@ mod types;
 mod vxlan;
 mod vxlan_filter;
 
+pub use cidr_set::CidrSet;
 pub use config::{DEFAULT_VXLAN_PORT, DEFAULT_VXLAN_VNI, KubernetesConfig, VXLAN_DEVICE};
 pub use egress::{cluster_networks, masquerade_status, session_mtu};
 pub use error::ClusterError;

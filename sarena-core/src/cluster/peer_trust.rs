@@ -23,6 +23,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+use super::cidr_set::CidrSet;
 use super::types::{ClusterNode, ClusterView};
 
 /// Why a peer is rejected; [`RejectReason::as_str`] is the metric label.
@@ -153,11 +154,15 @@ fn address_fault(ip: IpAddr, own: &[IpAddr]) -> Option<RejectReason> {
     }
 }
 
-/// The first pod network of `nets` holding one of `peer`'s addresses.
-fn address_in(peer: &ClusterNode, nets: &[IpNet]) -> Option<RejectedPeer> {
+/// The first pod network (`holding`: the one holding an address) that
+/// holds one of `peer`'s addresses.
+fn address_in(
+    peer: &ClusterNode,
+    holding: impl Fn(IpAddr) -> Option<IpNet>,
+) -> Option<RejectedPeer> {
     peer.internal_ips.iter().find_map(|ip| {
         let ip = ip.to_canonical();
-        nets.iter().find(|n| n.contains(&ip)).map(|net| {
+        holding(ip).map(|net| {
             rejected(
                 peer,
                 RejectReason::AddressInPodNetwork,
@@ -182,7 +187,7 @@ fn cidr_fault(
     peer: &ClusterNode,
     cidr: &IpNet,
     local: &[IpNet],
-    accepted: &[IpNet],
+    accepted: &CidrSet,
     anchors: TrustAnchors<'_>,
 ) -> Option<RejectedPeer> {
     let fault = |reason, detail: String| Some(rejected(peer, reason, detail));
@@ -214,7 +219,7 @@ fn cidr_fault(
             format!("podCIDR {cidr} overlaps this node's {own}"),
         );
     }
-    accepted.iter().find(|a| overlaps(a, cidr)).and_then(|a| {
+    accepted.overlapping(cidr).and_then(|a| {
         fault(
             RejectReason::OverlappingPodCidr,
             format!("podCIDR {cidr} overlaps another node's {a}"),
@@ -244,14 +249,18 @@ pub fn screen_peers(
     peers.sort_by(|a, b| a.name.cmp(&b.name));
     let mut rejections = Vec::new();
     let mut kept: Vec<&ClusterNode> = Vec::new();
-    let mut accepted: Vec<IpNet> = Vec::new();
+    let mut accepted = CidrSet::new();
     for peer in peers {
         let address = peer.internal_ips.iter().find_map(|ip| {
             address_fault(*ip, anchors.own_addresses)
                 .map(|reason| rejected(peer, reason, format!("InternalIP {ip}")))
         });
         let fault = address
-            .or_else(|| address_in(peer, &pod_networks))
+            .or_else(|| {
+                address_in(peer, |ip| {
+                    pod_networks.iter().find(|n| n.contains(&ip)).copied()
+                })
+            })
             .or_else(|| {
                 peer.pod_cidrs
                     .iter()
@@ -260,7 +269,9 @@ pub fn screen_peers(
         match fault {
             Some(r) => rejections.push(r),
             None => {
-                accepted.extend(peer.pod_cidrs.iter().map(IpNet::trunc));
+                for cidr in &peer.pod_cidrs {
+                    accepted.insert(*cidr);
+                }
                 kept.push(peer);
             }
         }
@@ -268,7 +279,7 @@ pub fn screen_peers(
     // An address inside another accepted peer's podCIDR.
     let mut trusted = Vec::new();
     for peer in kept {
-        match address_in(peer, &accepted) {
+        match address_in(peer, |ip| accepted.holding(ip)) {
             Some(r) => rejections.push(r),
             None => trusted.push(peer.clone()),
         }

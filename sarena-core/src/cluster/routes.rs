@@ -8,11 +8,11 @@
 //! reconciler lists and removes only routes of its own protocol, so neither
 //! ever touches the other's routes, nor anyone else's.
 
-use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use super::cidr_set::CidrSet;
 use super::types::{ClusterNode, ClusterView};
 
 /// The `proto` of Sarena's routes to peer podCIDRs.
@@ -69,7 +69,7 @@ pub fn routable_peers<'a>(
         .iter()
         .flat_map(|l| l.pod_cidrs.clone())
         .collect();
-    let mut seen: BTreeSet<IpNet> = BTreeSet::new();
+    let mut seen = CidrSet::new();
     let mut out = Vec::new();
     let mut peers: Vec<&ClusterNode> = view.peers.iter().collect();
     peers.sort_by(|a, b| a.name.cmp(&b.name));
@@ -81,7 +81,7 @@ pub fn routable_peers<'a>(
                     "podCIDR {cidr} of node {} overlaps this node's own",
                     peer.name
                 ));
-            } else if seen.iter().any(|s| overlaps(s, &cidr)) {
+            } else if seen.overlapping(&cidr).is_some() {
                 skipped.push(format!(
                     "podCIDR {cidr} of node {} overlaps another node's",
                     peer.name

@@ -11,10 +11,12 @@
 //! the local Node is known, `vxlan` mode leaves the overlay as it is.
 //! Native mode removes the device of an earlier `vxlan` run, then its filter.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
+use ipnet::IpNet;
 
 use super::config::{KubernetesConfig, VXLAN_DEVICE};
 use super::error::ClusterError;
@@ -135,16 +137,23 @@ impl PeerSync {
                 self.overlay.ensure_filter(&filter).await?;
                 let ifindex = self.overlay.ensure_device(&device).await?;
                 let state = overlay_state(view, local_ip, ifindex, &mut report.skipped);
-                let present_fdb = self.overlay.fdb(ifindex).await?;
-                let present_neigh = self.overlay.neighbours(ifindex).await?;
-                for entry in state.fdb.iter().filter(|e| !present_fdb.contains(e)) {
+                // sorted, for lookups (the state's own entries are sorted)
+                let mut present_fdb = self.overlay.fdb(ifindex).await?;
+                present_fdb.sort();
+                let mut present_neigh = self.overlay.neighbours(ifindex).await?;
+                present_neigh.sort();
+                for entry in state
+                    .fdb
+                    .iter()
+                    .filter(|e| present_fdb.binary_search(e).is_err())
+                {
                     let what = format!("fdb {} dst {}", entry.mac, entry.dst);
                     note(report, what, self.overlay.replace_fdb(ifindex, entry).await);
                 }
                 for entry in state
                     .neighbours
                     .iter()
-                    .filter(|e| !present_neigh.contains(e))
+                    .filter(|e| present_neigh.binary_search(e).is_err())
                 {
                     let what = format!("neigh {} lladdr {}", entry.ip, entry.mac);
                     note(
@@ -157,11 +166,11 @@ impl PeerSync {
                     ifindex,
                     fdb: present_fdb
                         .into_iter()
-                        .filter(|e| !state.fdb.contains(e))
+                        .filter(|e| state.fdb.binary_search(e).is_err())
                         .collect(),
                     neighbours: present_neigh
                         .into_iter()
-                        .filter(|e| !state.neighbours.contains(e))
+                        .filter(|e| state.neighbours.binary_search(e).is_err())
                         .collect(),
                 };
                 Ok(Some((state.routes, Some(stale))))
@@ -231,15 +240,24 @@ impl PeerRouting for PeerSync {
             return Ok(report);
         };
         let present = self.routes.peer_routes().await?;
+        // by destination: a thousand peers are a lookup each, not a scan
+        let mut by_dst: HashMap<IpNet, Vec<&PeerRoute>> = HashMap::with_capacity(present.len());
+        for p in &present {
+            by_dst.entry(p.dst).or_default().push(p);
+        }
         for route in &wanted {
-            if !present.iter().any(|p| route.is_met_by(p)) {
-                let old = present.iter().find(|p| p.dst == route.dst);
-                let result = self.replace(route, old).await;
+            let same_dst = by_dst
+                .get(&route.dst)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if !same_dst.iter().any(|p| route.is_met_by(p)) {
+                let result = self.replace(route, same_dst.first().copied()).await;
                 note(&mut report, format!("route {route}"), result);
             }
         }
+        let wanted_dsts: HashSet<IpNet> = wanted.iter().map(|w| w.dst).collect();
         for route in &present {
-            if !wanted.iter().any(|w| w.dst == route.dst) {
+            if !wanted_dsts.contains(&route.dst) {
                 let result = self.routes.delete_route(route).await;
                 note_removed(&mut report, format!("route {route}"), result);
             }

@@ -141,10 +141,8 @@ pub fn overlay_state(
         };
         let mac = vtep_mac(underlay);
         let vtep = vtep_address(&cidr);
-        let fdb = FdbEntry { mac, dst: underlay };
-        if !state.fdb.contains(&fdb) {
-            state.fdb.push(fdb);
-        }
+        // one per peer; a peer with two podCIDRs repeats it (deduplicated below)
+        state.fdb.push(FdbEntry { mac, dst: underlay });
         state.neighbours.push(NeighbourEntry { ip: vtep, mac });
         state.routes.push(PeerRoute {
             dst: cidr,
@@ -154,6 +152,7 @@ pub fn overlay_state(
         });
     }
     state.fdb.sort();
+    state.fdb.dedup();
     state.neighbours.sort();
     state.routes.sort();
     state
