@@ -49,8 +49,10 @@ pub const EVENTS_RING_BYTES: u32 = 1 << 20;
 /// time when the reader waits, measured in a 2-vCPU VM, against 0.1 µs for
 /// the rest), and a waiting reader would take one per event.
 pub const EVENTS_WAKEUP_BYTES: u64 = (EVENTS_RING_BYTES / 8) as u64;
-/// How often the reader looks for events written without a wakeup, in
-/// milliseconds: the most an event waits for it.
+/// How often the reader looks for events written without a wakeup while
+/// events come, in milliseconds: the most such an event waits for it. After
+/// 0.3 s without one the reader backs off to 16 times this (an idle
+/// daemon wakes 3 times a second, not 50); the next event brings it back.
 pub const EVENTS_POLL_MS: u64 = 20;
 /// Bytes of the frame an event carries at most: Ethernet, the largest IPv4
 /// header and the first bytes of its L4 header, or the IPv6 header and a

@@ -89,7 +89,15 @@ pub fn events_config(settings: &EventsSettings, watching: bool) -> EventsConfig 
 /// are there, then hands them out a batch at a time.
 pub struct EventReader {
     ring: AsyncFd<RingBuf<MapData>>,
+    /// Polls in a row that found nothing (the next one waits longer).
+    quiet_polls: u32,
 }
+
+/// How many times the poll interval doubles while the ring stays empty:
+/// [`EVENTS_POLL_MS`] while events flow, at most 16 times it (320 ms)
+/// after 0.3 s without one, so an idle daemon wakes 3 times a second,
+/// not 50.
+const QUIET_DOUBLINGS: u32 = 4;
 
 impl std::fmt::Debug for EventReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -105,18 +113,24 @@ impl EventReader {
     /// The programs wake the reader only once
     /// [`EVENTS_WAKEUP_BYTES`](sarena_common::events::EVENTS_WAKEUP_BYTES) wait
     /// (a wakeup per event would cost them more than the event), so the
-    /// ring is also looked at every [`EVENTS_POLL_MS`].
+    /// ring is also looked at every [`EVENTS_POLL_MS`] while events come,
+    /// less often while none does (every 320 ms after 0.3 s without one).
     pub async fn read(&mut self, out: &mut Vec<Event>, max: usize) -> io::Result<()> {
         let max = max.max(1);
-        let poll = Duration::from_millis(EVENTS_POLL_MS);
         loop {
             if take_events(self.ring.get_mut(), out, max) > 0 {
+                self.quiet_polls = 0;
                 return Ok(());
             }
             // Woken or not, the ring is looked at again (a wakeup cleared
             // first: one that comes after the look is not lost).
-            if let Ok(woken) = tokio::time::timeout(poll, self.ring.readable_mut()).await {
-                woken?.clear_ready();
+            let poll = poll_interval(self.quiet_polls);
+            match tokio::time::timeout(poll, self.ring.readable_mut()).await {
+                Ok(woken) => {
+                    woken?.clear_ready();
+                    self.quiet_polls = 0;
+                }
+                Err(_) => self.quiet_polls = self.quiet_polls.saturating_add(1),
             }
         }
     }
@@ -133,6 +147,13 @@ impl EventReader {
             Err(_) => Ok(false),
         }
     }
+}
+
+/// How long the reader waits for a wakeup after `quiet` polls in a row
+/// found nothing: [`EVENTS_POLL_MS`], doubling up to [`QUIET_DOUBLINGS`]
+/// times.
+fn poll_interval(quiet: u32) -> Duration {
+    Duration::from_millis(EVENTS_POLL_MS << quiet.min(QUIET_DOUBLINGS))
 }
 
 /// Appends up to `max` events of `ring` to `out`; the records taken.
@@ -175,7 +196,10 @@ impl AyaDataplane {
             path: self.pin_dir.clone(),
             source: e.into_parts().1,
         })?;
-        Ok(Some(EventReader { ring }))
+        Ok(Some(EventReader {
+            ring,
+            quiet_polls: 0,
+        }))
     }
 
     /// Writes what the programs read of the events' settings.
@@ -240,6 +264,16 @@ impl AyaDataplane {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_poll_backs_off_while_the_ring_stays_empty_and_is_capped() {
+        let ms = |q| poll_interval(q).as_millis();
+        assert_eq!(ms(0), u128::from(EVENTS_POLL_MS));
+        assert_eq!(ms(1), 2 * u128::from(EVENTS_POLL_MS));
+        assert_eq!(ms(4), 320);
+        assert_eq!(ms(5), 320);
+        assert_eq!(ms(u32::MAX), 320);
+    }
 
     fn settings(rate: u32, burst: u32) -> EventsSettings {
         EventsSettings {
