@@ -20,6 +20,10 @@
 #     SARENA_UPGRADE_CACHE, default /var/cache/sarena-upgrade) <-> this tree
 #   k8s-mode is e2e/k8s/test-k8s-mode-cluster.sh (a real Kubernetes control
 #   plane; it runs scripts/setup-k8s.sh, cached after the first build);
+#   node-scale is e2e/k8s/bench-node-scale.sh's smoke run, native then vxlan
+#   routing (two real nodes and 38 Node objects without a kubelet: routes
+#   exact, a Node added and deleted, a daemon joining; the full sweep to
+#   1,000 nodes is scripts/bench.sh's);
 #   k8s-deploy is e2e/k8s/test-k8s-deploy.sh (Sarena installed by its
 #   DaemonSet on kubelet nodes; its pod sandbox-ready measurement only with
 #   SARENA_DEPLOY_PODS="10" or "10 50", the full one);
@@ -46,7 +50,7 @@ cd "$(dirname "$0")" || exit 1
 source ./lib.sh
 
 MODE=${1:-sarena}
-read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd netavark services antispoof upgrade k8s-mode k8s-egress k8s-deploy k8s-uninstall netpol-table upstream latency}"
+read -r -a TESTS <<<"${E2E_ONLY:-libcni chaining podman containerd netavark services antispoof upgrade k8s-mode k8s-egress node-scale k8s-deploy k8s-uninstall netpol-table upstream latency}"
 KERNEL_PASS=()
 EBPF_SKIP=()
 if [ "$MODE" = sarena ]; then
@@ -91,6 +95,14 @@ run() {
       ;;
     k8s-mode) cmd=(bash ./k8s/test-k8s-mode-cluster.sh "$MODE") ;;
     k8s-egress) cmd=(bash ./k8s/test-k8s-egress.sh "$MODE") ;;
+    node-scale)
+      if [ "$MODE" != sarena ]; then
+        echo "skipped: Kubernetes mode is Sarena's own"
+        return 0
+      fi
+      local smoke=(--levels "12 40" --samples 3 --steady-seconds 3 --settle-seconds 0 --pods 200 --json '')
+      cmd=(bash -c 'bash ./k8s/bench-node-scale.sh --routing native "$@" && bash ./k8s/bench-node-scale.sh --routing vxlan "$@"' node-scale "${smoke[@]}")
+      ;;
     upgrade)
       if [ "$MODE" != sarena ]; then
         echo "skipped: test-upgrade.sh swaps Sarena's own releases"

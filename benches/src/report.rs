@@ -7,6 +7,7 @@ pub mod criterion;
 mod dataplane;
 pub mod embedded;
 mod events;
+mod k8s_scale;
 pub mod machine;
 mod phases;
 pub mod plots;
@@ -50,6 +51,9 @@ pub struct ReportInputs {
     /// Issue 26, point 7: the whole daemon on a real cluster
     /// (`e2e/k8s/bench-policy-cluster.sh`).
     pub policy_cluster: Option<RealCluster>,
+    /// Issue 31: Kubernetes mode at cluster scale
+    /// (`e2e/k8s/bench-node-scale.sh`).
+    pub node_scale: Vec<crate::k8s_scale::NodeScale>,
     /// Item 5.
     pub criterion: Vec<CriterionEstimate>,
     /// The machine.
@@ -112,6 +116,9 @@ pub fn render(inputs: &ReportInputs) -> String {
     }
     if let Some(c) = &inputs.policy_cluster {
         policy_cluster::section(&mut md, c);
+    }
+    if !inputs.node_scale.is_empty() {
+        k8s_scale::section(&mut md, &inputs.node_scale);
     }
     sections::criterion(&mut md, &inputs.criterion);
     if let Some(cni) = &inputs.cni {

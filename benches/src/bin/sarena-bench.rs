@@ -350,11 +350,18 @@ fn report_part(r: &ReportArgs) -> Result<(), BenchError> {
     let policy: Option<PolicyResults> = read_json(&r.out.join(POLICY_JSON))?;
     let policy_cluster: Option<policy::RealCluster> =
         read_json(&r.out.join(policy::real_cluster::FILE))?;
+    let mut node_scale = Vec::new();
+    for file in sarena_benches::k8s_scale::FILES {
+        if let Some(run) = read_json::<sarena_benches::k8s_scale::NodeScale>(&r.out.join(file))? {
+            node_scale.push(run);
+        }
+    }
     if cni.is_none()
         && dataplane.is_none()
         && crossnode.is_none()
         && policy.is_none()
         && policy_cluster.is_none()
+        && node_scale.is_empty()
     {
         return Err(BenchError::Input {
             what: format!(
@@ -373,6 +380,7 @@ fn report_part(r: &ReportArgs) -> Result<(), BenchError> {
         crossnode,
         policy,
         policy_cluster,
+        node_scale,
         criterion: report::criterion::gather(&r.criterion),
         machine,
         command,

@@ -282,6 +282,7 @@ fn the_report_compares_services_with_their_direct_path_and_ptp() {
         crossnode: None,
         policy: None,
         policy_cluster: None,
+        node_scale: Vec::new(),
         criterion: vec![],
         machine: Machine::default(),
         command: "x".into(),

@@ -206,6 +206,16 @@ fn targets_of(inputs: &ReportInputs) -> Vec<Target> {
             });
         }
     }
+    for s in &inputs.node_scale {
+        for (what, target, measured, met) in s.targets() {
+            t.push(Target {
+                what,
+                target,
+                measured,
+                met: Some(met),
+            });
+        }
+    }
     if let Some(c) = &inputs.policy_cluster {
         for (what, target, measured, met) in c.targets() {
             t.push(Target {
@@ -224,7 +234,7 @@ pub(super) fn targets(md: &mut String, inputs: &ReportInputs) {
     if t.is_empty() {
         return;
     }
-    let _ = writeln!(md, "## Targets (issues 6, 11, 26, 27 and 29)\n");
+    let _ = writeln!(md, "## Targets (issues 6, 11, 26, 27, 29 and 31)\n");
     let _ = writeln!(md, "| what | target | measured | |\n|---|---|---|---|");
     for r in &t {
         let _ = writeln!(

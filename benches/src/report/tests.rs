@@ -87,6 +87,7 @@ fn inputs() -> ReportInputs {
         crossnode: None,
         policy: None,
         policy_cluster: None,
+        node_scale: Vec::new(),
         criterion: vec![],
         machine: Machine {
             cpu: "Test CPU".into(),
@@ -400,4 +401,33 @@ fn the_churn_section_gives_the_median_round_its_spread_and_what_concurrency_adds
         "the phase that grew most comes first:\n{md}"
     );
     assert!(!md.contains("concurrent ADDs wait for, ptp"), "{md}");
+}
+
+#[test]
+fn the_node_scale_run_has_its_section_and_targets() {
+    let mut i = inputs();
+    assert!(!render(&i).contains("cluster scale"));
+    let run: crate::k8s_scale::NodeScale = serde_json::from_str(crate::k8s_scale::SAMPLE).unwrap();
+    i.node_scale = vec![run];
+    let page = render(&i);
+    assert!(
+        page.contains("## Kubernetes mode at cluster scale (issue 31)"),
+        "{page}"
+    );
+    assert!(
+        page.contains("| 1000 | 990 in 5.4 s | 43.6 s | 14.3 / 86.4 / 131.7 ms |"),
+        "{page}"
+    );
+    assert!(
+        page.contains("| 66.3 (66.3); 66.6 (66.6) MiB | –; – | –; – | 16.7 | 12.87 %; 12.47 % |"),
+        "{page}"
+    );
+    let row = page
+        .lines()
+        .find(|l| l.starts_with("| daemon RSS at 1000 nodes, native"))
+        .unwrap();
+    assert!(
+        row.contains("≤ 64 MiB") && row.contains("66.6 MiB") && row.contains("✗"),
+        "{row}"
+    );
 }

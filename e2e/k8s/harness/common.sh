@@ -11,23 +11,28 @@ K8S_SERVICE_IP=10.96.0.1
 # then). The underlay is one /24 (and with dual stack one /64) on a bridge in
 # the control-plane netns. K8S_CLUSTER_DNS: the kubelets' clusterDNS (empty:
 # none; e2e/k8s/dns-lib.sh deploys a DNS Service at that address).
+# K8S_NODE_MASK: the IPv4 podCIDR size per node (SARENA_K8S_NODE_MASK, 24:
+# 256 nodes in 10.244.0.0/16; 26: 1,024).
 _k8s_net_vars() {
   K8S_UNDERLAY=${SARENA_K8S_UNDERLAY:-172.30.0} K8S_DUAL_STACK=${SARENA_K8S_DUAL_STACK:-0}
-  K8S_CLUSTER_DNS=${SARENA_K8S_CLUSTER_DNS:-}
+  K8S_CLUSTER_DNS=${SARENA_K8S_CLUSTER_DNS:-} K8S_NODE_MASK=${SARENA_K8S_NODE_MASK:-24}
   if [ -s "$D/state.env" ]; then
     K8S_UNDERLAY=$(sed -n 's/^UNDERLAY=//p' "$D/state.env")
     K8S_DUAL_STACK=$(sed -n 's/^DUAL_STACK=//p' "$D/state.env")
     K8S_CLUSTER_DNS=$(sed -n 's/^CLUSTER_DNS=//p' "$D/state.env")
+    K8S_NODE_MASK=$(sed -n 's/^NODE_MASK=//p' "$D/state.env")
+    K8S_NODE_MASK=${K8S_NODE_MASK:-24}
   fi
+  [[ $K8S_NODE_MASK =~ ^(1[7-9]|2[0-8])$ ]] || _k8s_die "SARENA_K8S_NODE_MASK '$K8S_NODE_MASK': 17 to 28"
   K8S_CP_IP=$K8S_UNDERLAY.1
   K8S_UNDERLAY6=fd00:172:30:: K8S_CP_IP6=fd00:172:30::1
   K8S_SERVICE_CIDR=10.96.0.0/12 K8S_CLUSTER_CIDR=10.244.0.0/16
   if [ "$K8S_DUAL_STACK" = 1 ]; then
     K8S_SERVICE_CIDR+=,fd00:10:96::/112 K8S_CLUSTER_CIDR+=,fd00:10:244::/56
-    K8S_NODE_MASK_FLAGS=(--node-cidr-mask-size-ipv4=24 --node-cidr-mask-size-ipv6=64)
+    K8S_NODE_MASK_FLAGS=(--node-cidr-mask-size-ipv4="$K8S_NODE_MASK" --node-cidr-mask-size-ipv6=64)
     K8S_FEATURE_GATES=(--feature-gates=IPv6DualStack=true)
   else
-    K8S_NODE_MASK_FLAGS=(--node-cidr-mask-size=24)
+    K8S_NODE_MASK_FLAGS=(--node-cidr-mask-size="$K8S_NODE_MASK")
     K8S_FEATURE_GATES=()
   fi
 }

@@ -79,8 +79,8 @@ _k8s_up() {
   # shellcheck disable=SC2154 # rc is the trap's own
   trap 'rc=$?; if [ $rc != 0 ]; then _k8s_warn "up failed, tearing down"; _k8s_down_all; fi' EXIT
   _k8s_net_vars # this cluster's, from the environment
-  printf 'ID=%s\nCP_NS=%s\nUNDERLAY=%s\nDUAL_STACK=%s\nCLUSTER_DNS=%s\n' "$ID" "$CP_NS" "$K8S_UNDERLAY" \
-    "$K8S_DUAL_STACK" "$K8S_CLUSTER_DNS" >"$D/state.env"
+  printf 'ID=%s\nCP_NS=%s\nUNDERLAY=%s\nDUAL_STACK=%s\nCLUSTER_DNS=%s\nNODE_MASK=%s\n' "$ID" "$CP_NS" \
+    "$K8S_UNDERLAY" "$K8S_DUAL_STACK" "$K8S_CLUSTER_DNS" "$K8S_NODE_MASK" >"$D/state.env"
 
   local t0=$SECONDS
   _k8s_gen_pki
