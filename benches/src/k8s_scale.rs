@@ -1,8 +1,8 @@
 //! Issue 31: Kubernetes mode at cluster scale, from
 //! `e2e/k8s/bench-node-scale.sh` — two real nodes running the daemon on the
 //! real API server of e2e/k8s and up to a thousand Node objects without a
-//! kubelet. The script writes [`FILE`] into the results dir; the page takes
-//! it from there when it is present.
+//! kubelet. The script writes [`FILES`] into the results dir (one per
+//! routing mode); the page takes them from there when they are present.
 
 use std::collections::BTreeMap;
 
