@@ -100,7 +100,7 @@ run() {
         echo "skipped: Kubernetes mode is Sarena's own"
         return 0
       fi
-      local smoke=(--levels "12 40" --samples 3 --steady-seconds 3 --settle-seconds 0 --pods 200 --json '')
+      local smoke=(--levels "12 40" --samples 3 --steady-seconds 3 --settle-seconds 0 --quiet-seconds 5 --pods 200 --json '')
       cmd=(bash -c 'bash ./k8s/bench-node-scale.sh --routing native "$@" && bash ./k8s/bench-node-scale.sh --routing vxlan "$@"' node-scale "${smoke[@]}")
       ;;
     upgrade)

@@ -12,8 +12,8 @@
 # and 200 policies, RSS at 10,000 pods and 1,000 policies; it builds
 # Kubernetes with scripts/setup-k8s.sh the first time), Kubernetes mode at
 # cluster scale (e2e/k8s/bench-node-scale.sh: two real nodes and up to 1,000
-# Node objects, issue 31) and the criterion benches; renders docs/benchmarks.md and docs/benchmarks-*.svg from the
-# results. Needs iptables (the Service rules) besides iperf3.
+# Node objects, issue 31) and the criterion benches; renders
+# docs/benchmarks.md and docs/benchmarks-*.svg from the results. Needs iptables (the Service rules) besides iperf3.
 #
 # Usage (as root): bash scripts/bench.sh [--pods N] [--quick] [--no-cluster]
 #   --pods N       pods per contender in the latency part (default 200)
@@ -109,7 +109,7 @@ if [ "$CLUSTER" = 1 ]; then
   log "NetworkPolicy on a real cluster (e2e/k8s/bench-policy-cluster.sh; Kubernetes built once)"
   bash scripts/setup-k8s.sh >/dev/null
   bash e2e/k8s/bench-policy-cluster.sh --out "$OUT/policy-cluster.json"
-  log "Kubernetes mode at cluster scale (e2e/k8s/bench-node-scale.sh: 10, 100, 1,000 nodes; native, vxlan)"
+  log "Kubernetes mode at cluster scale (e2e/k8s/bench-node-scale.sh: to 1,000 nodes; native, vxlan)"
   bash e2e/k8s/bench-node-scale.sh --json "$OUT/node-scale.json"
   bash e2e/k8s/bench-node-scale.sh --routing vxlan --pods 0 --json "$OUT/node-scale-vxlan.json"
 fi

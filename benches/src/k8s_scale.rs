@@ -103,6 +103,10 @@ pub struct Latency {
     pub p99_ms: Option<f64>,
     /// The slowest, ms.
     pub max_ms: Option<f64>,
+    /// Samples at or below 0: the route came before the harness's own
+    /// watch saw the podCIDR (its start is a watch like the daemon's).
+    #[serde(default)]
+    pub early: usize,
 }
 
 /// A real node's Sarena routes against the expected set.

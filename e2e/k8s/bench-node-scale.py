@@ -4,25 +4,30 @@
   level --kubeconfig K --to N --nodes NAME=NETNS... --underlay PREFIX
         --routing native|vxlan --samples S --out FILE [--workers W]
       Run in the control-plane netns. Grows the cluster's "ghost" Node
-      objects (no kubelet) to N, created in parallel with a kubelet's
-      status (addresses, capacity, conditions, node info, 30 images); one
-      thread watches the Node objects through the API server (the time a
-      podCIDR is first seen, and a deletion), one per real node follows
-      `ip -ts monitor route` in its netns. Measures:
+      objects (no kubelet) to N, created in parallel by a process of its
+      own (`create`) with a kubelet's status (addresses, capacity,
+      conditions, node info, 30 images); one thread watches the Node
+      objects through the API server (the time a podCIDR is first seen,
+      and a deletion), one per real node follows `ip -ts monitor route` in
+      its netns (scale_observe.py). Measures:
         grow:   for every new ghost, podCIDR seen -> its route on each real
                 node; the time until every real node routes every ghost;
         exact:  each real node's Sarena routes (proto 91) are exactly the
                 peers' podCIDRs via their InternalIPs (native) or via the
                 overlay (vxlan: plus one FDB entry per peer);
-        probes: S times, one at a time: one more ghost created (podCIDR seen
+        probes: S times (100), one at a time: one more ghost created (podCIDR seen
                 -> route on every real node) then deleted (deletion seen ->
                 route gone on every real node).
-      Writes the level's JSON to FILE; fails when a node is not exact or a
-      route never came.
+      Writes the level's JSON to FILE (percentiles nearest-rank; `early`:
+      samples whose route came before the harness's watch saw the podCIDR);
+      fails when a node is not exact or a route never came.
+  create --kubeconfig K --to N --underlay PREFIX
+      Ghosts 0..N-1 (existing ones kept), for `level`.
   steady --kubeconfig K --pids NAME=PID... --nodes NAME=NETNS... --seconds W
          --heartbeats R [--idle-seconds I] [--quiet-seconds Q] --out FILE
-      Once no Node object changed for Q seconds (5; the controller-manager
-      updates new Nodes for a while), I seconds (10) with nothing happening:
+      Once no Node object changed for Q seconds (15: three of the
+      controller-manager's node-monitor periods; it updates new Nodes for
+      minutes), I seconds (10) with nothing happening:
       each daemon's CPU (its floor) and the bytes reaching it;
       then W seconds while every ghost's status is patched R times a second
       in all (a kubelet's heartbeat: the conditions' lastHeartbeatTime):
@@ -43,15 +48,19 @@ The run's JSON (bench-node-scale.sh --json) is rendered by
 
 import argparse
 import concurrent.futures
+import ipaddress
 import json
+import os
 import random
-import re
 import subprocess
 import sys
-import threading
 import time
 
 from kapi import Api, UnixHTTPConnection, pct
+from scale_observe import (Observer, exact, link_stats, list_nodes, ms, nodes_quiet, proc_cpu, proc_mem,
+                           sarena_routes)
+
+GHOSTS = "sarena.bench%2Fghost%3Dyes"
 
 GHOST_TAINT = {"key": "sarena.bench/ghost", "effect": "NoSchedule"}
 
@@ -106,166 +115,19 @@ def ghost_obj(name, ip, g):
                        "images": images}}
 
 
-# --- observing: the Node objects and the real nodes' routes -------------------------
-
-
-class Observer:
-    """Times (epoch seconds) of what the API server and the kernels said."""
-
-    def __init__(self, api, nodes):
-        self.api = api
-        self.nodes = nodes  # name -> netns
-        self.lock = threading.Lock()
-        self.cond = threading.Condition(self.lock)
-        self.cidr_seen = {}  # node name -> (podCIDR, t)
-        self.ips = {}  # node name -> InternalIP
-        self.gone = {}  # node name -> t
-        self.route_add = {n: {} for n in nodes}  # real node -> dst -> t (last add)
-        self.route_del = {n: {} for n in nodes}  # real node -> dst -> t (last delete)
-        self.procs = []
-        self.errors = []
-
-    def start(self):
-        status, body = self.api.request("GET", "/api/v1/nodes")
-        if status != 200:
-            raise RuntimeError(f"list nodes: {status}")
-        now = time.time()
-        for n in body["items"]:
-            self._node(n, now)
-        threading.Thread(target=self._watch, args=(body["metadata"]["resourceVersion"],), daemon=True).start()
-        for name, ns in self.nodes.items():
-            p = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", "ip", "-ts", "monitor", "route"],
-                                 stdout=subprocess.PIPE, text=True)
-            self.procs.append(p)
-            threading.Thread(target=self._routes, args=(name, p), daemon=True).start()
-        time.sleep(0.3)  # the monitors are listening
-
-    def stop(self):
-        for p in self.procs:
-            p.terminate()
-
-    def _node(self, n, t):
-        name = n["metadata"]["name"]
-        cidr = n.get("spec", {}).get("podCIDR")
-        ips = [a["address"] for a in n.get("status", {}).get("addresses", []) if a["type"] == "InternalIP"]
-        with self.cond:
-            if ips:
-                self.ips[name] = ips[0]
-            if cidr and self.cidr_seen.get(name, (None,))[0] != cidr:
-                self.cidr_seen[name] = (cidr, t)
-                self.cond.notify_all()
-
-    def _watch(self, rv):
-        while True:
-            try:
-                for kind, obj in self.api.watch("/api/v1/nodes", rv):
-                    t = time.time()
-                    if kind == "ERROR":
-                        raise RuntimeError(f"watch error: {obj}")
-                    rv = obj["metadata"]["resourceVersion"]
-                    if kind == "DELETED":
-                        with self.cond:
-                            name = obj["metadata"]["name"]
-                            self.gone[name] = t
-                            self.cidr_seen.pop(name, None)
-                            self.cond.notify_all()
-                    else:
-                        self._node(obj, t)
-            except Exception as e:  # noqa: BLE001 - a broken watch is re-listed
-                self.errors.append(str(e))
-                status, body = self.api.request("GET", "/api/v1/nodes")
-                rv = body["metadata"]["resourceVersion"]
-                now = time.time()
-                for n in body["items"]:
-                    self._node(n, now)
-
-    LINE = re.compile(r"^\[(\S+)\] (Deleted )?(\S+) .*proto 91")
-
-    def _routes(self, name, proc):
-        for line in proc.stdout:
-            m = self.LINE.match(line)
-            if not m:
-                continue
-            ts, deleted, dst = m.groups()
-            t = parse_ts(ts)
-            with self.cond:
-                (self.route_del if deleted else self.route_add)[name][dst] = t
-                self.cond.notify_all()
-
-    def wait(self, pred, timeout):
-        with self.cond:
-            return self.cond.wait_for(pred, timeout)
-
-
-def parse_ts(ts):
-    """ip -ts's local time with microseconds -> epoch seconds."""
-    base, _, frac = ts.partition(".")
-    return time.mktime(time.strptime(base, "%Y-%m-%dT%H:%M:%S")) + float("0." + (frac or "0"))
-
-
-def ms(a, b):
-    return round((b - a) * 1000, 1)
-
-
-# --- the kernel's state ----------------------------------------------------------------
-
-
-def in_ns(ns, *cmd):
-    return subprocess.run(["nsenter", f"--net=/run/netns/{ns}", *cmd], check=True,
-                          capture_output=True, text=True).stdout
-
-
-def sarena_routes(ns):
-    """dst -> (gateway, dev) of the netns's Sarena routes (proto 91)."""
-    routes = json.loads(in_ns(ns, "ip", "-j", "-4", "route", "show", "proto", "91") or "[]")
-    return {r["dst"]: (r.get("gateway"), r.get("dev")) for r in routes}
-
-
-def fdb_count(ns):
-    out = in_ns(ns, "bridge", "-j", "fdb", "show", "dev", "sarena.vxlan")
-    return len([e for e in json.loads(out or "[]") if e.get("dst")])
-
-
-def exact(obs, real, routing):
-    """Per real node: its routes equal the expected set ("" when so, else what differs)."""
-    with obs.lock:
-        peers = {n: (c, obs.ips.get(n)) for n, (c, _) in obs.cidr_seen.items()}
-    verdict = {}
-    for name, ns in real.items():
-        want = {}
-        for peer, (cidr, ip) in peers.items():
-            if peer == name:
-                continue
-            want[cidr] = (ip, "eth0") if routing == "native" else (cidr.split("/")[0], "sarena.vxlan")
-        have = sarena_routes(ns)
-        missing = sorted(set(want) - set(have))
-        extra = sorted(set(have) - set(want))
-        wrong = sorted(d for d in set(want) & set(have) if want[d] != have[d])
-        problems = []
-        if missing:
-            problems.append(f"{len(missing)} missing (e.g. {missing[0]})")
-        if extra:
-            problems.append(f"{len(extra)} extra (e.g. {extra[0]})")
-        if wrong:
-            problems.append(f"{len(wrong)} wrong (e.g. {wrong[0]}: {have[wrong[0]]} not {want[wrong[0]]})")
-        if routing == "vxlan":
-            fdb = fdb_count(ns)
-            if fdb != len(want):
-                problems.append(f"{fdb} FDB entries for {len(want)} peers")
-        verdict[name] = {"routes": len(have), "expected": len(want), "problems": "; ".join(problems)}
-    return verdict
-
-
 # --- the commands -----------------------------------------------------------------------
 
 
-def create_ghosts(api, names, underlay, workers):
-    def one(item):
-        g, name = item
-        api.create("/api/v1/nodes", ghost_obj(name, ghost_ip(underlay, g), g))
+def cmd_create(a):
+    """Ghosts 0..TO-1 (existing ones kept), in parallel: run as a process of
+    its own, so the observer's watch is not starved while it creates."""
+    api = Api(a.kubeconfig)
 
-    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        list(pool.map(one, names))
+    def one(g):
+        api.create("/api/v1/nodes", ghost_obj(ghost_name(g), ghost_ip(a.underlay, g), g))
+
+    with concurrent.futures.ThreadPoolExecutor(a.workers) as pool:
+        list(pool.map(one, range(a.to)))
 
 
 def routed_everywhere(obs, real, names, since):
@@ -294,9 +156,11 @@ def latencies(obs, real, names):
 
 
 def summary(samples):
+    """Nearest-rank percentiles; `early`: samples at or below 0 (the route
+    seen before the harness's own watch saw the podCIDR)."""
     vals = [s["ms"] for s in samples if s.get("ms") is not None]
     return {"n": len(vals), "p50_ms": pct(vals, 50), "p99_ms": pct(vals, 99),
-            "max_ms": round(max(vals), 1) if vals else None}
+            "max_ms": round(max(vals), 1) if vals else None, "early": sum(1 for v in vals if v <= 0)}
 
 
 def cmd_level(a):
@@ -305,12 +169,13 @@ def cmd_level(a):
     obs = Observer(api, real)
     obs.start()
     try:
-        status, body = api.request("GET", "/api/v1/nodes?labelSelector=sarena.bench%2Fghost%3Dyes")
+        body = list_nodes(api, GHOSTS)
         have = {n["metadata"]["name"] for n in body["items"]}
         todo = [(g, ghost_name(g)) for g in range(a.to) if ghost_name(g) not in have]
         result = {"nodes": a.to + len(real), "ghosts": a.to, "routing": a.routing, "new_ghosts": len(todo)}
         t0 = time.time()
-        create_ghosts(api, todo, a.underlay, a.workers)
+        subprocess.run([sys.executable, os.path.abspath(__file__), "create", "--kubeconfig", a.kubeconfig,
+                        "--to", str(a.to), "--underlay", a.underlay, "--workers", str(a.workers)], check=True)
         result["create_s"] = round(time.time() - t0, 2)
         names = [n for _, n in todo]
         ok = obs.wait(routed_everywhere(obs, real, names, t0), a.timeout)
@@ -319,7 +184,6 @@ def cmd_level(a):
             raise SystemExit(f"not every real node routes the {len(names)} new ghosts after {a.timeout} s")
         grow = latencies(obs, real, names)
         result["grow"] = summary(grow)
-        result["grow_last_route_s"] = round(max(max(s["per_node_ms"].values()) for s in grow) / 1000, 2) if grow else 0
         time.sleep(1)
         result["exact"] = exact(obs, real, a.routing)
         probes_add, probes_del = [], []
@@ -354,54 +218,13 @@ def cmd_level(a):
         raise SystemExit(f"routes not exact at {a.to} ghosts: {bad}")
 
 
-def proc_cpu(pid):
-    """utime + stime of PID in seconds."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / 100  # USER_HZ
-
-
-def proc_mem(pid):
-    out = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            k, _, v = line.partition(":")
-            if k in ("VmRSS", "VmHWM"):
-                out[k] = round(int(v.split()[0]) / 1024, 1)
-    return out
-
-
-def link_stats(ns):
-    s = json.loads(in_ns(ns, "ip", "-j", "-s", "link", "show", "eth0"))[0]["stats64"]
-    return {"rx_bytes": s["rx"]["bytes"], "tx_bytes": s["tx"]["bytes"],
-            "rx_packets": s["rx"]["packets"], "tx_packets": s["tx"]["packets"]}
-
-
-def nodes_quiet(api, rv, quiet, timeout=600):
-    """Seconds until no Node changed for QUIET seconds (the controller-manager
-    updates a thousand new Nodes for minutes: conditions, taints)."""
-    last = [time.time()]
-
-    def follow():
-        for _ in api.watch("/api/v1/nodes", rv):
-            last[0] = time.time()
-
-    threading.Thread(target=follow, daemon=True).start()
-    t0 = time.time()
-    while time.time() - last[0] < quiet:
-        if time.time() - t0 > timeout:
-            raise SystemExit(f"the Node objects still change after {timeout} s")
-        time.sleep(0.5)
-    return round(time.time() - t0, 1)
-
-
 def cmd_steady(a):
     api = Api(a.kubeconfig)
     pids = dict(kv.split("=", 1) for kv in a.pids)
     real = dict(kv.split("=", 1) for kv in a.nodes)
-    status, body = api.request("GET", "/api/v1/nodes?labelSelector=sarena.bench%2Fghost%3Dyes")
+    body = list_nodes(api, GHOSTS)
     ghosts = [n["metadata"]["name"] for n in body["items"]]
-    quiet_after = nodes_quiet(api, body["metadata"]["resourceVersion"], a.quiet_seconds)
+    quiet_after = nodes_quiet(api, a.quiet_seconds)
     # first a window without heartbeats: the daemons' floor
     idle0 = {n: proc_cpu(p) for n, p in pids.items()}
     idle_net0 = {n: link_stats(ns) for n, ns in real.items()}
@@ -423,9 +246,11 @@ def cmd_steady(a):
         name = ghosts[i % len(ghosts)]
         i += 1
         patch = {"status": {"conditions": [{"type": "MemoryPressure", "lastHeartbeatTime": stamp()}]}}
-        st, _ = api.request("PATCH", f"/api/v1/nodes/{name}/status", patch,
-                            ctype="application/strategic-merge-patch+json")
-        if st < 300:
+        st, out = api.request("PATCH", f"/api/v1/nodes/{name}/status", patch,
+                              ctype="application/strategic-merge-patch+json")
+        if st >= 300:
+            raise SystemExit(f"heartbeat of {name}: {st} {str(out)[:200]}")
+        else:
             beats += 1
         time.sleep(max(0.0, t0 + i * interval - time.time()))
     secs = time.time() - t0
@@ -483,21 +308,19 @@ def settled(pids, quiet_percent=3.0, window=3.0, timeout=900):
 def cmd_pods(a):
     api = Api(a.kubeconfig)
     pids = dict(kv.split("=", 1) for kv in a.pids)
-    status, body = api.request("GET", "/api/v1/nodes?labelSelector=sarena.bench%2Fghost%3Dyes")
-    ghosts = sorted((n["metadata"]["name"], n["spec"]["podCIDR"]) for n in body["items"]
+    body = list_nodes(api, GHOSTS)
+    ghosts = sorted((n["metadata"]["name"], ipaddress.ip_network(n["spec"]["podCIDR"])) for n in body["items"]
                     if n.get("spec", {}).get("podCIDR"))
     if not ghosts:
         raise SystemExit("no ghost Node has a podCIDR")
     per = -(-a.count // len(ghosts))
+    room = min(net.num_addresses for _, net in ghosts) - 3  # network, gateway, broadcast
+    if per > room:
+        raise SystemExit(f"{a.count} pods on {len(ghosts)} Nodes: {per} a node, their podCIDRs hold {room}")
 
     def address(i):
-        name, cidr = ghosts[i % len(ghosts)]
-        base = [int(o) for o in cidr.split("/")[0].split(".")]
-        host = base[3] + 1 + i // len(ghosts)
-        return name, f"{base[0]}.{base[1]}.{base[2]}.{host}"
-
-    if per > 60:
-        raise SystemExit(f"{a.count} pods on {len(ghosts)} /26s: {per} a node, at most 60")
+        name, net = ghosts[i % len(ghosts)]
+        return name, str(net.network_address + 2 + i // len(ghosts))  # after the gateway
     t0 = time.time()
     with concurrent.futures.ThreadPoolExecutor(a.workers) as pool:
         list(pool.map(lambda j: api.create("/api/v1/namespaces",
@@ -564,10 +387,15 @@ def main():
     s.add_argument("--nodes", nargs="+", required=True)
     s.add_argument("--underlay", required=True)
     s.add_argument("--routing", choices=["native", "vxlan"], required=True)
-    s.add_argument("--samples", type=int, default=20)
+    s.add_argument("--samples", type=int, default=100)
     s.add_argument("--workers", type=int, default=8)
     s.add_argument("--timeout", type=float, default=600)
     s.add_argument("--out", required=True)
+    s = sub.add_parser("create")
+    s.add_argument("--kubeconfig", required=True)
+    s.add_argument("--to", type=int, required=True)
+    s.add_argument("--underlay", required=True)
+    s.add_argument("--workers", type=int, default=8)
     s = sub.add_parser("steady")
     s.add_argument("--kubeconfig", required=True)
     s.add_argument("--pids", nargs="+", required=True)
@@ -575,7 +403,7 @@ def main():
     s.add_argument("--seconds", type=float, default=30)
     s.add_argument("--heartbeats", type=float, default=0)
     s.add_argument("--idle-seconds", type=float, default=10)
-    s.add_argument("--quiet-seconds", type=float, default=5)
+    s.add_argument("--quiet-seconds", type=float, default=15)
     s.add_argument("--out", required=True)
     s = sub.add_parser("pods")
     s.add_argument("--kubeconfig", required=True)
@@ -593,7 +421,7 @@ def main():
     s.add_argument("--timeout", type=float, default=120)
     s.add_argument("--out", required=True)
     a = p.parse_args()
-    {"level": cmd_level, "steady": cmd_steady, "join": cmd_join, "pods": cmd_pods}[a.cmd](a)
+    {"level": cmd_level, "steady": cmd_steady, "join": cmd_join, "create": cmd_create, "pods": cmd_pods}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@
 #   probes  --samples times, one at a time: a Node added (podCIDR seen ->
 #           routed on both real nodes) and deleted (deletion seen -> route
 #           gone on both);
-#   steady  once no Node object changed for 5 s, 10 s with nothing
+#   steady  once no Node object changed for --quiet-seconds (15: three of
+#           the controller-manager's node-monitor periods), 10 s with nothing
 #           happening (each daemon's CPU floor), then
 #           --steady-seconds with the ghosts heartbeating (their status
 #           patched, nodes/60 per second in all: 5x a 1.20 kubelet's
@@ -39,13 +40,14 @@
 # 64 MiB and steady CPU ~0, a Node change on every node within 1 s p99, a
 # joining daemon ready within 5 s.
 # Usage (root): e2e/k8s/bench-node-scale.sh [--levels "10 100 1000"]
-#         [--samples 20] [--routing native|vxlan] [--steady-seconds 30]
-#         [--settle-seconds 50] [--pods M] [--json FILE]
-#   writes the run's JSON to FILE ("": none; default /tmp/sarena-node-scale.json;
+#         [--samples 100] [--routing native|vxlan] [--steady-seconds 30]
+#         [--settle-seconds 50] [--quiet-seconds 15] [--pods M] [--json FILE]
+#   writes the run's JSON to FILE (default: none, the levels are printed;
 #   scripts/bench.sh: target/bench/node-scale.json, rendered into
 #   docs/benchmarks.md by `sarena-bench report`) and prints each level; a
 #   smoke run (CI, e2e/run-all.sh node-scale):
-#   --levels "12 40" --samples 3 --steady-seconds 3 --settle-seconds 0 --pods 200
+#   --levels "12 40" --samples 3 --steady-seconds 3 --settle-seconds 0
+#   --quiet-seconds 5 --pods 200
 # Environment: SARENA_BIN_DIR (sarena-daemon, sarena-cni, sarena; default
 # target/sarena-bin), SARENA_K8S_KEEP=1 (keep the cluster directory).
 set -euo pipefail
@@ -57,8 +59,8 @@ REPO=$(cd "$HERE/../.." && pwd)
 . "$HERE/k8s-mode-lib.sh"
 log() { printf '[node-scale] %s\n' "$*" >&2; }
 
-usage() { sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//'; }
-LEVELS="10 100 1000" SAMPLES=20 ROUTING=native STEADY=30 SETTLE=50 PODS=20000 JSON=/tmp/sarena-node-scale.json
+usage() { sed -n '2,52p' "$0" | sed 's/^# \{0,1\}//'; }
+LEVELS="10 100 1000" SAMPLES=100 ROUTING=native STEADY=30 SETTLE=50 QUIET=15 PODS=20000 JSON=
 while [ $# -gt 0 ]; do
   case $1 in
     --levels) LEVELS=$2 ;;
@@ -66,6 +68,7 @@ while [ $# -gt 0 ]; do
     --routing) ROUTING=$2 ;;
     --steady-seconds) STEADY=$2 ;;
     --settle-seconds) SETTLE=$2 ;;
+    --quiet-seconds) QUIET=$2 ;;
     --pods) PODS=$2 ;;
     --json) JSON=$2 ;;
     -h | --help) usage && exit 0 ;;
@@ -73,14 +76,21 @@ while [ $# -gt 0 ]; do
   esac
   shift 2 || { usage >&2 && exit 2; }
 done
-for v in $LEVELS "$SAMPLES" "$STEADY" "$SETTLE" "$PODS"; do [[ $v =~ ^[0-9]+$ ]] || fail "not a count: $v"; done
+for v in $LEVELS "$SAMPLES" "$STEADY" "$SETTLE" "$QUIET" "$PODS"; do [[ $v =~ ^[0-9]+$ ]] || fail "not a count: $v"; done
 for v in $LEVELS; do if [ "$v" -lt 3 ] || [ "$v" -gt 1000 ]; then fail "level $v: 3 to 1000 nodes"; fi; done
 case $ROUTING in native | vxlan) ;; *) fail "--routing native|vxlan, not $ROUTING" ;; esac
 export SARENA_K8S_NODE_MASK=${SARENA_K8S_NODE_MASK:-26}
+# podCIDRs of that size in 10.244.0.0/16 (the probes need one more)
+for v in $LEVELS; do
+  if [ "$v" -ge $((1 << (SARENA_K8S_NODE_MASK - 16))) ]; then
+    fail "level $v: a /$SARENA_K8S_NODE_MASK per node fits $((1 << (SARENA_K8S_NODE_MASK - 16))) nodes in 10.244.0.0/16, the probes need one more"
+  fi
+done
+export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the tree
 GHOST_UNDERLAY=172.31 GHOST_NET=172.31.0.0/20
 PY=$HERE/bench-node-scale.py
 python3 -m py_compile "$PY"
-COMMAND="e2e/k8s/bench-node-scale.sh --levels \"$LEVELS\" --samples $SAMPLES --routing $ROUTING --steady-seconds $STEADY --settle-seconds $SETTLE --pods $PODS"
+COMMAND="e2e/k8s/bench-node-scale.sh --levels \"$LEVELS\" --samples $SAMPLES --routing $ROUTING --steady-seconds $STEADY --settle-seconds $SETTLE --quiet-seconds $QUIET --pods $PODS"
 if [ -n "$JSON" ]; then mkdir -p "$(dirname "$JSON")"; fi
 
 sm_begin sarena node-scale
@@ -115,7 +125,7 @@ for level in $LEVELS; do
 
   phase "$level nodes: steady state (${STEADY}s)"
   sleep $((grown + SETTLE > SECONDS ? grown + SETTLE - SECONDS : 0))
-  py steady --kubeconfig "$DIR/kubeconfig" --seconds "$STEADY" --heartbeats "$(awk -v n="$level" 'BEGIN { print n / 60 }')" \
+  py steady --kubeconfig "$DIR/kubeconfig" --seconds "$STEADY" --quiet-seconds "$QUIET" --heartbeats "$(awk -v n="$level" 'BEGIN { print n / 60 }')" \
     --pids "node1=$(daemon_pid node1)" "node2=$(daemon_pid node2)" \
     --nodes "node1=${NETNS[node1]}" "node2=${NETNS[node2]}" --out "$OUT/steady-$level.json"
 

@@ -65,7 +65,8 @@
 # node N at fd00:172:30::(10+N), in DIR/nodes/NODE/ip6), SARENA_K8S_CLUSTER_DNS
 # (empty; an address in 10.96.0.0/12: the kubelets' clusterDNS, for a DNS
 # Service at that ClusterIP, see e2e/k8s/dns-lib.sh), SARENA_K8S_NODE_MASK
-# (24; the IPv4 podCIDR size per node, 17 to 28: 26 fits 1,024 nodes).
+# (24; the IPv4 podCIDR size per node, 17 to 28: 26 fits 1,024 nodes in
+# 10.244.0.0/16; with dual stack the IPv6 side stays a /64 each, 256 nodes).
 #
 # The functions are safe under `set -e`: each returns non-zero on failure
 # (its work runs in a child bash with `set -euo pipefail`).

@@ -42,12 +42,14 @@ pub fn watch_nodes(
                 }
                 Ok(watcher::Event::InitDone) => {
                     let changed = table.relist_done();
-                    if !listed {
+                    if listed {
+                        changed
+                    } else {
+                        // the first list is published, changed or not
                         tracing::info!("listed the Node objects; watching them");
                         listed = true;
-                        tx.send_replace(Some(table.view()));
+                        true
                     }
-                    changed
                 }
                 Ok(watcher::Event::Apply(node)) => table.apply(&node),
                 Ok(watcher::Event::Delete(node)) => table.remove(&node),

@@ -7,7 +7,17 @@ use crate::k8s_scale::{DaemonLoad, Latency, NodeScale};
 
 fn latency(l: &Latency) -> String {
     let f = |v: Option<f64>| v.map_or("–".into(), |v| format!("{v:.1}"));
-    format!("{} / {} / {} ms", f(l.p50_ms), f(l.p99_ms), f(l.max_ms))
+    let early = if l.early > 0 {
+        format!(" ({} of {} early)", l.early, l.n)
+    } else {
+        String::new()
+    };
+    format!(
+        "{} / {} / {} ms{early}",
+        f(l.p50_ms),
+        f(l.p99_ms),
+        f(l.max_ms)
+    )
 }
 
 fn per_daemon(
@@ -39,22 +49,24 @@ pub(super) fn section(md: &mut String, runs: &[NodeScale]) {
     );
     let _ = writeln!(
         md,
-        "- **new Nodes**: the level's Nodes created in parallel; per Node, its podCIDR first \
-         seen by a watch of the Node objects → its route on the slower real node (`ip -ts \
-         monitor route` in each node's netns); and the time until both real nodes route \
-         every one (mostly the controller-manager handing out podCIDRs);\n\
-         - **one Node added / deleted**: 20 times, one at a time, at the level's size: \
-         podCIDR seen → routed on both real nodes; deletion seen → route gone on both;\n\
+        "- **new Nodes**: the level's Nodes created in parallel (by a process of their own); \
+         per Node, its podCIDR first seen by the harness's watch of the Node objects → its \
+         route on the slower real node (`ip -ts monitor route` in each node's netns); and \
+         the time until both real nodes route every one (mostly the controller-manager \
+         handing out podCIDRs). The start is a watch like the daemon's, delivered at about \
+         the same moment; a route that came first counts as early;\n\
+         - **one Node added / deleted**: one at a time (the run's `--samples`), at the \
+         level's size: podCIDR seen → routed on both real nodes; deletion seen → route gone \
+         on both. Percentiles are nearest-rank: under 100 samples the p99 is the slowest;\n\
          - **routes exact**: each real node's Sarena routes (proto 91) are exactly the \
          other nodes' podCIDRs via their InternalIPs (vxlan: via the overlay, with one FDB \
          entry per peer), else the run fails;\n\
-         - **steady**: once no Node object changed for 5 s (the controller-manager updates a thousand \
-         new Nodes for minutes), 10 s with nothing happening (the daemon's floor: its CPU, \
+         - **steady**: once no Node object changed for 15 s (5 s in older runs; the \
+         controller-manager updates a thousand new Nodes for minutes), 10 s with nothing happening (the daemon's floor: its CPU, \
          and the bytes still reaching it; CPU from `/proc/PID/stat`, in 10 ms ticks, \
          so ±0.1 % over 10 s), then \
          30 s with every Node heartbeating (its status patched; nodes/60 \
-         patches a second in all, five times a 1.20 kubelet's rate), after the \
-         controller-manager's node lifecycle settled: each daemon's CPU (% of one CPU), \
+         patches a second in all, five times a 1.20 kubelet's rate): each daemon's CPU (% of one CPU), \
          VmRSS (VmHWM), and the bytes on its node's eth0, where only the daemon talks (its \
          API server traffic: every watch event is a whole Node object, which Kubernetes \
          1.20 cannot filter by field);\n\

@@ -7,12 +7,20 @@
 //! widest members, pairwise disjoint, keyed by network address: the only
 //! member that can hold an address is the last one starting at or before
 //! it, and a prefix overlaps the set iff that member holds its network
-//! address or the first member starting inside it exists.
+//! address or the first member starting inside it exists. Only the widest
+//! member is kept, so a message naming the member found may name a prefix
+//! wider than the one inserted first (when a peer lists nested podCIDRs).
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
+
+/// Whether two prefixes share an address (they nest, since prefixes never
+/// partly overlap): the rule [`CidrSet::overlapping`] answers for a set.
+pub(super) fn overlaps(a: &IpNet, b: &IpNet) -> bool {
+    a.contains(&b.network()) || b.contains(&a.network())
+}
 
 /// The union of the prefixes inserted (see the module's docs).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -133,8 +141,8 @@ mod tests {
     }
 
     #[test]
-    fn answers_as_a_scan_of_every_prefix_does() {
-        // a deterministic mix of nested and disjoint prefixes
+    fn answers_as_a_scan_of_every_prefix_does_in_both_families() {
+        // a deterministic mix of nested and disjoint prefixes, IPv4 and IPv6
         let mut seed = 0x2545_f491_u32;
         let mut next = move || {
             seed ^= seed << 13;
@@ -142,22 +150,25 @@ mod tests {
             seed ^= seed << 5;
             seed
         };
-        let mut set = CidrSet::new();
-        let mut all: Vec<IpNet> = Vec::new();
-        let within = |x: u32, len: u8| {
-            IpNet::new(
-                IpAddr::from((0x0af4_0000 | (x & 0xffff)).to_be_bytes()),
-                len,
-            )
+        let mut random = move || {
+            let (x, len) = (next(), next());
+            if x & 1 == 0 {
+                let v4 = (0x0af4_0000 | (x >> 16)).to_be_bytes();
+                IpNet::new(IpAddr::from(v4), 16 + (len % 13) as u8)
+            } else {
+                let mut v6 = [0u8; 16];
+                v6[..4].copy_from_slice(&0xfd00_0010_u32.to_be_bytes());
+                v6[4..8].copy_from_slice(&(x >> 16 << 16).to_be_bytes());
+                IpNet::new(IpAddr::from(v6), 40 + (len % 25) as u8)
+            }
             .unwrap()
             .trunc()
         };
-        for _ in 0..300 {
-            let n = within(next(), 18 + (next() % 11) as u8);
-            let probe = within(next(), 16 + (next() % 13) as u8);
-            let scan = all
-                .iter()
-                .any(|a| a.contains(&probe.network()) || probe.contains(&a.network()));
+        let mut set = CidrSet::new();
+        let mut all: Vec<IpNet> = Vec::new();
+        for _ in 0..600 {
+            let (n, probe) = (random(), random());
+            let scan = all.iter().any(|a| overlaps(a, &probe));
             assert_eq!(
                 set.overlapping(&probe).is_some(),
                 scan,
@@ -171,5 +182,18 @@ mod tests {
             set.insert(n);
             all.push(n);
         }
+        // the widest prefixes of both families hold everything of theirs only
+        set.insert(net("0.0.0.0/0"));
+        assert_eq!(
+            set.overlapping(&net("192.0.2.0/24")),
+            Some(net("0.0.0.0/0"))
+        );
+        assert!(
+            set.iter()
+                .all(|m| m.prefix_len() == 0 || matches!(m, IpNet::V6(_)))
+        );
+        set.insert(net("::/0"));
+        assert_eq!(set.iter().count(), 2);
+        assert_eq!(set.holding(ip("2001:db8::1")), Some(net("::/0")));
     }
 }

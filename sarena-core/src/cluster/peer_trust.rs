@@ -23,7 +23,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use super::cidr_set::CidrSet;
+use super::cidr_set::{CidrSet, overlaps};
 use super::types::{ClusterNode, ClusterView};
 
 /// Why a peer is rejected; [`RejectReason::as_str`] is the metric label.
@@ -124,10 +124,6 @@ pub struct TrustAnchors<'a> {
     pub own_addresses: &'a [IpAddr],
     /// The configured cluster CIDRs (`cluster_cidrs`; may be empty).
     pub cluster_cidrs: &'a [IpNet],
-}
-
-fn overlaps(a: &IpNet, b: &IpNet) -> bool {
-    a.contains(&b.network()) || b.contains(&a.network())
 }
 
 /// What is wrong with `ip` on its own (not its relation to pod networks).

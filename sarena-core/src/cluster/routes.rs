@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use super::cidr_set::CidrSet;
+use super::cidr_set::{CidrSet, overlaps};
 use super::types::{ClusterNode, ClusterView};
 
 /// The `proto` of Sarena's routes to peer podCIDRs.
@@ -93,10 +93,6 @@ pub fn routable_peers<'a>(
         }
     }
     out
-}
-
-fn overlaps(a: &IpNet, b: &IpNet) -> bool {
-    a.contains(&b.network()) || b.contains(&a.network())
 }
 
 /// Native routing: each peer podCIDR via the peer's `InternalIP` of the

@@ -95,7 +95,7 @@ pub struct EventReader {
 
 /// How many times the poll interval doubles while the ring stays empty:
 /// [`EVENTS_POLL_MS`] while events flow, at most 16 times it (320 ms)
-/// after 0.3 s without one, so an idle daemon wakes 3 times a second,
+/// after 0.3 s without one, so an idle daemon looks 3 times a second,
 /// not 50.
 const QUIET_DOUBLINGS: u32 = 4;
 
