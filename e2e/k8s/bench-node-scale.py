@@ -56,13 +56,12 @@ import subprocess
 import sys
 import time
 
-from kapi import Api, UnixHTTPConnection, pct
+from kapi import GHOST_TAINT, TOLERATIONS, Api, UnixHTTPConnection, pct
 from scale_observe import (Observer, exact, link_stats, list_nodes, ms, nodes_quiet, proc_cpu, proc_mem,
                            sarena_routes)
 
 GHOSTS = "sarena.bench%2Fghost%3Dyes"
 
-GHOST_TAINT = {"key": "sarena.bench/ghost", "effect": "NoSchedule"}
 
 
 def ghost_name(g):
@@ -270,12 +269,6 @@ def cmd_steady(a):
         json.dump(out, f, indent=1)
     print(f"steady: {json.dumps(out)}", file=sys.stderr)
 
-POD_TOLERATIONS = [
-    # no tolerationSeconds: never evicted from the kubelet-less nodes
-    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
-    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
-    {"key": "sarena.bench/ghost", "operator": "Exists", "effect": "NoSchedule"},
-]
 
 
 def ghost_pod(i, node, ip, namespaces):
@@ -284,7 +277,7 @@ def ghost_pod(i, node, ip, namespaces):
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": f"p-{i:05d}", "namespace": ns,
                         "labels": {"app": f"app-{i % 40}", "tier": ["web", "api", "db"][i % 3]}},
-           "spec": {"nodeName": node, "tolerations": POD_TOLERATIONS,
+           "spec": {"nodeName": node, "tolerations": TOLERATIONS,
                     "automountServiceAccountToken": False, "enableServiceLinks": False,
                     "terminationGracePeriodSeconds": 0,
                     "containers": [{"name": "app", "image": "sarena.local/ghost:1",

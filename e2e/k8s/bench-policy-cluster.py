@@ -38,18 +38,11 @@ import sys
 import threading
 import time
 
-from kapi import Api, UnixHTTPConnection, pct
+from kapi import GHOST_TAINT, TOLERATIONS, Api, UnixHTTPConnection, pct
 
 # --- the background objects ---------------------------------------------------------
 
 TIERS = ["web", "api", "db"]
-GHOST_TAINT = {"key": "sarena.bench/ghost", "effect": "NoSchedule"}
-TOLERATIONS = [
-    # no tolerationSeconds: never evicted from the kubelet-less nodes
-    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
-    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
-    {"key": "sarena.bench/ghost", "operator": "Exists", "effect": "NoSchedule"},
-]
 
 
 def ns_name(i):

@@ -1,6 +1,8 @@
 """What the e2e/k8s benchmark helpers share (python3 stdlib only): a client
 of the API server from an admin kubeconfig ([`Api`]), HTTP over a daemon's
-Unix socket ([`UnixHTTPConnection`]) and nearest-rank percentiles ([`pct`]).
+Unix socket ([`UnixHTTPConnection`]), nearest-rank percentiles ([`pct`]),
+and what makes a "ghost" Node (no kubelet) and the pods bound to it
+([`GHOST_TAINT`], [`TOLERATIONS`]).
 Imported by bench-policy-cluster.py and bench-node-scale.py, which run with
 this directory first on sys.path."""
 
@@ -11,6 +13,16 @@ import socket
 import ssl
 import threading
 import time
+
+
+# The taint of the Node objects no kubelet runs: nothing is scheduled there.
+GHOST_TAINT = {"key": "sarena.bench/ghost", "effect": "NoSchedule"}
+TOLERATIONS = [
+    # no tolerationSeconds: never evicted from the kubelet-less nodes
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "sarena.bench/ghost", "operator": "Exists", "effect": "NoSchedule"},
+]
 
 
 class Api:
