@@ -24,6 +24,10 @@ phase_end() {
   PHASES+=("$(printf '%-58s %6d s' "$phase_name" $((SECONDS - phase_start)))")
   phase_name=""
 }
+# free_space: the space left on the checkout's and /tmp's filesystems (the
+# tests' clusters and images live in /tmp; a full disk fails them oddly).
+free_space() { df -h --output=avail . /tmp 2>/dev/null | tail -n +2 | tr -d ' ' | paste -sd/ -; }
+DISK_AT_START=$(free_space)
 print_phases() {
   local rc=$1 line
   if [ -n "$phase_name" ]; then
@@ -37,6 +41,7 @@ print_phases() {
     sed 's/^/    /' target/background-times.txt
   fi
   printf '  %-58s %6d s\n' "total" $((SECONDS - RUN_START))
+  echo "  free disk (checkout/tmp): $DISK_AT_START at the start, $(free_space) at the end"
 }
 # On any exit: the phase table, and no background build left running.
 on_exit() {

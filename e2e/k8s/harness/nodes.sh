@@ -277,11 +277,19 @@ _k8s_import() {
   _k8s_dir "${1:-}"
   _k8s_node_vars "${2:-}"
   shift 2
-  local tar
+  local tar attempt why
   for tar in "$@"; do
     [ -f "$tar" ] || _k8s_die "$tar: no such image tar"
-    _k8s_ctr "$NAME" images import "$(realpath "$tar")" >>"$LOGS/$NAME.import.log" 2>&1 ||
-      _k8s_die "importing $tar into $NAME failed (log: $LOGS/$NAME.import.log)"
+    # A second attempt: containerd's first unpack on a fresh node has failed
+    # once in CI with its cause lost; the log tail and the free space below
+    # name it when both attempts fail (the cluster directory is removed).
+    for attempt in 1 2; do
+      _k8s_ctr "$NAME" images import "$(realpath "$tar")" >>"$LOGS/$NAME.import.log" 2>&1 && break
+      why="$(tail -n 5 "$LOGS/$NAME.import.log" | tr '\n' ' ')[free: $(df -h --output=avail "$ND" | tail -n 1 | tr -d ' ')]"
+      [ "$attempt" = 1 ] || _k8s_die "importing $tar into $NAME failed twice: $why"
+      _k8s_warn "importing $tar into $NAME failed (attempt 1), trying again: $why"
+      sleep 2
+    done
   done
 }
 
