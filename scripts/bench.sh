@@ -12,7 +12,8 @@
 # and 200 policies, RSS at 10,000 pods and 1,000 policies; it builds
 # Kubernetes with scripts/setup-k8s.sh the first time), Kubernetes mode at
 # cluster scale (e2e/k8s/bench-node-scale.sh: two real nodes and up to 1,000
-# Node objects, issue 31) and the criterion benches; renders
+# Node objects, issue 31), pods through a real kubelet (e2e/k8s/test-k8s-deploy.sh:
+# 50 and 100 pods at once on one node, issue 29) and the criterion benches; renders
 # docs/benchmarks.md and docs/benchmarks-*.svg from the results. Needs iptables (the Service rules) besides iperf3.
 #
 # Usage (as root): bash scripts/bench.sh [--pods N] [--quick] [--no-cluster]
@@ -104,7 +105,7 @@ export SARENA_EBPF_OBJECT="$daemon_out/sarena-ebpf"
 log "eBPF object: $SARENA_EBPF_OBJECT"
 
 mkdir -p "$OUT"
-rm -f "$OUT/policy-cluster.json" "$OUT/node-scale.json" "$OUT/node-scale-vxlan.json"
+rm -f "$OUT/policy-cluster.json" "$OUT/node-scale.json" "$OUT/node-scale-vxlan.json" "$OUT/kubelet-pods.json"
 if [ "$CLUSTER" = 1 ]; then
   log "NetworkPolicy on a real cluster (e2e/k8s/bench-policy-cluster.sh; Kubernetes built once)"
   bash scripts/setup-k8s.sh >/dev/null
@@ -112,6 +113,17 @@ if [ "$CLUSTER" = 1 ]; then
   log "Kubernetes mode at cluster scale (e2e/k8s/bench-node-scale.sh: to 1,000 nodes; native, vxlan)"
   bash e2e/k8s/bench-node-scale.sh --json "$OUT/node-scale.json"
   bash e2e/k8s/bench-node-scale.sh --routing vxlan --pods 0 --json "$OUT/node-scale-vxlan.json"
+  log "Pods through a real kubelet (e2e/k8s/test-k8s-deploy.sh: 50 and 100 at once on one node; bridge + host-local, then Sarena; 2 rounds)"
+  rounds=()
+  for round in 1 2; do
+    SARENA_DEPLOY_PODS="50 100" SARENA_DEPLOY_JSON="$(realpath -m "$OUT")/kubelet-pods.$round.json" \
+      bash e2e/k8s/test-k8s-deploy.sh
+    rounds+=("$OUT/kubelet-pods.$round.json")
+  done
+  # one file, each measurement with its round
+  jq -s '.[0] + {runs: [to_entries[] | .key as $k | .value.runs[] | .round = $k + 1]}' \
+    "${rounds[@]}" >"$OUT/kubelet-pods.json"
+  rm -f "${rounds[@]}"
 fi
 
 log "harness: CNI latency, churn, scale, dataplane, pods across nodes, NetworkPolicy engine"

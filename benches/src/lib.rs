@@ -9,6 +9,7 @@
 pub mod cni_ops;
 pub mod dataplane;
 mod error;
+pub mod k8s_pods;
 pub mod k8s_scale;
 pub mod node;
 pub mod policy;

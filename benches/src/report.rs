@@ -7,6 +7,7 @@ pub mod criterion;
 mod dataplane;
 pub mod embedded;
 mod events;
+mod k8s_pods;
 mod k8s_scale;
 pub mod machine;
 mod phases;
@@ -54,6 +55,9 @@ pub struct ReportInputs {
     /// Issue 31: Kubernetes mode at cluster scale
     /// (`e2e/k8s/bench-node-scale.sh`).
     pub node_scale: Vec<crate::k8s_scale::NodeScale>,
+    /// Issue 29, step 5: pods through a real kubelet
+    /// (`e2e/k8s/test-k8s-deploy.sh`).
+    pub kubelet_pods: Option<crate::k8s_pods::KubeletPods>,
     /// Item 5.
     pub criterion: Vec<CriterionEstimate>,
     /// The machine.
@@ -99,6 +103,9 @@ pub fn render(inputs: &ReportInputs) -> String {
         }
         sections::churn(&mut md, cni);
         scale::scale(&mut md, cni);
+    }
+    if let Some(k) = &inputs.kubelet_pods {
+        k8s_pods::section(&mut md, k);
     }
     match &inputs.dataplane {
         Some(dp) => {

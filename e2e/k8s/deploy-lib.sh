@@ -170,15 +170,34 @@ kubelet_sandbox_stats() {
            v[$1 ~ /_sum/ ? "s" : "c"] = $2 } END { print v["s"] + 0, v["c"] + 0 }'
 }
 
+# containerd_network_stats NODE: "sum count" of containerd's
+# sandbox_create_network timer (the network part of RunPodSandbox: the pod's
+# netns made and the CNI ADD of the whole chain), from its CRI metrics on
+# the node's loopback (e2e/k8s/harness/nodes.sh).
+containerd_network_stats() {
+  k8s_exec "$DIR" "$1" curl -s --max-time 5 http://127.0.0.1:1338/v1/metrics |
+    awk '/^containerd_cri_sandbox_create_network_seconds_(sum|count) / {
+           v[$1 ~ /_sum/ ? "s" : "c"] = $2 } END { print v["s"] + 0, v["c"] + 0 }'
+}
+
+# mean_ms BEFORE AFTER: the mean of a timer's samples between two "sum
+# count" readings, in ms ("null" without a sample).
+mean_ms() {
+  awk -v b="$1" -v a="$2" 'BEGIN { split(b, x, " "); split(a, y, " ");
+      c = y[2] - x[2]; if (c > 0) printf "%.1f", (y[1] - x[1]) / c * 1000; else print "null" }'
+}
+
 # measure SLUG LABEL NODE N: N busybox pods on NODE at once (one
 # Deployment, bench-SLUG-N); per pod, the time from its creation (the
-# watch's first event) to Running, and the mean RunPodSandbox time from
-# kubelet's metrics. Appends a line to $DIR/measurements; the pods are
-# deleted after.
+# watch's first event) to Running, the mean RunPodSandbox time from
+# kubelet's metrics and the mean of its network part from containerd's.
+# Appends a line to $DIR/measurements and a JSON object to
+# $DIR/measurements.jsonl; the pods are deleted after.
 measure() {
-  local slug=$1 label=$2 node=$3 n=$4 name out t0 before after i
+  local slug=$1 label=$2 node=$3 n=$4 name out t0 before after net_before net_after i
   name=bench-$slug-$n out=$DIR/watch-$slug-$n.txt
   before=$(kubelet_sandbox_stats "$node")
+  net_before=$(containerd_network_stats "$node")
   watch_pods "bench=$name" "$out"
   sleep 1.5 # the watch is established (kubectl prints nothing for an empty list)
   t0=$EPOCHREALTIME
@@ -197,20 +216,21 @@ EOF
   stop_watch
   [ "$(running_count "$out")" -ge "$n" ] || fail "$label: only $(running_count "$out") of $n pods Running after 300 s"
   after=$(kubelet_sandbox_stats "$node")
-  local stats
-  stats=$(awk -v t0="$t0" -v n="$n" '
+  net_after=$(containerd_network_stats "$node")
+  local p50 p90 max all
+  read -r p50 p90 max all < <(awk -v t0="$t0" '
       !($2 in first) { first[$2] = $1 }
       $3 == "Running" && !($2 in run) { run[$2] = $1; d[++k] = $1 - first[$2]; if ($1 > last) last = $1 }
       END {
         for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (d[j] < d[i]) { t = d[i]; d[i] = d[j]; d[j] = t }
-        p50 = d[int((k + 1) / 2)]; p90 = d[int(k * 0.9 + 0.999)]
-        printf "p50 %.2fs  p90 %.2fs  max %.2fs  all %d Running after %.2fs", p50, p90, d[k], n, last - t0
+        printf "%.3f %.3f %.3f %.3f\n", d[int((k + 1) / 2)], d[int(k * 0.9 + 0.999)], d[k], last - t0
       }' "$out")
-  local sandbox
-  sandbox=$(awk -v b="$before" -v a="$after" 'BEGIN { split(b, x, " "); split(a, y, " ");
-      c = y[2] - x[2]; if (c > 0) printf "%.0f ms", (y[1] - x[1]) / c * 1000; else print "n/a" }')
-  printf '%-26s %3d pods: %s; kubelet RunPodSandbox mean %s\n' "$label" "$n" "$stats" "$sandbox" |
-    tee -a "$DIR/measurements" >&2
+  local sandbox network
+  sandbox=$(mean_ms "$before" "$after") network=$(mean_ms "$net_before" "$net_after")
+  printf '%-26s %3d pods: p50 %.2fs  p90 %.2fs  max %.2fs  all %d Running after %.2fs; RunPodSandbox mean %s ms, its network part %s ms\n' \
+    "$label" "$n" "$p50" "$p90" "$max" "$n" "$all" "$sandbox" "$network" | tee -a "$DIR/measurements" >&2
+  printf '{"slug": "%s", "contender": "%s", "pods": %d, "p50_s": %s, "p90_s": %s, "max_s": %s, "all_running_s": %s, "sandbox_mean_ms": %s, "network_mean_ms": %s}\n' \
+    "$slug" "$label" "$n" "$p50" "$p90" "$max" "$all" "$sandbox" "$network" >>"$DIR/measurements.jsonl"
   k delete deployment "$name" --wait=false >/dev/null
   wait_until 180 no_pods "bench=$name" || fail "$label: pods of $name not gone after 180 s"
 }

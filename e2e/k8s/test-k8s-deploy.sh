@@ -42,6 +42,9 @@
 #                       runs cargo build --release; e2e/run-all.sh sets it)
 #   SARENA_DEPLOY_PODS="10"  the measured sizes ("10 50": the full measurement,
 #                       "" for none: no reference node)
+#   SARENA_DEPLOY_JSON=FILE  the measurements as JSON (benches/src/k8s_pods.rs;
+#                       scripts/bench.sh writes target/bench/kubelet-pods.json
+#                       with SARENA_DEPLOY_PODS="50 100")
 #   SARENA_K8S_KEEP=1   keep the cluster directory
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -95,6 +98,12 @@ finish() {
     log "pod sandbox-ready (create -> Running), same run:"
     sed 's/^/  /' "$DIR/measurements" >&2
   fi
+  if [ "$rc" = 0 ] && [ -n "${SARENA_DEPLOY_JSON:-}" ] && [ -s "$DIR/measurements.jsonl" ]; then
+    jq -s --arg kernel "$(uname -r)" --argjson cpus "$(nproc)" --arg date "$(date -u +%FT%TZ)" \
+      --arg command "SARENA_DEPLOY_PODS=\"${SIZES[*]}\" e2e/k8s/test-k8s-deploy.sh" \
+      '{kernel: $kernel, cpus: $cpus, date: $date, command: $command, runs: .}' \
+      "$DIR/measurements.jsonl" >"$SARENA_DEPLOY_JSON" && log "wrote $SARENA_DEPLOY_JSON"
+  fi
   # (the summaries above are read from DIR: removed only now)
   if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $DIR"; else rm -rf --one-file-system "$DIR"; fi
   if [ "$rc" = 0 ]; then log "PASS (${SECONDS}s)"; else log "FAILED (exit $rc)"; fi
@@ -127,6 +136,7 @@ EOF
   phase "reference: sandbox-ready of ${SIZES[*]} pods on one node"
   measure warmup warm-up "$REF" 1 2>/dev/null
   : >"$DIR/measurements"
+  : >"$DIR/measurements.jsonl"
   for n in "${SIZES[@]}"; do measure ref "bridge + host-local" "$REF" "$n"; done
 
   phase "reference node removed"

@@ -356,7 +356,10 @@ fn report_part(r: &ReportArgs) -> Result<(), BenchError> {
             node_scale.push(run);
         }
     }
+    let kubelet_pods: Option<sarena_benches::k8s_pods::KubeletPods> =
+        read_json(&r.out.join(sarena_benches::k8s_pods::FILE))?;
     if cni.is_none()
+        && kubelet_pods.is_none()
         && dataplane.is_none()
         && crossnode.is_none()
         && policy.is_none()
@@ -381,6 +384,7 @@ fn report_part(r: &ReportArgs) -> Result<(), BenchError> {
         policy,
         policy_cluster,
         node_scale,
+        kubelet_pods,
         criterion: report::criterion::gather(&r.criterion),
         machine,
         command,

@@ -283,6 +283,7 @@ fn the_report_compares_services_with_their_direct_path_and_ptp() {
         policy: None,
         policy_cluster: None,
         node_scale: Vec::new(),
+        kubelet_pods: None,
         criterion: vec![],
         machine: Machine::default(),
         command: "x".into(),

@@ -206,15 +206,15 @@ fn targets_of(inputs: &ReportInputs) -> Vec<Target> {
             });
         }
     }
-    for s in &inputs.node_scale {
-        for (what, target, measured, met) in s.targets() {
-            t.push(Target {
-                what,
-                target,
-                measured,
-                met: Some(met),
-            });
-        }
+    let kubelet = inputs.kubelet_pods.iter().flat_map(|k| k.targets());
+    let scale = inputs.node_scale.iter().flat_map(|s| s.targets());
+    for (what, target, measured, met) in kubelet.chain(scale) {
+        t.push(Target {
+            what,
+            target,
+            measured,
+            met: Some(met),
+        });
     }
     if let Some(c) = &inputs.policy_cluster {
         for (what, target, measured, met) in c.targets() {

@@ -88,6 +88,7 @@ fn inputs() -> ReportInputs {
         policy: None,
         policy_cluster: None,
         node_scale: Vec::new(),
+        kubelet_pods: None,
         criterion: vec![],
         machine: Machine {
             cpu: "Test CPU".into(),
@@ -428,6 +429,35 @@ fn the_node_scale_run_has_its_section_and_targets() {
         .unwrap();
     assert!(
         row.contains("≤ 64 MiB") && row.contains("66.6 MiB") && row.contains("✗"),
+        "{row}"
+    );
+}
+
+#[test]
+fn the_kubelet_pods_run_has_its_section_and_targets() {
+    let mut i = inputs();
+    assert!(!render(&i).contains("through a real kubelet"));
+    let run: crate::k8s_pods::KubeletPods = serde_json::from_str(crate::k8s_pods::SAMPLE).unwrap();
+    i.kubelet_pods = Some(run);
+    let page = render(&i);
+    assert!(
+        page.contains("## Pods through a real kubelet (issue 29)"),
+        "{page}"
+    );
+    assert!(
+        page.contains(
+            "| 1 | bridge + host-local | 100 | 4.00 / 6.00 / 6.50 s | 6.80 s | 5000 ms | – |"
+        ),
+        "{page}"
+    );
+    let row = page
+        .lines()
+        .find(|l| {
+            l.starts_with("| 50 pods at once on one node through kubelet: kubelet's RunPodSandbox")
+        })
+        .unwrap();
+    assert!(
+        row.contains("≤ 1.0× bridge + host-local") && row.contains("1.30×") && row.contains("✗"),
         "{row}"
     );
 }
