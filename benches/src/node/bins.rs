@@ -16,19 +16,22 @@ pub struct Bins {
 }
 
 impl Bins {
-    /// `SARENA_BIN_DIR`, else the directory of this executable, else the workspace's
-    /// `target/release`; reference plugins from `SARENA_REF_CNI_DIR` or /usr/lib/cni.
+    /// `SARENA_BIN_DIR` when set (and then only it: binaries from elsewhere
+    /// would measure something else than asked), else the directory of this
+    /// executable, else the workspace's `target/release`; reference plugins
+    /// from `SARENA_REF_CNI_DIR` or /usr/lib/cni.
     pub fn locate() -> Result<Bins, BenchError> {
         let mut dirs: Vec<PathBuf> = Vec::new();
         if let Some(d) = std::env::var_os("SARENA_BIN_DIR") {
             dirs.push(PathBuf::from(d));
+        } else {
+            if let Ok(exe) = std::env::current_exe()
+                && let Some(d) = exe.parent()
+            {
+                dirs.push(d.to_path_buf());
+            }
+            dirs.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release"));
         }
-        if let Ok(exe) = std::env::current_exe()
-            && let Some(d) = exe.parent()
-        {
-            dirs.push(d.to_path_buf());
-        }
-        dirs.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release"));
         let bin_dir = dirs
             .iter()
             .find(|d| d.join("sarena-cni").is_file() && d.join("sarena-daemon").is_file())
