@@ -25,6 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         pod_ifname: "eth0".into(),
         mtu: 1500,
         pod_mac: None,
+        host_ipv6: false,
     };
     let pair = links.create_veth(&spec).await?;
     println!(

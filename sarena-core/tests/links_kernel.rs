@@ -17,6 +17,7 @@ fn spec(netns: &TestNetns, container: &str) -> VethSpec {
         pod_ifname: "eth0".into(),
         mtu: 1450,
         pod_mac: None,
+        host_ipv6: false,
     }
 }
 
@@ -106,6 +107,14 @@ async fn veth_pair_is_created_configured_inspected_and_removed() {
             state.routes
         );
     }
+    // The carrier is up (both ends). The pod has no IPv6 address: IPv6 is
+    // off on the host end, so none of its routes joined the host's table
+    // (the kernel walks that table at every link event).
+    assert!(run(&["ip", "-o", "link", "show", &spec.host_ifname]).contains("LOWER_UP"));
+    assert_eq!(host_ipv6_conf(&spec.host_ifname, "disable_ipv6"), "1");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(host_ipv6_routes(&spec.host_ifname), "");
+    // Configuring again is harmless (ADD retried by the runtime).
     // Configuring again is harmless (ADD retried by the runtime).
     links
         .configure_pod(&spec.netns, "eth0", &pod_config())
@@ -121,6 +130,53 @@ async fn veth_pair_is_created_configured_inspected_and_removed() {
     );
     assert!(!links.remove_host_link(&spec.host_ifname).await.unwrap());
     assert_eq!(links.inspect_pod(&spec.netns, "eth0").await.unwrap(), None);
+}
+
+fn host_ipv6_conf(ifname: &str, key: &str) -> String {
+    std::fs::read_to_string(format!("/proc/sys/net/ipv6/conf/{ifname}/{key}"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn host_ipv6_routes(ifname: &str) -> String {
+    let addresses = run(&["ip", "-6", "addr", "show", "dev", ifname]);
+    let routes = run(&["ip", "-6", "route", "show", "table", "all", "dev", ifname]);
+    format!("{}{}", addresses.trim(), routes.trim())
+}
+
+#[tokio::test]
+#[ignore = "privileged: needs root; run as root with --include-ignored (scripts/test.sh)"]
+async fn a_pod_with_ipv6_keeps_it_on_the_host_end_without_the_kernel_s_link_local_address() {
+    require_root(
+        "a_pod_with_ipv6_keeps_it_on_the_host_end_without_the_kernel_s_link_local_address",
+    );
+    let netns = TestNetns::new();
+    let container = unique("ctr6");
+    let spec = VethSpec {
+        host_ipv6: true,
+        ..spec(&netns, &container)
+    };
+    let _guard = HostLinkGuard(spec.host_ifname.clone());
+    let links = RtnetlinkLinks::new().unwrap();
+    links.create_veth(&spec).await.unwrap();
+    let mut config = pod_config();
+    config.addresses.push("fd00:250::7/64".parse().unwrap());
+    links
+        .configure_pod(&spec.netns, "eth0", &config)
+        .await
+        .unwrap();
+    let host = run(&["ip", "-d", "link", "show", &spec.host_ifname]);
+    assert!(
+        host.contains("LOWER_UP") && host.contains("addrgenmode none"),
+        "{host}"
+    );
+    assert_eq!(host_ipv6_conf(&spec.host_ifname, "disable_ipv6"), "0");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // No address of the kernel's, so no fe80 route: only ff00::/8 is left.
+    let v6 = host_ipv6_routes(&spec.host_ifname);
+    assert!(!v6.contains("fe80") && !v6.contains("inet6"), "{v6}");
+    assert!(links.remove_pod_link(&spec.netns, "eth0").await.unwrap());
 }
 
 #[tokio::test]

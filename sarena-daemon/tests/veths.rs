@@ -167,6 +167,7 @@ async fn marked_veth(links: &RtnetlinkLinks, netns: &TestNetns, container: &str)
         pod_ifname: "eth0".into(),
         mtu: 1500,
         pod_mac: None,
+        host_ipv6: false,
     };
     let pair = links.create_veth(&spec).await.unwrap();
     (pair.host_ifname, pair.host_ifindex)

@@ -101,6 +101,11 @@ pub fn ipv4_conf(ifname: &str, parameter: &str) -> String {
     format!("net/ipv4/conf/{ifname}/{parameter}")
 }
 
+/// `net/ipv6/conf/IFNAME/PARAMETER`.
+pub fn ipv6_conf(ifname: &str, parameter: &str) -> String {
+    format!("net/ipv6/conf/{ifname}/{parameter}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,6 +44,7 @@ impl Pod {
             pod_ifname: "eth0".into(),
             mtu: 1500,
             pod_mac: None,
+            host_ipv6: addresses.iter().any(|(address, _)| address.contains(':')),
         };
         let guard = HostLinkGuard(spec.host_ifname.clone());
         let pair = links.create_veth(&spec).await.unwrap();

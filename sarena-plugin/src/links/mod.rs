@@ -52,6 +52,11 @@ pub struct VethSpec {
     pub mtu: u32,
     /// Pod-side MAC, when the runtime asked for one (`CNI_ARGS MAC=`); random otherwise.
     pub pod_mac: Option<MacAddr>,
+    /// Whether the host end keeps IPv6: the pod has an IPv6 address, which
+    /// the host routes to over this link. Without, IPv6 is off on the host
+    /// end, so it adds nothing to the host's IPv6 table (see
+    /// `links::rtnl::veth`).
+    pub host_ipv6: bool,
 }
 
 /// The veth pair as created.

@@ -58,7 +58,7 @@ pub(crate) async fn add(
     let mut rollback = Rollback::new(daemon, links, queue, att);
     let attached = async {
         let allocation = allocate(daemon, req, &mut rollback).await?;
-        let pair = create_veth(links, req, &config, pod_mac, &mut rollback).await?;
+        let pair = create_veth(links, req, &config, &allocation, pod_mac, &mut rollback).await?;
         let (configured, registered) = futures_util::join!(
             configure_pod(links, req, &allocation),
             register_endpoint(daemon, req, &pair, &allocation, &mut rollback)
@@ -153,12 +153,14 @@ async fn allocate(
 }
 
 /// Step 6: creates the veth pair (host end named after the attachment, pod end in the
-/// pod netns under its final name, with `pod_mac` when given) and registers its
+/// pod netns under its final name, with `pod_mac` when given; the host end
+/// with IPv6 only when the allocation has an IPv6 address) and registers its
 /// removal.
 async fn create_veth(
     links: &dyn Links,
     req: &AddRequest,
     config: &DaemonConfig,
+    allocation: &Allocation,
     pod_mac: Option<crate::mac::MacAddr>,
     rollback: &mut Rollback<'_>,
 ) -> Result<VethPair, PluginError> {
@@ -170,6 +172,10 @@ async fn create_veth(
             pod_ifname: att.ifname.clone(),
             mtu: config.mtu,
             pod_mac,
+            host_ipv6: allocation
+                .addresses
+                .iter()
+                .any(|a| a.address.addr().is_ipv6()),
         })
         .await
         .map_err(|e| PluginError::link(Step::CreateVeth, att, e))?;

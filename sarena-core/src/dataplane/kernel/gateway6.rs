@@ -19,7 +19,7 @@ use crate::sysctl;
 /// `ip addr add fe80::1/64 dev IFNAME nodad` (already there is fine).
 pub(crate) async fn add(handle: &Handle, ifname: &str, oif: u32) -> Result<(), DataplaneError> {
     // A host whose `default.disable_ipv6` is 1 creates veths without IPv6.
-    sysctl::write(&format!("net/ipv6/conf/{ifname}/disable_ipv6"), "0")?;
+    sysctl::write(&sysctl::ipv6_conf(ifname, "disable_ipv6"), "0")?;
     let mut request = handle.address().add(oif, POD_IPV6_GATEWAY.into(), 64);
     // No duplicate-address detection: the address is usable at once, and it
     // is the same on every veth by design.

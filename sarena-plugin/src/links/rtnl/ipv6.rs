@@ -51,6 +51,21 @@ pub(super) async fn prepare(
     ifname: &str,
     mac: MacAddr,
 ) -> Result<(), LinkError> {
+    no_address_generation(handle, index, ifname).await?;
+    let address = IpNet::V6(Ipv6Net::new_assert(link_local(mac), 64));
+    add_address(handle, index, ifname, &address, Some(AddressFlags::Nodad)).await
+}
+
+/// `ip link set IFNAME addrgenmode none`: the kernel generates no link-local
+/// address (nor its routes, nor duplicate-address detection and router
+/// solicitations for it) when the link's carrier comes up. Effective only
+/// before then: the carrier of a veth comes up with its second end.
+/// (The kernel refuses it in the request that creates the link.)
+pub(super) async fn no_address_generation(
+    handle: &Handle,
+    index: u32,
+    ifname: &str,
+) -> Result<(), NetlinkError> {
     let mode =
         LinkAttribute::AfSpecUnspec(vec![AfSpecUnspec::Inet6(vec![AfSpecInet6::AddrGenMode(
             In6AddrGenMode::None,
@@ -63,9 +78,7 @@ pub(super) async fn prepare(
         .set(message)
         .execute()
         .await
-        .map_err(|e| NetlinkError::new("link set addrgenmode none", ifname, e))?;
-    let address = IpNet::V6(Ipv6Net::new_assert(link_local(mac), 64));
-    add_address(handle, index, ifname, &address, Some(AddressFlags::Nodad)).await
+        .map_err(|e| NetlinkError::new("link set addrgenmode none", ifname, e))
 }
 
 /// `ip addr add ADDRESS dev IFNAME [flags]`; an address already there is fine.

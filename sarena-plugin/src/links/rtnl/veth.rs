@@ -6,6 +6,7 @@ use std::os::fd::AsRawFd;
 use rtnetlink::packet_route::link::{InfoData, InfoKind, InfoVeth};
 use rtnetlink::{Handle, LinkMessageBuilder, LinkUnspec, LinkVeth};
 
+use super::ipv6;
 use crate::links::{LINK_GROUP, LinkError, VethPair, VethSpec};
 use crate::mac::MacAddr;
 use crate::netlink::{MarkedDeletion, NetlinkError, delete_marked_link, errno, link_index};
@@ -101,9 +102,23 @@ pub(crate) async fn create(
     }
 }
 
-/// Host end: `rp_filter` off. Returns the host ifindex.
+/// Host end: `rp_filter` off, and its IPv6 settled before the pod end comes
+/// up and brings the carrier with it: off when the pod has no IPv6 address,
+/// else without the kernel's own link-local address. Returns the host
+/// ifindex.
+///
+/// Why: the kernel walks the whole host IPv6 routing table at each carrier
+/// change and removal of any link, and inserts each link's routes beside
+/// every other link's. Left to the kernel, every host end added three
+/// routes to it (its link-local address, `fe80::/64`, `ff00::/8`), and the
+/// ADDs and DELs grew slower with the number of pods on the node (issue
+/// 29). With IPv6 off, a host end adds none and takes no part in IPv6; a
+/// pod with IPv6 needs it (the host's routes to the pod go over the link),
+/// and keeps only `ff00::/8` plus what the dataplane adds: nothing uses the
+/// kernel's link-local address, the pods' gateway being `fe80::1`, which
+/// the kernel dataplane adds and the eBPF programs answer for.
 async fn finish(host: &Handle, spec: &VethSpec) -> Result<u32, LinkError> {
-    let _phase = crate::phases::start(|| "netlink host end: index, rp_filter");
+    let _phase = crate::phases::start(|| "netlink host end: index, rp_filter, IPv6");
     let host_ifindex =
         link_index(host, &spec.host_ifname)
             .await?
@@ -111,5 +126,14 @@ async fn finish(host: &Handle, spec: &VethSpec) -> Result<u32, LinkError> {
                 ifname: spec.host_ifname.clone(),
             })?;
     sysctl::write(&sysctl::ipv4_conf(&spec.host_ifname, "rp_filter"), "0")?;
+    if spec.host_ipv6 {
+        ipv6::no_address_generation(host, host_ifindex, &spec.host_ifname).await?;
+    } else {
+        match sysctl::write(&sysctl::ipv6_conf(&spec.host_ifname, "disable_ipv6"), "1") {
+            // a kernel without IPv6 has no such file: nothing to turn off
+            Err(e) if e.source.kind() == std::io::ErrorKind::NotFound => {}
+            other => other?,
+        }
+    }
     Ok(host_ifindex)
 }
