@@ -26,7 +26,7 @@ phase_end() {
 }
 # free_space: the space left on the checkout's and /tmp's filesystems (the
 # tests' clusters and images live in /tmp; a full disk fails them oddly).
-free_space() { df -h --output=avail . /tmp 2>/dev/null | tail -n +2 | tr -d ' ' | paste -sd/ -; }
+free_space() { { df -h --output=avail . /tmp 2>/dev/null || echo '? ?'; } | tail -n +2 | tr -d ' ' | paste -sd/ -; }
 DISK_AT_START=$(free_space)
 print_phases() {
   local rc=$1 line

@@ -163,19 +163,21 @@ stop_watch() { kill -- "-$WATCHER" 2>/dev/null || true; }
 # running_count OUT: pods seen Running in OUT.
 running_count() { awk '$3 == "Running" {print $2}' "$1" | sort -u | wc -l; }
 
-# kubelet_sandbox_stats NODE: "sum count" of kubelet's RunPodSandbox timer.
+# kubelet_sandbox_stats NODE: "sum count" of kubelet's RunPodSandbox timer
+# ("0 0" when unreadable: measured, not asserted).
 kubelet_sandbox_stats() {
-  k8s_exec "$DIR" cp curl -sk --max-time 5 "https://$(k8s_node_ip "$DIR" "$1"):10250/metrics" |
+  { k8s_exec "$DIR" cp curl -sk --max-time 5 "https://$(k8s_node_ip "$DIR" "$1"):10250/metrics" || true; } |
     awk '/^kubelet_runtime_operations_duration_seconds_(sum|count)\{operation_type="run_podsandbox"\}/ {
            v[$1 ~ /_sum/ ? "s" : "c"] = $2 } END { print v["s"] + 0, v["c"] + 0 }'
 }
 
 # containerd_network_stats NODE: "sum count" of containerd's
-# sandbox_create_network timer (the network part of RunPodSandbox: the pod's
-# netns made and the CNI ADD of the whole chain), from its CRI metrics on
-# the node's loopback (e2e/k8s/harness/nodes.sh).
+# sandbox_create_network timer (the network part of RunPodSandbox: mostly the
+# pod's netns made and the CNI ADD of the whole chain), from its CRI metrics
+# on the node's loopback (e2e/k8s/harness/nodes.sh); "0 0" when unreadable
+# (measured, not asserted).
 containerd_network_stats() {
-  k8s_exec "$DIR" "$1" curl -s --max-time 5 http://127.0.0.1:1338/v1/metrics |
+  { k8s_exec "$DIR" "$1" curl -s --max-time 5 http://127.0.0.1:1338/v1/metrics || true; } |
     awk '/^containerd_cri_sandbox_create_network_seconds_(sum|count) / {
            v[$1 ~ /_sum/ ? "s" : "c"] = $2 } END { print v["s"] + 0, v["c"] + 0 }'
 }
@@ -186,6 +188,9 @@ mean_ms() {
   awk -v b="$1" -v a="$2" 'BEGIN { split(b, x, " "); split(a, y, " ");
       c = y[2] - x[2]; if (c > 0) printf "%.1f", (y[1] - x[1]) / c * 1000; else print "null" }'
 }
+
+# shown_ms MEAN: "MEAN ms", or "n/a" for mean_ms's "null".
+shown_ms() { if [ "$1" = null ]; then echo n/a; else echo "$1 ms"; fi; }
 
 # measure SLUG LABEL NODE N: N busybox pods on NODE at once (one
 # Deployment, bench-SLUG-N); per pod, the time from its creation (the
@@ -223,12 +228,13 @@ EOF
       $3 == "Running" && !($2 in run) { run[$2] = $1; d[++k] = $1 - first[$2]; if ($1 > last) last = $1 }
       END {
         for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (d[j] < d[i]) { t = d[i]; d[i] = d[j]; d[j] = t }
-        printf "%.3f %.3f %.3f %.3f\n", d[int((k + 1) / 2)], d[int(k * 0.9 + 0.999)], d[k], last - t0
+        printf "%.2f %.2f %.2f %.2f\n", d[int((k + 1) / 2)], d[int(k * 0.9 + 0.999)], d[k], last - t0
       }' "$out")
   local sandbox network
   sandbox=$(mean_ms "$before" "$after") network=$(mean_ms "$net_before" "$net_after")
-  printf '%-26s %3d pods: p50 %.2fs  p90 %.2fs  max %.2fs  all %d Running after %.2fs; RunPodSandbox mean %s ms, its network part %s ms\n' \
-    "$label" "$n" "$p50" "$p90" "$max" "$n" "$all" "$sandbox" "$network" | tee -a "$DIR/measurements" >&2
+  printf '%-26s %3d pods: p50 %ss  p90 %ss  max %ss  all %d Running after %ss; RunPodSandbox mean %s, its network part %s\n' \
+    "$label" "$n" "$p50" "$p90" "$max" "$n" "$all" "$(shown_ms "$sandbox")" "$(shown_ms "$network")" |
+    tee -a "$DIR/measurements" >&2
   printf '{"slug": "%s", "contender": "%s", "pods": %d, "p50_s": %s, "p90_s": %s, "max_s": %s, "all_running_s": %s, "sandbox_mean_ms": %s, "network_mean_ms": %s}\n' \
     "$slug" "$label" "$n" "$p50" "$p90" "$max" "$all" "$sandbox" "$network" >>"$DIR/measurements.jsonl"
   k delete deployment "$name" --wait=false >/dev/null

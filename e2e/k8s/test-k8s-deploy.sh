@@ -99,10 +99,15 @@ finish() {
     sed 's/^/  /' "$DIR/measurements" >&2
   fi
   if [ "$rc" = 0 ] && [ -n "${SARENA_DEPLOY_JSON:-}" ] && [ -s "$DIR/measurements.jsonl" ]; then
-    jq -s --arg kernel "$(uname -r)" --argjson cpus "$(nproc)" --arg date "$(date -u +%FT%TZ)" \
+    if jq -s --arg kernel "$(uname -r)" --argjson cpus "$(nproc)" --arg date "$(date -u +%FT%TZ)" \
       --arg command "SARENA_DEPLOY_PODS=\"${SIZES[*]}\" e2e/k8s/test-k8s-deploy.sh" \
       '{kernel: $kernel, cpus: $cpus, date: $date, command: $command, runs: .}' \
-      "$DIR/measurements.jsonl" >"$SARENA_DEPLOY_JSON" && log "wrote $SARENA_DEPLOY_JSON"
+      "$DIR/measurements.jsonl" >"$SARENA_DEPLOY_JSON"; then
+      log "wrote $SARENA_DEPLOY_JSON"
+    else
+      log "could not write $SARENA_DEPLOY_JSON"
+      rc=1
+    fi
   fi
   # (the summaries above are read from DIR: removed only now)
   if [ "${SARENA_K8S_KEEP:-0}" = 1 ]; then log "keeping $DIR"; else rm -rf --one-file-system "$DIR"; fi

@@ -115,7 +115,6 @@ async fn veth_pair_is_created_configured_inspected_and_removed() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     assert_eq!(host_ipv6_routes(&spec.host_ifname), "");
     // Configuring again is harmless (ADD retried by the runtime).
-    // Configuring again is harmless (ADD retried by the runtime).
     links
         .configure_pod(&spec.netns, "eth0", &pod_config())
         .await
@@ -133,7 +132,7 @@ async fn veth_pair_is_created_configured_inspected_and_removed() {
 }
 
 fn host_ipv6_conf(ifname: &str, key: &str) -> String {
-    std::fs::read_to_string(format!("/proc/sys/net/ipv6/conf/{ifname}/{key}"))
+    sarena_core::sysctl::read(&sarena_core::sysctl::ipv6_conf(ifname, key))
         .unwrap()
         .trim()
         .to_string()

@@ -137,6 +137,9 @@ mod tests {
         );
         let err = write_under(dir.path(), &ipv4_conf("eth0", "rp_filter"), "0").unwrap_err();
         assert_eq!(err.path, dir.path().join("net/ipv4/conf/eth0/rp_filter"));
+        let err = write_under(dir.path(), &ipv6_conf("eth0", "disable_ipv6"), "1").unwrap_err();
+        assert_eq!(err.path, dir.path().join("net/ipv6/conf/eth0/disable_ipv6"));
+        assert_eq!(err.source.kind(), std::io::ErrorKind::NotFound);
     }
 
     #[test]

@@ -22,7 +22,7 @@ impl Bins {
     /// from `SARENA_REF_CNI_DIR` or /usr/lib/cni.
     pub fn locate() -> Result<Bins, BenchError> {
         let mut dirs: Vec<PathBuf> = Vec::new();
-        if let Some(d) = std::env::var_os("SARENA_BIN_DIR") {
+        if let Some(d) = std::env::var_os("SARENA_BIN_DIR").filter(|d| !d.is_empty()) {
             dirs.push(PathBuf::from(d));
         } else {
             if let Ok(exe) = std::env::current_exe()
@@ -38,7 +38,7 @@ impl Bins {
             .ok_or_else(|| BenchError::MissingBinary {
                 what: "sarena-cni and sarena-daemon",
                 path: dirs.last().cloned().unwrap_or_default(),
-                hint: "cargo build --release -p sarena-cni -p sarena-daemon (or set SARENA_BIN_DIR)",
+                hint: "bash scripts/build-release.sh, then SARENA_BIN_DIR=target/sarena-bin (copies: cp -rL)",
             })?;
         let cni_dir = std::env::var_os("SARENA_REF_CNI_DIR")
             .map(PathBuf::from)

@@ -15,13 +15,13 @@ pub(super) fn section(md: &mut String, r: &KubeletPods) {
     let _ = writeln!(
         md,
         "N pods created at once (one Deployment of busybox pods, the image already on the \
-         node) on one node of e2e/k8s's cluster (Kubernetes v1.20.2: kubelet, containerd \
-         1.6, runc; this machine, {} CPUs, kernel {}), run on {} by `{}`. First the \
+         node) on one node of e2e/k8s's cluster (Kubernetes v1.20.2: kubelet, Debian's \
+         containerd and runc; this machine, {} CPUs, kernel {}), run on {} by `{}`. First the \
          reference, bridge + host-local, on a node of its own; then, in the same cluster, \
          Sarena installed by its DaemonSet (eBPF dataplane), on one of its nodes. Per pod: \
          its creation (a watch's first event) → Running. kubelet's RunPodSandbox and \
-         containerd's `sandbox_create_network` (the network part of RunPodSandbox: the \
-         pod's netns made and the CNI ADD of the whole chain) are the means of their \
+         containerd's `sandbox_create_network` (the network part of RunPodSandbox: mostly \
+         the pod's netns made and the CNI ADD of the whole chain) are the means of their \
          metrics over these pods.\n",
         r.cpus, r.kernel, r.date, r.command
     );

@@ -287,7 +287,7 @@ _k8s_import() {
     # name it when both attempts fail (the cluster directory is removed).
     for attempt in 1 2; do
       _k8s_ctr "$NAME" images import "$(realpath "$tar")" >>"$LOGS/$NAME.import.log" 2>&1 && break
-      why="$(tail -n 5 "$LOGS/$NAME.import.log" | tr '\n' ' ')[free: $(df -h --output=avail "$ND" | tail -n 1 | tr -d ' ')]"
+      why="$(tail -n 5 "$LOGS/$NAME.import.log" | tr '\n' ' ')[free: $({ df -h --output=avail "$ND" 2>/dev/null || echo '?'; } | tail -n 1 | tr -d ' ')]"
       [ "$attempt" = 1 ] || _k8s_die "importing $tar into $NAME failed twice: $why"
       _k8s_warn "importing $tar into $NAME failed (attempt 1), trying again: $why"
       sleep 2

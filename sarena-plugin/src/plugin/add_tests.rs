@@ -76,6 +76,7 @@ fn mocks(fail: At, register_error: fn() -> DaemonError) -> (MockDaemon, MockLink
                     && s.pod_ifname == "eth0"
                     && s.mtu == MTU
                     && s.pod_mac.map(|m| m.to_string()).as_deref() == Some(POD_MAC)
+                    && !s.host_ipv6
             })
             .times(1)
             .in_sequence(&mut seq)
@@ -253,6 +254,30 @@ async fn veth_failure_releases_the_address_only() {
     let e = add(&d, &l, None, &add_req()).await.unwrap_err();
     assert_eq!(e.step(), Some(Step::CreateVeth));
     assert_eq!(e.to_cni().code, ErrorCode::Kernel);
+}
+
+#[tokio::test]
+async fn a_pod_with_an_ipv6_address_keeps_ipv6_on_its_host_end() {
+    let mut d = MockDaemon::new();
+    let mut l = MockLinks::new();
+    l.expect_remove_pod_link().returning(|_, _| Ok(false));
+    d.expect_config().returning(|| Ok(config()));
+    d.expect_allocate().returning(|_| {
+        let mut a = allocation();
+        a.addresses.push(crate::api::AllocatedAddress {
+            address: "fd00:10::30/64".parse().unwrap(),
+            gateway: "fe80::1".parse().unwrap(),
+            pool: "default6".into(),
+        });
+        Ok(a)
+    });
+    l.expect_create_veth()
+        .withf(|s| s.host_ipv6)
+        .times(1)
+        .returning(|_| Err(netlink("link add")));
+    d.expect_release().times(1).returning(|_| Ok(true));
+    let e = add(&d, &l, None, &add_req()).await.unwrap_err();
+    assert_eq!(e.step(), Some(Step::CreateVeth));
 }
 
 #[tokio::test]

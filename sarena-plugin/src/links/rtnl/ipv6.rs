@@ -1,4 +1,5 @@
-//! The pod interface's IPv6 set-up: usable the moment ADD returns.
+//! The pod interface's IPv6 set-up: usable the moment ADD returns (and the
+//! host end's `addrgenmode none`, [`no_address_generation`]).
 //!
 //! Duplicate-address detection would keep every IPv6 address `tentative`
 //! for a second or two after it is added (the kernel neither sends from nor

@@ -112,7 +112,9 @@ pub(crate) async fn create(
 /// every other link's. Left to the kernel, every host end added three
 /// routes to it (its link-local address, `fe80::/64`, `ff00::/8`), and the
 /// ADDs and DELs grew slower with the number of pods on the node (issue
-/// 29). With IPv6 off, a host end adds none and takes no part in IPv6; a
+/// 29). With IPv6 off, a host end adds none and takes no part in IPv6 (the
+/// write itself walks the table once, as the carrier change it replaces
+/// did, and may wait for the rtnl lock: the table stays small); a
 /// pod with IPv6 needs it (the host's routes to the pod go over the link),
 /// and keeps only `ff00::/8` plus what the dataplane adds: nothing uses the
 /// kernel's link-local address, the pods' gateway being `fe80::1`, which
