@@ -66,17 +66,6 @@ type Compared = (&'static str, Option<f64>, Option<f64>, fn(f64) -> String);
 /// One row of the targets table: what, target, measured, met.
 pub type PodsTarget = (String, String, String, bool);
 
-/// The median of the values present (the mean of the middle two when even).
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(v[n / 2]),
-        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
-    }
-}
-
 impl KubeletPods {
     /// The sizes measured for both contenders, ascending.
     pub fn sizes(&self) -> Vec<usize> {
@@ -107,13 +96,13 @@ impl KubeletPods {
         pods: usize,
         value: impl Fn(&PodsRun) -> Option<f64>,
     ) -> Option<f64> {
-        median(
-            self.runs
-                .iter()
-                .filter(|r| r.slug == slug && r.pods == pods)
-                .filter_map(value)
-                .collect(),
-        )
+        let values: Vec<f64> = self
+            .runs
+            .iter()
+            .filter(|r| r.slug == slug && r.pods == pods)
+            .filter_map(value)
+            .collect();
+        crate::stats::median(&values)
     }
 
     /// Per size: Sarena's creation → Running p50 and mean RunPodSandbox
@@ -139,10 +128,7 @@ impl KubeletPods {
                 }),
             ];
             for (what, ours, theirs, show) in rows {
-                let ratio = match (ours, theirs) {
-                    (Some(o), Some(t)) if t > 0.0 => Some(o / t),
-                    _ => None,
-                };
+                let ratio = crate::stats::ratio_of(ours, theirs);
                 let measured = match (ratio, ours, theirs) {
                     (Some(x), Some(o), Some(t)) => {
                         format!("{x:.2}× ({} vs {}{rounds})", show(o), show(t))
